@@ -60,6 +60,76 @@ def command(func):
 # (commands are added below by their owners; keep each a few lines over a library call)
 
 
+@command
+def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details page, gzip ok) or .ncu-rep"),
+           store: Optional[Path] = StoreOpt,
+           name: Optional[str] = typer.Option(None, help="Run name (default: the file name)."),
+           tag: Optional[List[str]] = typer.Option(None, help="KEY=VALUE, repeatable."),
+           shapes: Optional[Path] = typer.Option(None, help="File of '[phase/]role M N K' lines for "
+                                                 "captures whose NVTX ranges carry no shapes."),
+           format: Format = typer.Option(Format.table, "--format")):
+    """Read ncu captures into the Parquet store, one run per file."""
+    from profiler.capture import parse_shapes_file
+    from profiler.store import Store, parse_tags
+    from reports.runs import print_runs, run_record
+    import json
+    import pandas as pd
+
+    tags = parse_tags(tag)
+    shape_map = parse_shapes_file(shapes) if shapes else None
+    the_store = Store(store_path(store))
+    rows = []
+    for file in files:
+        run_name = name if name and len(files) == 1 else (f"{name}-{file.name}" if name else None)
+        row, new = the_store.ingest(file, name=run_name, tags=tags, shapes=shape_map)
+        rows.append({**row, "new": new})
+        if format == Format.table and not new:
+            typer.echo(f"{file}: already in the store as run {row['id']}", err=True)
+    if format == Format.json:
+        typer.echo(json.dumps([run_record(r) for r in rows], indent=2))
+    else:
+        print_runs(pd.DataFrame(rows))
+
+
+@command
+def runs(store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
+    """List the runs in the store."""
+    from profiler.store import Store
+    from reports.runs import print_runs, runs_json
+
+    table = Store(store_path(store), create=False).runs()
+    typer.echo(runs_json(table)) if format == Format.json else print_runs(table)
+
+
+@command
+def show(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name or 'latest'."),
+         store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
+    """One run: where it came from, and its kernels by phase and role."""
+    import json
+    from profiler.store import Store
+    from reports.runs import print_run, run_summary
+
+    the_store = Store(store_path(store), create=False)
+    summary = run_summary(the_store.run(run), the_store.kernels(run, columns=[
+        "phase", "role", "gpu__time_duration.sum"]), metric_count=len(the_store.units(run)))
+    typer.echo(json.dumps(summary, indent=2)) if format == Format.json else print_run(summary)
+
+
+@command
+def rm(run: str = typer.Argument(..., help="Run id, id prefix or name."),
+       store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
+    """Remove a run from the store."""
+    import json
+    from profiler.store import Store
+    from reports.runs import run_record
+
+    row = Store(store_path(store), create=False).remove(run)
+    if format == Format.json:
+        typer.echo(json.dumps(run_record(row)))
+    else:
+        typer.echo(f"removed run {row['id']} ({row['name']})")
+
+
 def main() -> None:
     app()
 

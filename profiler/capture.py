@@ -1,0 +1,599 @@
+"""ncu output -> one kernels table (docs/SCHEMA.md).
+
+Three inputs, one result:
+- `--csv --page raw`, from a file or captured stdout: one row per kernel, one column per metric,
+  a units row, thousands separators, and ncu's and the program's own lines before and among rows;
+- `--csv --page details`: one row per kernel and metric;
+- `.ncu-rep` reports: re-exported through `ncu --import` when ncu is on PATH, else read with the
+  `ncu_report` package (PyPI `ncu-report`, needs neither ncu nor a GPU).
+Any of them may be gzip-compressed.
+
+Raw captures are converted in batches (`iter_raw_tables`) so that a 100,000-kernel capture streams
+into Parquet without being held in memory whole; `read_capture` collects the batches for callers
+that want a DataFrame.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+
+from profiler import nvtx
+from profiler.errors import BadInput
+from profiler.units import to_base
+
+# ncu's identity columns -> ours. Everything else in a raw capture is a metric.
+IDENTITY_COLUMNS = {
+    "ID": "kernel_id",
+    "Process ID": "process_id",
+    "Process Name": "process_name",
+    "Host Name": "host",
+    "Kernel Name": "kernel_name",
+    "Context": "context",
+    "Stream": "stream",
+    "Block Size": "block_size",
+    "Grid Size": "grid_size",
+    "Device": "device",
+    "CC": "cc",
+}
+REQUIRED_COLUMNS = ("ID", "Kernel Name")
+PUSH_POP_PREFIX = "thread Domain:Push/Pop_Range"
+START_STOP_PREFIX = "Id:Domain:Start/Stop_Range"
+DETAILS_COLUMNS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
+INT_IDENTITY = ("process_id", "device", "context", "stream")
+DERIVED_COLUMNS = ("nvtx_stack", "phase", "role", "role_source", "kind", "shape_m", "shape_n", "shape_k")
+
+# The details page of ncu's sections names metrics for people; these are the ones the views read.
+DISPLAY_NAME_METRICS = {
+    ("GPU Speed Of Light Throughput", "Duration"): "gpu__time_duration.sum",
+    ("GPU Speed Of Light Throughput", "SM Active Cycles"): "sm__cycles_active.avg",
+    ("GPU Speed Of Light Throughput", "Compute (SM) Throughput"): "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    ("GPU Speed Of Light Throughput", "Memory Throughput"): "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    ("GPU Speed Of Light Throughput", "DRAM Throughput"): "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    ("Memory Workload Analysis", "L2 Hit Rate"): "lts__t_sector_hit_rate.pct",
+    ("Launch Statistics", "Grid Size"): "launch__grid_size",
+    ("Launch Statistics", "Block Size"): "launch__block_size",
+    ("Launch Statistics", "Registers Per Thread"): "launch__registers_per_thread",
+    ("Launch Statistics", "# SMs"): "launch__sm_count",
+    ("Launch Statistics", "Waves Per SM"): "launch__waves_per_multiprocessor",
+    ("Launch Statistics", "Cluster Size"): "launch__cluster_size",
+    ("Occupancy", "Block Limit Registers"): "launch__occupancy_limit_registers",
+    ("Occupancy", "Block Limit Shared Mem"): "launch__occupancy_limit_shared_mem",
+    ("Occupancy", "Block Limit Warps"): "launch__occupancy_limit_warps",
+    ("Occupancy", "Block Limit SM"): "launch__occupancy_limit_blocks",
+    ("Occupancy", "Block Limit Barriers"): "launch__occupancy_limit_barriers",
+    ("Occupancy", "Theoretical Occupancy"): "sm__maximum_warps_per_active_cycle_pct",
+    ("Occupancy", "Achieved Occupancy"): "sm__warps_active.avg.pct_of_peak_sustained_active",
+    ("Compute Workload Analysis", "Issue Slots Busy"): "smsp__issue_active.avg.pct_of_peak_sustained_active",
+}
+
+_NUMBER = r"^[-+]?(\d{1,3}(,\d{3})+|\d+)?(\.\d+)?([eE][-+]?\d+)?$"
+_NOT_AVAILABLE = ("n/a", "N/A", "-", "nan", "NaN")
+_GZIP_MAGIC = b"\x1f\x8b"
+_ROW_START = re.compile(rb'^\s*"\d+",')
+BLOCK_BYTES = 16 << 20
+
+
+@dataclass
+class Capture:
+    kernels: pd.DataFrame
+    units: dict[str, str]
+    source_format: str  # raw, details or ncu-rep
+    ncu_version: str | None = None
+    notes: list[str] = field(default_factory=list)  # lines a user should see (noise skipped, ...)
+
+
+# --- opening and sniffing ---------------------------------------------------------------------
+
+
+def _open_binary(path: Path):
+    if not path.exists():
+        raise BadInput(f"{path}: no such file")
+    if path.is_dir():
+        raise BadInput(f"{path}: is a folder, not an ncu capture")
+    handle = open(path, "rb")
+    if handle.read(2) == _GZIP_MAGIC:
+        handle.close()
+        return gzip.open(path, "rb")
+    handle.seek(0)
+    return handle
+
+
+def _is_ncu_rep(path: Path) -> bool:
+    name = path.name.lower()
+    return name.endswith(".ncu-rep") or name.endswith(".ncu-rep.gz")
+
+
+def _header_cells(line: bytes) -> list[str] | None:
+    """The cells of an ncu CSV header line, or None if the line is not one."""
+    text = line.decode("utf-8", errors="replace").lstrip("\ufeff").strip()
+    if not text.startswith('"ID"'):
+        return None
+    import csv
+
+    return next(csv.reader([text]))
+
+
+# --- raw page ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _RawLayout:
+    header: list[str]
+    units: dict[str, str]
+    rows_path: str  # a temporary CSV with the header and the data rows only
+    noise_lines: int
+
+
+def _split_raw(stream, header: list[str], first_rest: bytes, tmpdir: str) -> _RawLayout:
+    """Copy the header and data rows to a clean temporary CSV, keeping the units row aside.
+
+    A data row starts with `"<ID>",`; ncu's `==PROF==` lines and the program's own output are
+    skipped wherever they fall. A last row without its line end is a capture cut off mid-row.
+    """
+    rows_path = os.path.join(tmpdir, "rows.csv")
+    units: dict[str, str] = {}
+    noise = 0
+    pending = first_rest
+    saw_units = False
+    with open(rows_path, "wb") as out:
+        import csv
+
+        writer_header = io.StringIO()
+        csv.writer(writer_header, quoting=csv.QUOTE_ALL).writerow(header)
+        out.write(writer_header.getvalue().encode())
+        while True:
+            chunk = stream.read(BLOCK_BYTES)
+            data = pending + chunk
+            if not chunk:
+                lines, pending = data.split(b"\n"), b""
+                if lines and lines[-1] == b"":
+                    lines.pop()
+                elif lines and _ROW_START.match(lines[-1]):
+                    raise BadInput("the capture is cut off in the middle of a row (no line end "
+                                   "after the last row): re-export it from the report")
+            else:
+                lines = data.split(b"\n")
+                pending = lines.pop()
+            kept = []
+            for line in lines:
+                if _ROW_START.match(line):
+                    kept.append(line.rstrip(b"\r"))
+                elif not saw_units and line.startswith(b'"",') and not kept:
+                    units = dict(zip(header, next(csv.reader([line.decode("utf-8", "replace")]))))
+                    saw_units = True
+                elif line.strip():
+                    noise += 1
+            if kept:
+                out.write(b"\n".join(kept) + b"\n")
+            if not chunk:
+                break
+    return _RawLayout(header, units, rows_path, noise)
+
+
+def _unique_names(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        if name in seen:
+            seen[name] += 1
+            name = f"{name}#{seen[name]}"
+        else:
+            seen[name] = 0
+        out.append(name)
+    return out
+
+
+def _numeric(array: pa.Array, factor: float) -> pa.Array | None:
+    """float64 if every filled cell is a number (thousands separators allowed), else None."""
+    array = pc.utf8_trim_whitespace(array)
+    blank = pc.or_(pc.equal(array, ""), pc.is_in(array, pa.array(_NOT_AVAILABLE)))
+    blank = pc.fill_null(blank, True)
+    ok = pc.or_(blank, pc.fill_null(pc.match_substring_regex(array, _NUMBER), False))
+    if not pc.all(ok).as_py():
+        return None
+    cleaned = pc.if_else(blank, pa.scalar(None, pa.string()), pc.replace_substring(array, ",", ""))
+    values = pc.cast(cleaned, pa.float64())
+    return pc.multiply(values, factor) if factor != 1.0 else values
+
+
+def _ints(series: pd.Series) -> pd.Series:
+    return pd.to_numeric(series.astype("string").str.replace(",", "", regex=False),
+                         errors="coerce").astype("Int64")
+
+
+def _xyz(series: pd.Series, prefix: str) -> pd.DataFrame:
+    parts = series.astype("string").str.extract(r"\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
+    out = pd.DataFrame(index=series.index)
+    for axis, column in zip("xyz", parts.columns):
+        out[f"{prefix}_{axis}"] = pd.to_numeric(parts[column]).astype("Int64")
+    total_name = "block_threads" if prefix == "block" else "grid_blocks"
+    out[total_name] = out[f"{prefix}_x"] * out[f"{prefix}_y"] * out[f"{prefix}_z"]
+    return out
+
+
+class Classifier:
+    """NVTX stack + kernel name -> derived columns, carried across batches (cold/warm prefill
+    depends on what came before)."""
+
+    def __init__(self, shapes: dict | None = None):
+        self.shapes = shapes or {}
+        self._cache: dict = {}
+        self._prefill_state: tuple[set, dict] = (set(), {})
+
+    def _one(self, cell: str, kernel_name: str) -> tuple:
+        key = (cell, kernel_name)
+        if key not in self._cache:
+            stack = nvtx.parse_stack(cell)
+            self._cache[key] = (stack, nvtx.classify(stack, kernel_name))
+        return self._cache[key]
+
+    def derive(self, cells: pd.Series, names: pd.Series, processes: pd.Series) -> pd.DataFrame:
+        pairs = [self._one(c, n) for c, n in zip(cells.fillna(""), names.fillna(""))]
+        derived = pd.DataFrame([info for _, info in pairs], index=cells.index,
+                               columns=list(DERIVED_COLUMNS[1:]))
+        derived.insert(0, "nvtx_stack", [stack for stack, _ in pairs])
+        derived["phase"] = self._assign_prefill(list(derived["phase"]), list(processes))
+        for column in ("shape_m", "shape_n", "shape_k"):
+            derived[column] = derived[column].astype("Int64")
+        return self._apply_shapes(derived)
+
+    def _assign_prefill(self, phases: list[str], processes: list) -> list[str]:
+        seen, current = self._prefill_state
+        out = []
+        for phase, process in zip(phases, processes):
+            if phase == "prefill":
+                if current.get(process) is None:
+                    current[process] = "warm_prefill" if process in seen else "cold_prefill"
+                    seen.add(process)
+                phase = current[process]
+            else:
+                current[process] = None
+            out.append(phase)
+        return out
+
+    def _apply_shapes(self, derived: pd.DataFrame) -> pd.DataFrame:
+        """Fill shapes the NVTX messages lack from a `--shapes` mapping: "phase/role" or "role"."""
+        if not self.shapes:
+            return derived
+        for index in derived.index[derived["shape_m"].isna()]:
+            phase, role = derived.at[index, "phase"], derived.at[index, "role"]
+            shape = self.shapes.get(f"{phase}/{role}") or self.shapes.get(role)
+            if phase.endswith("prefill") and shape is None:
+                shape = self.shapes.get(f"prefill/{role}")
+            if shape:
+                for column, value in zip(("shape_m", "shape_n", "shape_k"), shape):
+                    derived.at[index, column] = value
+        return derived
+
+
+def _identity_frame(table: pa.Table, classifier: Classifier) -> pd.DataFrame:
+    columns = {name: table.column(name).to_pandas() for name in table.column_names
+               if name in IDENTITY_COLUMNS or name.startswith((PUSH_POP_PREFIX, START_STOP_PREFIX))}
+    raw = pd.DataFrame(columns)
+    frame = pd.DataFrame(index=raw.index)
+    frame["kernel_id"] = _ints(raw["ID"]).astype("int64")
+    for source, target in IDENTITY_COLUMNS.items():
+        if source == "ID" or source not in raw:
+            continue
+        if target in INT_IDENTITY:
+            frame[target] = _ints(raw[source])
+        elif target == "block_size":
+            frame = frame.join(_xyz(raw[source], "block"))
+        elif target == "grid_size":
+            frame = frame.join(_xyz(raw[source], "grid"))
+        else:
+            frame[target] = raw[source].astype("string")
+    push_pop = next((c for c in raw.columns if c.startswith(PUSH_POP_PREFIX)), None)
+    cells = raw[push_pop] if push_pop else pd.Series([""] * len(raw), index=raw.index)
+    processes = frame["process_id"] if "process_id" in frame else pd.Series([0] * len(raw))
+    names = frame["kernel_name"] if "kernel_name" in frame else pd.Series([""] * len(raw))
+    return frame.join(classifier.derive(cells, names, processes))
+
+
+def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None = None
+                    ) -> Iterator[tuple[pa.Table, dict[str, str]]]:
+    """Batches of the kernels table as Arrow tables, with the metric units, from a raw capture.
+
+    A metric column's type is fixed by the first batch: a later cell that is not a number in a
+    numeric column becomes null (and a note says so) rather than a second schema.
+    """
+    notes = notes if notes is not None else []
+    with _open_binary(path) as stream, tempfile.TemporaryDirectory(prefix="smlens-") as tmpdir:
+        header, rest = _find_header(stream, path)
+        layout = _split_raw(stream, header, rest, tmpdir)
+        if layout.noise_lines:
+            notes.append(f"skipped {layout.noise_lines} lines that were not CSV rows (program or ncu output)")
+        names = _unique_names(header)
+        convert = pacsv.ConvertOptions(column_types={name: pa.string() for name in names},
+                                       strings_can_be_null=False, quoted_strings_can_be_null=False)
+        read = pacsv.ReadOptions(column_names=names, skip_rows=1, block_size=BLOCK_BYTES)
+        parse = pacsv.ParseOptions(newlines_in_values=False)
+        try:
+            reader = pacsv.open_csv(layout.rows_path, read_options=read, parse_options=parse,
+                                    convert_options=convert)
+        except pa.ArrowInvalid as err:
+            raise BadInput(f"{path}: not a readable ncu CSV ({_first_line(err)})") from None
+        classifier = Classifier(shapes)
+        metric_types: dict[str, pa.DataType] = {}
+        units: dict[str, str] = {}
+        kept_rows = 0
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                break
+            except pa.ArrowInvalid as err:
+                raise BadInput(f"{path}: a row does not match the header ({_first_line(err)}): "
+                               "the capture is damaged or cut off") from None
+            table = pa.Table.from_batches([batch])
+            kept_rows += table.num_rows
+            yield _convert_raw_batch(table, layout.units, classifier, metric_types, units, notes), units
+        if kept_rows == 0:
+            raise BadInput(f"{path}: the capture has a header but no kernel rows")
+
+
+def _find_header(stream, path: Path) -> tuple[list[str], bytes]:
+    """Read up to the header row; return its cells and the bytes after it."""
+    scanned = b""
+    while True:
+        chunk = stream.read(1 << 20)
+        if not chunk and not scanned:
+            raise BadInput(f"{path}: the file is empty")
+        if b"\0" in chunk[:65536]:
+            raise BadInput(f"{path}: binary data, not an ncu CSV (for a .ncu-rep report keep its "
+                           "'.ncu-rep' name)")
+        scanned += chunk
+        lines = scanned.split(b"\n")
+        complete = lines if not chunk else lines[:-1]
+        offset = 0
+        for line in complete:
+            offset += len(line) + 1
+            cells = _header_cells(line)
+            if cells is not None:
+                missing = [c for c in REQUIRED_COLUMNS if c not in cells]
+                if missing:
+                    raise BadInput(f"{path}: the header lacks {', '.join(missing)}: not an ncu "
+                                   "--csv capture")
+                return cells, scanned[offset:]
+        if not chunk or len(scanned) > (64 << 20):
+            raise BadInput(f"{path}: no ncu CSV header (a row starting \"ID\",\"Process ID\",...) "
+                           "found: export with `ncu --csv --page raw` or `--page details`")
+
+
+def _first_line(err: Exception) -> str:
+    return str(err).strip().splitlines()[0][:160]
+
+
+def _convert_raw_batch(table: pa.Table, unit_row: dict, classifier: Classifier,
+                       metric_types: dict, units: dict, notes: list) -> pa.Table:
+    identity = _identity_frame(table, classifier)
+    out = pa.Table.from_pandas(identity, preserve_index=False)
+    for name in table.column_names:
+        if name in IDENTITY_COLUMNS or name.startswith((PUSH_POP_PREFIX, START_STOP_PREFIX)):
+            continue
+        base_unit, factor = to_base(unit_row.get(name, ""))
+        column = table.column(name).combine_chunks()
+        wanted = metric_types.get(name)
+        values = _numeric(column, factor) if wanted in (None, pa.float64()) else None
+        if values is None and wanted == pa.float64():
+            # a numeric column with text in this batch: keep the numbers, say so
+            values = pc.cast(pc.if_else(pc.match_substring_regex(column, _NUMBER),
+                                        pc.replace_substring(column, ",", ""), None), pa.float64())
+            values = pc.multiply(values, factor) if factor != 1.0 else values
+            notes.append(f"{name}: text in a numeric column, kept as null")
+        if values is None:
+            values = column
+        metric_types.setdefault(name, values.type)
+        units.setdefault(name, base_unit if values.type == pa.float64() else unit_row.get(name, ""))
+        out = out.append_column(name, values)
+    return out
+
+
+# --- details page ------------------------------------------------------------------------------
+
+
+def _read_details(path: Path, shapes: dict | None, notes: list) -> tuple[pd.DataFrame, dict]:
+    with _open_binary(path) as stream:
+        header, rest = _find_header(stream, path)
+        with tempfile.TemporaryDirectory(prefix="smlens-") as tmpdir:
+            layout = _split_raw(stream, header, rest, tmpdir)
+            # pandas, not pyarrow: rows without rule results end early (ragged rows)
+            try:
+                frame = pd.read_csv(layout.rows_path, dtype=str, keep_default_na=False,
+                                    names=_unique_names(header), skiprows=1)
+            except (pd.errors.ParserError, ValueError) as err:
+                raise BadInput(f"{path}: a row does not match the header ({_first_line(err)})") from None
+    if layout.noise_lines:
+        notes.append(f"skipped {layout.noise_lines} lines that were not CSV rows")
+    frame = frame[frame["Metric Name"].str.len() > 0]  # rule rows carry no metric
+    first = frame.drop_duplicates("ID")
+    identity_table = pa.Table.from_pandas(first[[c for c in first.columns if c not in DETAILS_COLUMNS
+                                                 and not c.startswith("Rule")
+                                                 and not c.startswith("Estimated")]],
+                                          preserve_index=False)
+    kernels = _identity_frame(identity_table, Classifier(shapes)).set_index("kernel_id")
+
+    section, metric = frame["Section Name"], frame["Metric Name"]
+    mapped = [DISPLAY_NAME_METRICS.get((s, m)) for s, m in zip(section, metric)]
+    command_line = section.eq("Command line profiler metrics") | metric.str.contains("__", regex=False)
+    frame = frame.assign(column=[
+        m if cl else (mp or f"{s}: {m}")
+        for s, m, cl, mp in zip(section, metric, command_line, mapped)])
+    scale = frame["Metric Unit"].map(lambda u: to_base(u)[1])
+    base_unit = frame["Metric Unit"].map(lambda u: to_base(u)[0])
+    cleaned = frame["Metric Value"].str.replace(",", "", regex=False).str.strip()
+    numbers = pd.to_numeric(cleaned, errors="coerce")
+    is_number = numbers.notna() | cleaned.isin(("",) + _NOT_AVAILABLE)
+    frame = frame.assign(number=numbers * scale, is_number=is_number, base_unit=base_unit)
+    units: dict[str, str] = {}
+    columns = {}
+    for name, group in frame.groupby("column", sort=False):
+        ids = _ints(group["ID"]).astype("int64")
+        if group["is_number"].all():
+            columns[name] = pd.Series(group["number"].to_numpy(), index=ids)
+            units[name] = group["base_unit"].iloc[0]
+        else:
+            columns[name] = pd.Series(group["Metric Value"].to_numpy(), index=ids)
+            units[name] = group["Metric Unit"].iloc[0]
+    metrics = pd.DataFrame({k: v[~v.index.duplicated()] for k, v in columns.items()})
+    kernels = kernels.join(metrics).reset_index()
+    return kernels, units
+
+
+# --- .ncu-rep ------------------------------------------------------------------------------------
+
+
+def _read_ncu_rep(path: Path, shapes: dict | None, notes: list) -> Capture:
+    with tempfile.TemporaryDirectory(prefix="smlens-") as tmpdir:
+        report = path
+        with _open_binary(path) as stream:
+            head = stream.read(4)
+            if path.name.lower().endswith(".gz") or not head:
+                report = Path(tmpdir) / "report.ncu-rep"
+                with open(report, "wb") as out:
+                    out.write(head)
+                    shutil.copyfileobj(stream, out)
+        ncu = shutil.which("ncu")
+        if ncu:
+            raw = Path(tmpdir) / "raw.csv"
+            with open(raw, "wb") as out:
+                done = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw"],
+                                      stdout=out, stderr=subprocess.PIPE)
+            if done.returncode != 0:
+                raise BadInput(f"{path}: ncu could not import the report: "
+                               f"{done.stderr.decode(errors='replace').strip()[-200:]}")
+            capture = read_capture(raw, shapes=shapes)
+            capture.source_format = "ncu-rep"
+            capture.notes[:0] = notes
+            return capture
+        return _read_ncu_rep_module(report, path, shapes, notes)
+
+
+def _read_ncu_rep_module(report: Path, shown: Path, shapes: dict | None, notes: list) -> Capture:
+    try:
+        import ncu_report
+    except ImportError:
+        raise BadInput(f"{shown}: reading a .ncu-rep needs ncu on PATH or the ncu-report package "
+                       "(pip install ncu-report)") from None
+    try:
+        context = ncu_report.load_report(str(report))
+    except Exception as err:  # the module raises plain exceptions for unreadable files
+        raise BadInput(f"{shown}: not a readable .ncu-rep report ({_first_line(err)})") from None
+    rows, units = [], {}
+    kernel_id = 0
+    for range_index in range(context.num_ranges()):
+        report_range = context.range_by_idx(range_index)
+        for action_index in range(report_range.num_actions()):
+            action = report_range.action_by_idx(action_index)
+            row = {"ID": str(kernel_id), "Kernel Name": action.name(action.NameBase_DEMANGLED)}
+            kernel_id += 1
+            for name in action.metric_names():
+                metric = action.metric_by_name(name)
+                value = metric.value()
+                if isinstance(value, (int, float)):
+                    base_unit, factor = to_base(metric.unit())
+                    row[name] = float(value) * factor
+                    units.setdefault(name, base_unit)
+                else:
+                    row[name] = value
+                    units.setdefault(name, metric.unit())
+            row[PUSH_POP_PREFIX] = _nvtx_cell(action)
+            rows.append(row)
+    if not rows:
+        raise BadInput(f"{shown}: the report holds no kernels")
+    frame = pd.DataFrame(rows)
+    for column, source in (("Block Size", "launch__block_dim_"), ("Grid Size", "launch__grid_dim_")):
+        if f"{source}x" in frame:
+            frame[column] = [f"({int(x)}, {int(y)}, {int(z)})" for x, y, z in
+                             zip(frame[f"{source}x"], frame[f"{source}y"], frame[f"{source}z"])]
+    for column, source in (("Device", "launch__device_id"), ("Stream", "launch__stream_id"),
+                           ("Context", "launch__context_id")):
+        if source in frame:
+            frame[column] = frame[source].astype("Int64").astype("string")
+    if "device__attribute_compute_capability_major" in frame:
+        frame["CC"] = (frame["device__attribute_compute_capability_major"].astype(int).astype(str) + "."
+                       + frame["device__attribute_compute_capability_minor"].astype(int).astype(str))
+    identity = pa.Table.from_pandas(
+        frame[[c for c in frame.columns if c in IDENTITY_COLUMNS or c == PUSH_POP_PREFIX]].astype("string"),
+        preserve_index=False)
+    kernels = _identity_frame(identity, Classifier(shapes))
+    metrics = frame[[c for c in frame.columns if c not in IDENTITY_COLUMNS and c != PUSH_POP_PREFIX]]
+    kernels = pd.concat([kernels, metrics.reset_index(drop=True)], axis=1)
+    return Capture(kernels, units, "ncu-rep", notes=notes)
+
+
+def _nvtx_cell(action) -> str:
+    """The push/pop stack of an action in the raw page's cell format, so one parser serves both."""
+    state = action.nvtx_state()
+    if state is None:
+        return ""
+    entries = []
+    for domain_id in state.domains():
+        domain = state.domain_by_id(domain_id)
+        for message in domain.push_pop_ranges():
+            entries.append(f'"{domain.name()}:{message}:none:none:none:none:none:none"')
+    return ("0  " + "  ".join(entries)) if entries else ""
+
+
+# --- the one entry point -------------------------------------------------------------------------
+
+
+def sniff(path: Path) -> str:
+    """raw, details or ncu-rep."""
+    if _is_ncu_rep(path):
+        return "ncu-rep"
+    with _open_binary(path) as stream:
+        header, _ = _find_header(stream, path)
+    return "details" if all(c in header for c in DETAILS_COLUMNS[1:]) else "raw"
+
+
+def read_capture(path, shapes: dict | None = None) -> Capture:
+    """Any ncu capture -> Capture with the kernels table of docs/SCHEMA.md.
+
+    `shapes` maps "role" or "phase/role" to (M, N, K) for captures whose NVTX ranges carry none.
+    """
+    path = Path(path)
+    notes: list[str] = []
+    kind = sniff(path)
+    if kind == "ncu-rep":
+        return _read_ncu_rep(path, shapes, notes)
+    if kind == "details":
+        kernels, units = _read_details(path, shapes, notes)
+        return Capture(kernels, units, "details", notes=notes)
+    tables, units = [], {}
+    for table, units in iter_raw_tables(path, shapes, notes):
+        tables.append(table)
+    kernels = pa.concat_tables(tables).to_pandas()
+    return Capture(kernels, units, "raw", notes=notes)
+
+
+def parse_shapes_file(path) -> dict:
+    """`--shapes FILE`: one line per role, `[phase/]role M N K` or `role M=.. N=.. K=..`; # comments."""
+    shapes = {}
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"{path}: no such shapes file")
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        key, _, rest = line.partition(" ")
+        values = re.findall(r"\d+", rest)
+        role = key.split("/")[-1]
+        if len(values) != 3 or not (nvtx.canonical_role(role) or role == "gemm"):
+            raise BadInput(f"{path}:{number}: expected '[phase/]role M N K', got {line!r}")
+        shapes[key] = tuple(int(v) for v in values)
+    return shapes

@@ -1,0 +1,146 @@
+"""NVTX stack -> phase, role and shape; kernel name -> kind.
+
+The stack is what ncu's push/pop column holds: the ranges open on the launching thread, outermost
+first. A phase is the outermost range whose first word names one; a role the innermost range whose
+first word names one; a shape is `M=.. N=.. K=..` in the role range's message (VIEWS.md).
+"""
+from __future__ import annotations
+
+import re
+import shlex
+
+PHASES = ("cold_prefill", "warm_prefill", "decode")
+ROLES = ("qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj", "elementwise")
+KINDS = ("gemm", "attention", "splitk_reduce", "elementwise", "other")
+
+# Range names other tools use for the same roles (vLLM, HF module names, our own older captures).
+_ROLE_ALIASES = {
+    "qkv": "qkv_proj", "q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj",
+    "attn": "attention", "self_attn": "attention", "sdpa": "attention",
+    "out_proj": "o_proj", "dense": "o_proj",
+    "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj", "gate_up": "gate_up_proj",
+    "fc1": "gate_up_proj", "fc2": "down_proj", "down": "down_proj",
+    "norm": "elementwise", "rmsnorm": "elementwise", "layernorm": "elementwise",
+    "rotary": "elementwise", "rope": "elementwise", "residual": "elementwise",
+    "activation": "elementwise", "kv_cache": "elementwise",
+}
+_SHAPE = re.compile(r"\b([MNK])\s*=\s*(\d+)")
+
+# Kind from the kernel name alone; first match wins, so the specific patterns come first.
+_KIND_PATTERNS = [
+    ("splitk_reduce", re.compile(r"splitkreduce|splitk_reduce|split_k_reduce|reduce_splitk", re.I)),
+    ("attention", re.compile(r"flash|fmha|sdpa|attention|attn|cudnn::lean_reduction|paged_?attention", re.I)),
+    ("gemm", re.compile(r"nvjet|gemm|cutlass|xmma|matmul|\bmm_|_mm\b|gemv|dot_kernel", re.I)),
+    ("elementwise", re.compile(
+        r"elementwise|vectorized|norm|reduce|catarray|copy|rotary|rope|silu|gelu|softmax|"
+        r"activation|fill|distribution|index|scatter|gather|unrolled", re.I)),
+]
+
+
+def parse_stack(cell: str | None) -> list[str]:
+    """ncu's push/pop cell -> ["domain:message", ...], outermost first.
+
+    The cell is `<tid>  "<domain>:<message>:<PL_Type>:...:<Msg>"  "..."`: the thread id, then one
+    quoted entry per open range. The message may itself hold colons, so the six trailing payload
+    fields are cut from the right.
+    """
+    if not cell or '"' not in cell:
+        return []
+    try:
+        tokens = shlex.split(cell)
+    except ValueError:  # an unbalanced quote: take what lies between quote pairs
+        tokens = cell.split('"')[1::2]
+    entries = []
+    for token in tokens:
+        if ":" not in token:
+            continue  # the thread id
+        parts = token.split(":")
+        if len(parts) >= 8:
+            parts = parts[:-6]  # drop PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg
+        entries.append(":".join(parts))
+    return entries
+
+
+def _message(entry: str) -> str:
+    domain, _, message = entry.partition(":")
+    return message if message else domain
+
+
+def _first_word(entry: str) -> str:
+    words = _message(entry).strip().split()
+    return words[0].lower() if words else ""
+
+
+def canonical_role(word: str) -> str | None:
+    word = word.lower()
+    if word in ROLES:
+        return word
+    return _ROLE_ALIASES.get(word)
+
+
+def phase_of(stack: list[str]) -> str:
+    """`prefill` alone is returned as-is: cold or warm is decided by order (see assign_prefill)."""
+    for entry in stack:
+        word = _first_word(entry)
+        if word in PHASES or word == "prefill":
+            return word
+    return "other"
+
+
+def role_range(stack: list[str]) -> str | None:
+    """The innermost entry that names a role, or None."""
+    for entry in reversed(stack):
+        if canonical_role(_first_word(entry)):
+            return entry
+    return None
+
+
+def shape_of(entry: str | None) -> tuple[int | None, int | None, int | None]:
+    if not entry:
+        return (None, None, None)
+    found = {axis: int(value) for axis, value in _SHAPE.findall(_message(entry))}
+    return (found.get("M"), found.get("N"), found.get("K"))
+
+
+def kind_of(kernel_name: str) -> str:
+    for kind, pattern in _KIND_PATTERNS:
+        if pattern.search(kernel_name or ""):
+            return kind
+    return "other"
+
+
+def role_from_kind(kind: str) -> str:
+    """The classifier's guess when no NVTX range names the role."""
+    return {"attention": "attention", "gemm": "gemm", "splitk_reduce": "gemm",
+            "elementwise": "elementwise"}.get(kind, "other")
+
+
+def classify(stack: list[str], kernel_name: str) -> dict:
+    """phase, role, role_source, kind and shape for one kernel."""
+    kind = kind_of(kernel_name)
+    entry = role_range(stack)
+    if entry is not None:
+        role, source = canonical_role(_first_word(entry)), "nvtx"
+    else:
+        role, source = role_from_kind(kind), "name"
+    shape_m, shape_n, shape_k = shape_of(entry)
+    return {"phase": phase_of(stack), "role": role, "role_source": source, "kind": kind,
+            "shape_m": shape_m, "shape_n": shape_n, "shape_k": shape_k}
+
+
+def assign_prefill(phases: list[str], processes: list) -> list[str]:
+    """Turn bare `prefill` into cold_prefill (the first contiguous prefill stretch of a process,
+    in launch order) or warm_prefill (every later one)."""
+    seen_prefill: set = set()
+    current: dict = {}  # process -> label of the prefill stretch it is in, or None
+    out = []
+    for phase, process in zip(phases, processes):
+        if phase == "prefill":
+            if current.get(process) is None:
+                current[process] = "warm_prefill" if process in seen_prefill else "cold_prefill"
+                seen_prefill.add(process)
+            phase = current[process]
+        else:
+            current[process] = None
+        out.append(phase)
+    return out
