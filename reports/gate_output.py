@@ -1,0 +1,238 @@
+"""What `smlens gate` writes: a terminal table (rich), Markdown for a pull-request comment, JUnit XML
+for CI systems. JSON is `GateResult.to_json()`.
+
+Every form opens with the verdict and the sentence saying what decided (threshold alone, or
+threshold and Mann-Whitney U), names every reason the gate could not judge, lists regressions
+first, and reports kernels that appeared or disappeared.
+"""
+from __future__ import annotations
+
+import math
+import re
+import xml.etree.ElementTree as ET
+from collections import Counter
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from reports.gate import Comparison, GateResult
+
+# statuses worth a row in the table and the Markdown findings; "pass" and "small" are counted
+SHOWN = ("cannot judge", "regression", "noise", "improved", "appeared", "disappeared")
+_ORDER = {status: i for i, status in enumerate(SHOWN)}
+_STYLE = {"regression": "bold red", "cannot judge": "bold yellow", "improved": "green",
+          "noise": "dim", "appeared": "cyan", "disappeared": "cyan", "pass": "green",
+          "could not judge": "bold yellow"}
+
+
+def short_kernel_name(name: str, width: int = 60) -> str:
+    """`void at::native::foo<T, 4>(int, T2)` -> `at::native::foo`; nvjet/cudnn names stay whole."""
+    text = re.sub(r"^void\s+", "", str(name))
+    depth, out = 0, []
+    for char in text:  # drop template arguments, however deeply nested
+        if char == "<":
+            depth += 1
+        elif char == ">":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(char)
+    text = "".join(out).split("(", 1)[0].strip()
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def format_value(value: object, unit: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if isinstance(value, str):
+        return value
+    number = float(value)
+    if unit == "ns":
+        for limit, scale, suffix in ((1e9, 1e9, " s"), (1e6, 1e6, " ms"), (1e3, 1e3, " µs")):
+            if abs(number) >= limit:
+                return f"{number / scale:.3g}{suffix}"
+        return f"{number:.3g} ns"
+    if unit == "bytes":
+        for limit, suffix in ((1e9, " GB"), (1e6, " MB"), (1e3, " kB")):
+            if abs(number) >= limit:
+                return f"{number / limit:.3g}{suffix}"
+        return f"{number:.0f} B"
+    if unit == "%":
+        return f"{number:.1f}%"
+    return f"{number:.3g}"
+
+
+def format_change(comp: Comparison) -> str:
+    if comp.change is None:
+        return ""
+    if comp.change_pct is None or math.isinf(comp.change_pct):
+        return f"{'+' if comp.change >= 0 else ''}{format_value(comp.change, comp.rule.unit)}"
+    return f"{comp.change_pct:+.1f}%"
+
+
+def threshold_text(comp: Comparison) -> str:
+    rule = comp.rule
+    if rule.worse == "changed":
+        return "changed"
+    sign = {"higher": "+", "lower": "−", "either": "±"}[rule.worse]
+    floor = f" and {format_value(rule.min_effect, rule.unit)}" if rule.min_effect else ""
+    return f"{sign}{rule.relative_pct:g}%{floor}"
+
+
+def shown(result: GateResult) -> list[Comparison]:
+    rows = [c for c in result.comparisons if c.status in _ORDER]
+    return sorted(rows, key=lambda c: (_ORDER[c.status], c.rule.label, c.group_label))
+
+
+def status_counts(result: GateResult) -> Counter:
+    return Counter(c.status for c in result.comparisons)
+
+
+def summary_line(result: GateResult) -> str:
+    counts = status_counts(result)
+    parts = [f"{counts[s]} {s}" for s in ("regression", "cannot judge", "noise", "improved", "pass",
+                                          "n/a", "small", "appeared", "disappeared") if counts[s]]
+    return f"{len(result.comparisons)} comparisons: " + ", ".join(parts) if parts else "no comparisons"
+
+
+# ---- terminal ----------------------------------------------------------------------------------
+
+def render_table(result: GateResult, limit: int = 40):
+    """A rich renderable: verdict, method, problems, the findings table, kernel changes."""
+    parts: list = [Text.assemble(("gate: ", "bold"), (result.verdict, _STYLE.get(result.verdict, "")),
+                                 f"  (exit {result.exit_code})"),
+                   Text(result.method), Text(summary_line(result), style="dim")]
+    for problem in result.problems:
+        parts.append(Text(f"could not judge: {problem}", style="yellow"))
+    for warning in result.warnings:
+        parts.append(Text(f"warning: {warning}", style="dim"))
+    rows = shown(result)
+    if rows:
+        table = Table(show_header=True, header_style="bold", expand=False)
+        for column in ("status", "rule", "group", "baseline", "current", "change", "threshold", "test"):
+            table.add_column(column, overflow="fold")
+        for comp in rows[:limit]:
+            table.add_row(Text(comp.status, style=_STYLE.get(comp.status, "")), comp.rule.label,
+                          comp.group_label, format_value(comp.baseline_center, comp.rule.unit),
+                          format_value(comp.current_center, comp.rule.unit), format_change(comp),
+                          threshold_text(comp), comp.note or comp.test)
+        parts.append(table)
+        if len(rows) > limit:
+            parts.append(Text(f"… {len(rows) - limit} more rows: see --format json or --markdown",
+                              style="dim"))
+    for label, kernels in (("appeared", result.appeared), ("disappeared", result.disappeared)):
+        for kernel in kernels[:10]:
+            parts.append(Text(f"kernel {label}: {kernel['phase']}/{kernel['role']} "
+                              f"{short_kernel_name(kernel['kernel_name'])} ({kernel['launches']} "
+                              f"launches, {format_value(kernel['time_ns'], 'ns')})", style="cyan"))
+        if len(kernels) > 10:
+            parts.append(Text(f"… {len(kernels) - 10} more kernels {label}", style="dim"))
+    return Group(*parts)
+
+
+# ---- Markdown ----------------------------------------------------------------------------------
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(result: GateResult) -> str:
+    """A pull-request comment: verdict, method, problems, a per-rule summary table (always
+    present), the findings table, and kernel changes."""
+    icon = {"pass": "✅", "regression": "❌", "could not judge": "⚠️"}.get(result.verdict, "")
+    lines = [f"## smlens gate: {icon} {result.verdict} (exit {result.exit_code})", "",
+             result.method, "",
+             f"Baseline: {', '.join(result.baseline_runs) or 'none'}  ",
+             f"Current: {', '.join(result.current_runs) or 'none'}", ""]
+    if result.problems:
+        lines += ["**The gate could not judge:**", ""]
+        lines += [f"- {_cell(p)}" for p in result.problems] + [""]
+    by_rule: dict[str, Counter] = {}
+    for comp in result.comparisons:
+        by_rule.setdefault(comp.rule.label, Counter())[comp.status] += 1
+    lines += ["| rule | threshold | compared | regression | cannot judge | within noise | improved | n/a or small |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    rule_thresholds = {c.rule.label: threshold_text(c) for c in result.comparisons}
+    for label, counts in by_rule.items():
+        compared = sum(counts[s] for s in ("regression", "noise", "improved", "pass", "cannot judge"))
+        lines.append(f"| {_cell(label)} | {_cell(rule_thresholds[label])} | {compared} | "
+                     f"{counts['regression']} | {counts['cannot judge']} | {counts['noise']} | "
+                     f"{counts['improved']} | {counts['n/a'] + counts['small']} |")
+    if not by_rule:
+        lines.append("| (none) | | 0 | 0 | 0 | 0 | 0 | 0 |")
+    rows = shown(result)
+    if rows:
+        lines += ["", "| status | rule | group | baseline | current | change | threshold | test |",
+                  "| --- | --- | --- | ---: | ---: | ---: | --- | --- |"]
+        for comp in rows:
+            lines.append("| " + " | ".join(_cell(v) for v in (
+                comp.status, comp.rule.label, comp.group_label,
+                format_value(comp.baseline_center, comp.rule.unit),
+                format_value(comp.current_center, comp.rule.unit), format_change(comp),
+                threshold_text(comp), comp.note or comp.test)) + " |")
+    for label, kernels in (("appeared", result.appeared), ("disappeared", result.disappeared)):
+        if kernels:
+            lines += ["", f"**Kernels {label}** (a library may have picked another kernel):", ""]
+            lines += [f"- {k['phase']}/{k['role']}: `{short_kernel_name(k['kernel_name'])}` "
+                      f"({k['launches']} launches, {format_value(k['time_ns'], 'ns')})" for k in kernels]
+    if result.warnings:
+        lines += ["", "<details><summary>Warnings</summary>", ""]
+        lines += [f"- {_cell(w)}" for w in result.warnings] + ["", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+# ---- JUnit XML ---------------------------------------------------------------------------------
+
+def to_junit(result: GateResult) -> str:
+    """JUnit XML: one <testsuite> per rule, one <testcase> per group. A regression is a <failure>,
+    a comparison the gate could not judge an <error>, a group not compared (n/a on both sides,
+    under the time share, present on one side only) <skipped>. Problems that belong to no group
+    become an <error> test case of their own suite."""
+    root = ET.Element("testsuites", name="smlens gate")
+    suites: dict[str, list[Comparison]] = {}
+    for comp in result.comparisons:
+        suites.setdefault(comp.rule.label, []).append(comp)
+    grouped_problems = {f"{c.rule.label}: {c.group_label}" for c in result.comparisons
+                        if c.status == "cannot judge"}
+    loose = [p for p in result.problems if not any(p.startswith(g) for g in grouped_problems)]
+    totals = Counter()
+    for label, comps in suites.items():
+        suite = ET.SubElement(root, "testsuite", name=label)
+        counts = Counter()
+        for comp in comps:
+            case = ET.SubElement(suite, "testcase", name=comp.group_label,
+                                 classname=f"smlens.gate.{comp.rule.figure}")
+            detail = (f"{comp.rule.figure} {comp.group_label}: baseline "
+                      f"{format_value(comp.baseline_center, comp.rule.unit)}, current "
+                      f"{format_value(comp.current_center, comp.rule.unit)} ({format_change(comp)}; "
+                      f"threshold {threshold_text(comp)}; {comp.test})")
+            if comp.status == "regression":
+                ET.SubElement(case, "failure", message=detail, type="regression").text = detail
+                counts["failures"] += 1
+            elif comp.status == "cannot judge":
+                ET.SubElement(case, "error", message=comp.note, type="cannot-judge").text = comp.note
+                counts["errors"] += 1
+            elif comp.status in ("n/a", "small", "appeared", "disappeared"):
+                ET.SubElement(case, "skipped", message=comp.note or comp.status)
+                counts["skipped"] += 1
+            else:
+                ET.SubElement(case, "system-out").text = f"{comp.status}: {detail}"
+            counts["tests"] += 1
+        _set_counts(suite, counts)
+        totals.update(counts)
+    if loose:
+        suite = ET.SubElement(root, "testsuite", name="inputs")
+        for index, problem in enumerate(loose, 1):
+            case = ET.SubElement(suite, "testcase", name=f"input {index}", classname="smlens.gate.inputs")
+            ET.SubElement(case, "error", message=problem, type="cannot-judge").text = problem
+        counts = Counter(tests=len(loose), errors=len(loose))
+        _set_counts(suite, counts)
+        totals.update(counts)
+    _set_counts(root, totals)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _set_counts(element: ET.Element, counts: Counter) -> None:
+    for key in ("tests", "failures", "errors", "skipped"):
+        element.set(key, str(counts[key]))
