@@ -130,6 +130,48 @@ def rm(run: str = typer.Argument(..., help="Run id, id prefix or name."),
         typer.echo(f"removed run {row['id']} ({row['name']})")
 
 
+@command
+def gate(baseline: Optional[List[str]] = typer.Option(
+             None, "--baseline", "-b", help="Baseline run(s): a capture file, a stored run (id, name, "
+             "'latest'), or tag:KEY=VALUE[~N]. Repeat the option or separate with commas."),
+         current: Optional[List[str]] = typer.Option(
+             None, "--current", "-c", help="Current run(s), the same forms as --baseline."),
+         rules: Optional[Path] = typer.Option(None, "--rules", help="gate.toml (default: built-in rules)."),
+         markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write a Markdown summary here."),
+         junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
+         store: Optional[Path] = StoreOpt,
+         format: Format = typer.Option(Format.table, "--format")):
+    """Gate current runs against baseline runs: exit 0 pass, 1 regression, 2 could not judge."""
+    import json
+    from profiler.errors import BadInput
+    from profiler.gate_inputs import load_runs
+    from reports.gate import RulesError, cannot_judge, load_rules, run_gate
+    from reports.gate_output import render_table, to_junit, to_markdown
+
+    error = None
+    try:  # a run or rules file that cannot be read is still a verdict CI must see: exit 2, reports written
+        rule_set = load_rules(rules) if rules else None
+        result = run_gate(load_runs(baseline, "baseline", store_path(store)),
+                          load_runs(current, "current", store_path(store)), rule_set)
+    except (SmlensError, RulesError) as err:
+        error = str(err)
+        result = cannot_judge(error, baseline or [], current or [])
+    for path, text in ((markdown, to_markdown), (junit, to_junit)):
+        if path:
+            try:
+                Path(path).write_text(text(result), encoding="utf-8")
+            except OSError as err:
+                raise BadInput(f"cannot write {path}: {err.strerror or err}") from None
+    if format == Format.json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        from rich.console import Console
+        Console().print(render_table(result))
+    if error is not None:  # exit 2 whatever the cause: the gate's code for "could not judge"
+        raise SmlensError(error, exit_code=2)
+    raise typer.Exit(result.exit_code)
+
+
 def main() -> None:
     app()
 

@@ -614,3 +614,12 @@ def run_gate(baseline: Sequence[Run], current: Sequence[Run],
                       warnings=warnings, appeared=appeared, disappeared=disappeared,
                       baseline_runs=[r.label for r in baseline],
                       current_runs=[r.label for r in current], method=method)
+
+
+def cannot_judge(problem: str, baseline_labels: Sequence[str] = (),
+                 current_labels: Sequence[str] = ()) -> GateResult:
+    """The result when the inputs themselves could not be read (missing run, broken file)."""
+    return GateResult(verdict="could not judge", exit_code=EXIT_CANNOT_JUDGE, comparisons=[],
+                      problems=[problem], warnings=[], appeared=[], disappeared=[],
+                      baseline_runs=list(baseline_labels), current_runs=list(current_labels),
+                      method="")

@@ -1,0 +1,85 @@
+"""The runs `smlens gate` compares: `--baseline` / `--current` arguments -> per-kernel figure tables.
+
+An argument is a capture file (read directly, nothing is written to the store), a stored run (id,
+id prefix, name, `latest`), or `tag:KEY=VALUE` (every stored run with that tag; `tag:KEY=VALUE~N`
+the newest N). Several may be given by repeating the option or separating them with commas; a
+quoted glob (`'captures/base_*.csv'`) expands here.
+"""
+from __future__ import annotations
+
+import glob
+import json
+from pathlib import Path
+
+from profiler.errors import BadInput
+from reports.gate import Run
+
+_CAPTURE_SUFFIXES = (".csv", ".gz", ".ncu-rep", ".txt")
+
+
+def split_refs(values: list[str] | None) -> list[str]:
+    refs = []
+    for value in values or []:
+        refs += [part.strip() for part in str(value).split(",") if part.strip()]
+    return refs
+
+
+def _looks_like_path(ref: str) -> bool:
+    return "/" in ref or ref.endswith(_CAPTURE_SUFFIXES) or any(c in ref for c in "*?[")
+
+
+def _tagged_runs(store, selector: str) -> list[str]:
+    spec, _, newest = selector.partition("~")
+    key, sep, value = spec.partition("=")
+    if not sep or not key:
+        raise BadInput(f"tag:{selector}: expected tag:KEY=VALUE (optionally ~N for the newest N)")
+    if newest and not newest.isdigit():
+        raise BadInput(f"tag:{selector}: ~N must be a whole number of runs")
+    runs = store.runs()
+    if not len(runs):
+        raise BadInput(f"{store.path}: the store holds no runs; ingest a capture first")
+    runs = runs.sort_values("created", kind="stable")
+    ids = [row["id"] for _, row in runs.iterrows()
+           if json.loads(row.get("tags") or "{}").get(key) == value]
+    if not ids:
+        raise BadInput(f"no run tagged {key}={value} in {store.path} (see `smlens runs`)")
+    return ids[-int(newest):] if newest else ids
+
+
+def _figures(kernels, label: str) -> Run:
+    from views.registry import compute_views
+
+    if kernels is None or not len(kernels):
+        raise BadInput(f"{label}: holds no kernels")
+    return Run(label=label, kernels=compute_views(kernels).kernels)
+
+
+def load_runs(values: list[str] | None, side: str, store_dir: Path) -> list[Run]:
+    """Every run one side of the gate names, as figure tables. Raises BadInput for what is missing."""
+    from profiler.capture import read_capture
+    from profiler.store import Store
+
+    refs = split_refs(values)
+    if not refs:
+        raise BadInput(f"no {side} given: --{side} RUN|FILE (repeat it for several runs)")
+    runs: list[Run] = []
+    store = None
+    for ref in refs:
+        if Path(ref).is_file():
+            runs.append(_figures(read_capture(ref).kernels, ref))
+            continue
+        if any(c in ref for c in "*?["):
+            matches = sorted(glob.glob(ref))
+            if not matches:
+                raise BadInput(f"--{side} {ref}: no file matches")
+            runs += [_figures(read_capture(path).kernels, path) for path in matches]
+            continue
+        if _looks_like_path(ref) and not ref.startswith("tag:"):
+            raise BadInput(f"--{side} {ref}: no such file")
+        if store is None:
+            store = Store(store_dir, create=False)
+        ids = _tagged_runs(store, ref[4:]) if ref.startswith("tag:") else [store.resolve(ref)]
+        for run_id in ids:
+            row = store.run(run_id)
+            runs.append(_figures(store.kernels(run_id), f"{row['name']} ({run_id})"))
+    return runs
