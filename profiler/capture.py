@@ -14,6 +14,7 @@ that want a DataFrame.
 """
 from __future__ import annotations
 
+import csv
 import gzip
 import io
 import os
@@ -82,6 +83,8 @@ DISPLAY_NAME_METRICS = {
 _NUMBER = r"^[-+]?(\d{1,3}(,\d{3})+|\d+)?(\.\d+)?([eE][-+]?\d+)?$"
 _NOT_AVAILABLE = ("n/a", "N/A", "-", "nan", "NaN")
 _GZIP_MAGIC = b"\x1f\x8b"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+_NOT_UTF8 = "is not UTF-8 text (ncu writes UTF-8): re-encode it, e.g. iconv -f latin1 -t utf-8"
 _ROW_START = re.compile(rb'^\s*"\d+",')
 BLOCK_BYTES = 16 << 20
 
@@ -104,9 +107,15 @@ def _open_binary(path: Path):
     if path.is_dir():
         raise BadInput(f"{path}: is a folder, not an ncu capture")
     handle = open(path, "rb")
-    if handle.read(2) == _GZIP_MAGIC:
+    magic = handle.read(2)
+    if magic == _GZIP_MAGIC:
         handle.close()
-        return gzip.open(path, "rb")
+        handle = gzip.open(path, "rb")
+        magic = handle.read(2)
+    if magic in _UTF16_BOMS:  # e.g. a PowerShell redirect: transcode (such files are small)
+        data = (magic + handle.read()).decode("utf-16", errors="replace").encode("utf-8")
+        handle.close()
+        return io.BytesIO(data)
     handle.seek(0)
     return handle
 
@@ -119,11 +128,10 @@ def _is_ncu_rep(path: Path) -> bool:
 def _header_cells(line: bytes) -> list[str] | None:
     """The cells of an ncu CSV header line, or None if the line is not one."""
     text = line.decode("utf-8", errors="replace").lstrip("\ufeff").strip()
-    if not text.startswith('"ID"'):
+    if '"ID"' not in text or not text.startswith('"'):
         return None
-    import csv
-
-    return next(csv.reader([text]))
+    cells = next(csv.reader([text]))
+    return cells if "ID" in cells else None
 
 
 # --- raw page ---------------------------------------------------------------------------------
@@ -148,9 +156,10 @@ def _split_raw(stream, header: list[str], first_rest: bytes, tmpdir: str) -> _Ra
     noise = 0
     pending = first_rest
     saw_units = False
+    id_index = header.index("ID")
+    # ncu puts ID first, so a row starts `"<ID>",`; in a reordered file any quoted line may be one
+    is_row = _ROW_START.match if id_index == 0 else (lambda line: line.lstrip().startswith(b'"'))
     with open(rows_path, "wb") as out:
-        import csv
-
         writer_header = io.StringIO()
         csv.writer(writer_header, quoting=csv.QUOTE_ALL).writerow(header)
         out.write(writer_header.getvalue().encode())
@@ -161,7 +170,7 @@ def _split_raw(stream, header: list[str], first_rest: bytes, tmpdir: str) -> _Ra
                 lines, pending = data.split(b"\n"), b""
                 if lines and lines[-1] == b"":
                     lines.pop()
-                elif lines and _ROW_START.match(lines[-1]):
+                elif lines and is_row(lines[-1]):
                     raise BadInput("the capture is cut off in the middle of a row (no line end "
                                    "after the last row): re-export it from the report")
             else:
@@ -169,11 +178,14 @@ def _split_raw(stream, header: list[str], first_rest: bytes, tmpdir: str) -> _Ra
                 pending = lines.pop()
             kept = []
             for line in lines:
-                if _ROW_START.match(line):
+                if not saw_units and line.startswith(b'"'):
+                    saw_units = True  # the units row, if any, is the first quoted line
+                    cells = next(csv.reader([line.decode("utf-8", "replace")]))
+                    if len(cells) > id_index and cells[id_index] == "":
+                        units = dict(zip(header, cells))
+                        continue
+                if is_row(line):
                     kept.append(line.rstrip(b"\r"))
-                elif not saw_units and line.startswith(b'"",') and not kept:
-                    units = dict(zip(header, next(csv.reader([line.decode("utf-8", "replace")]))))
-                    saw_units = True
                 elif line.strip():
                     noise += 1
             if kept:
@@ -320,11 +332,19 @@ def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None =
         convert = pacsv.ConvertOptions(column_types={name: pa.string() for name in names},
                                        strings_can_be_null=False, quoted_strings_can_be_null=False)
         read = pacsv.ReadOptions(column_names=names, skip_rows=1, block_size=BLOCK_BYTES)
-        parse = pacsv.ParseOptions(newlines_in_values=False)
+        malformed = []
+
+        def skip_malformed(row) -> str:  # a program line that looked like a row
+            malformed.append(row.number)
+            return "skip"
+
+        parse = pacsv.ParseOptions(newlines_in_values=False, invalid_row_handler=skip_malformed)
         try:
             reader = pacsv.open_csv(layout.rows_path, read_options=read, parse_options=parse,
                                     convert_options=convert)
         except pa.ArrowInvalid as err:
+            if "UTF8" in str(err):
+                raise BadInput(f"{path} {_NOT_UTF8}") from None
             raise BadInput(f"{path}: not a readable ncu CSV ({_first_line(err)})") from None
         classifier = Classifier(shapes)
         metric_types: dict[str, pa.DataType] = {}
@@ -336,11 +356,15 @@ def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None =
             except StopIteration:
                 break
             except pa.ArrowInvalid as err:
+                if "UTF8" in str(err):
+                    raise BadInput(f"{path} {_NOT_UTF8}") from None
                 raise BadInput(f"{path}: a row does not match the header ({_first_line(err)}): "
                                "the capture is damaged or cut off") from None
             table = pa.Table.from_batches([batch])
             kept_rows += table.num_rows
             yield _convert_raw_batch(table, layout.units, classifier, metric_types, units, notes), units
+        if malformed:
+            notes.append(f"skipped {len(malformed)} lines whose cells do not match the header")
         if kept_rows == 0:
             raise BadInput(f"{path}: the capture has a header but no kernel rows")
 
@@ -414,10 +438,15 @@ def _read_details(path: Path, shapes: dict | None, notes: list) -> tuple[pd.Data
             try:
                 frame = pd.read_csv(layout.rows_path, dtype=str, keep_default_na=False,
                                     names=_unique_names(header), skiprows=1)
+            except UnicodeDecodeError:
+                raise BadInput(f"{path} {_NOT_UTF8}") from None
             except (pd.errors.ParserError, ValueError) as err:
                 raise BadInput(f"{path}: a row does not match the header ({_first_line(err)})") from None
     if layout.noise_lines:
         notes.append(f"skipped {layout.noise_lines} lines that were not CSV rows")
+    for optional in ("Section Name", "Metric Unit"):  # without them values are taken as printed
+        if optional not in frame:
+            frame[optional] = ""
     frame = frame[frame["Metric Name"].str.len() > 0]  # rule rows carry no metric
     first = frame.drop_duplicates("ID")
     identity_table = pa.Table.from_pandas(first[[c for c in first.columns if c not in DETAILS_COLUMNS
@@ -557,7 +586,7 @@ def sniff(path: Path) -> str:
         return "ncu-rep"
     with _open_binary(path) as stream:
         header, _ = _find_header(stream, path)
-    return "details" if all(c in header for c in DETAILS_COLUMNS[1:]) else "raw"
+    return "details" if "Metric Name" in header and "Metric Value" in header else "raw"
 
 
 def read_capture(path, shapes: dict | None = None) -> Capture:

@@ -3,7 +3,7 @@
     <store>/smlens-store.json           marks the folder as a store (format version)
     <store>/runs.parquet                one row per run
     <store>/runs/run=<id>/kernels.parquet
-    <store>/runs/run=<id>/units.parquet
+    <store>/units/run=<id>/units.parquet   metric, unit (beside, so a scan of runs/ reads kernels only)
 
 The layout is Hive-partitioned so pandas, polars and DuckDB read it with no smlens code. Every
 write goes to a temporary name inside the store and is renamed into place; the runs table is
@@ -75,6 +75,7 @@ class Store:
             return
         self.path.mkdir(parents=True, exist_ok=True)
         (self.path / "runs").mkdir(exist_ok=True)
+        (self.path / "units").mkdir(exist_ok=True)
         self._atomic_write_bytes(self.path / MARKER, json.dumps({"format": FORMAT_VERSION}).encode())
 
     def _check_version(self) -> None:
@@ -141,6 +142,9 @@ class Store:
                 again = self._find_sha(sha256, shapes_key)
                 if again is not None:  # a concurrent ingest of the same file won
                     return again, False
+                # the runs table is the commit point: a folder not named in it is not a run
+                (self.path / "units" / f"run={run_id}").mkdir()
+                os.replace(staging / "units.parquet", self.path / "units" / f"run={run_id}" / "units.parquet")
                 os.replace(staging, self.path / "runs" / f"run={run_id}")
                 runs = self._read_runs()
                 runs = pd.concat([runs, pd.DataFrame([row])], ignore_index=True) if len(runs) else pd.DataFrame([row])
@@ -189,7 +193,9 @@ class Store:
             row = runs[runs["id"] == run_id].iloc[0].to_dict()
             self._write_runs(runs[runs["id"] != run_id])
             trash = self.path / f".tmp-rm-{run_id}"
-            os.replace(self.path / "runs" / f"run={run_id}", trash)
+            trash.mkdir()
+            os.replace(self.path / "runs" / f"run={run_id}", trash / "kernels")
+            os.replace(self.path / "units" / f"run={run_id}", trash / "units")
         shutil.rmtree(trash, ignore_errors=True)
         return row
 
@@ -248,7 +254,7 @@ class Store:
 
     def units(self, ref: str | None) -> dict[str, str]:
         run_id = self.resolve(ref)
-        frame = pd.read_parquet(self.path / "runs" / f"run={run_id}" / "units.parquet")
+        frame = pd.read_parquet(self.path / "units" / f"run={run_id}" / "units.parquet")
         return dict(zip(frame["metric"], frame["unit"]))
 
 

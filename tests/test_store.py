@@ -1,0 +1,172 @@
+"""The Parquet store and the store commands (ingest, runs, show, rm), bad input included."""
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from profiler.cli import app
+from profiler.errors import BadInput
+from profiler.store import Store
+from tests.conftest import DATA
+
+runner = CliRunner()
+
+
+def smlens(*args):
+    result = runner.invoke(app, [str(a) for a in args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def snapshot(folder: Path) -> dict:
+    """Every file under the store with its digest: 'unchanged' means byte for byte."""
+    if not folder.exists():
+        return {}
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != ".lock"}
+
+
+@pytest.fixture()
+def store(tmp_path) -> Path:
+    path = tmp_path / "store"
+    code, _, err = smlens("ingest", DATA / "targeted_raw.csv", "--store", path, "--tag", "batch=4")
+    assert code == 0, err
+    return path
+
+
+def test_ingest_writes_a_partitioned_store_others_can_read(store):
+    runs = pd.read_parquet(store / "runs.parquet")
+    assert len(runs) == 1
+    run = runs.iloc[0]
+    assert run["kernel_count"] == 188 and run["device_name"] == "NVIDIA H200" and run["cc"] == "9.0"
+    assert json.loads(run["tags"]) == {"batch": "4"}
+    assert run["sha256"] == hashlib.sha256((DATA / "targeted_raw.csv").read_bytes()).hexdigest()
+    # plain pandas over the Hive-partitioned folder, no smlens code
+    kernels = pd.read_parquet(store / "runs", filters=[("run", "=", run["id"])])
+    assert len(kernels) == 188
+    assert kernels.loc[kernels.kernel_id == 95, "gpu__time_duration.sum"].iloc[0] == 6624.0
+    units = pd.read_parquet(store / "units" / f"run={run['id']}" / "units.parquet")
+    assert dict(zip(units.metric, units.unit))["dram__bytes_read.sum"] == "byte"
+
+
+def test_same_file_twice_is_stored_once(store):
+    code, _, err = smlens("ingest", DATA / "targeted_raw.csv", "--store", store)
+    assert code == 0 and "already in the store" in err
+    assert len(pd.read_parquet(store / "runs.parquet")) == 1
+
+
+def test_runs_show_rm_json(store):
+    code, out, _ = smlens("ingest", DATA / "decode12.ncu-rep.gz", "--store", store, "--name", "d12",
+                          "--format", "json")
+    assert code == 0
+    d12 = json.loads(out)[0]
+    assert d12["source_format"] == "ncu-rep" and d12["kernel_count"] == 12 and d12["new"] is True
+    code, out, _ = smlens("runs", "--store", store, "--format", "json")
+    assert [r["name"] for r in json.loads(out)] == ["targeted_raw.csv", "d12"]
+    code, out, _ = smlens("show", "d12", "--store", store, "--format", "json")
+    shown = json.loads(out)
+    assert {(g["phase"], g["role"]): g["kernels"] for g in shown["phases"]}[("decode", "o_proj")] == 3
+    assert shown["ncu_version"] is None  # not known for an imported file: null, not a guess
+    code, out, _ = smlens("show", "latest", "--store", store)
+    assert code == 0 and "d12" in out and "gate_up_proj" in out
+    code, out, _ = smlens("rm", d12["id"][:4], "--store", store)
+    assert code == 0 and "removed" in out
+    assert not (store / "runs" / f"run={d12['id']}").exists()
+    assert len(Store(store).runs()) == 1
+
+
+def _bad_files(tmp: Path) -> dict[str, tuple[Path, str]]:
+    raw = (DATA / "targeted_raw.csv").read_bytes()
+    header_at = raw.index(b'"ID"')
+    files = {
+        "empty": (b"", "empty"),
+        "not csv": (b"hello world\nthis is not a capture\n", "no ncu CSV header"),
+        "cut mid-row": (raw[: len(raw) - 5000], "cut off"),
+        "no identity columns": (b'"Name","Value"\n"a","1"\n', "no ncu CSV header"),
+        "identity missing": (raw[header_at:].replace(b'"Kernel Name"', b'"Kernel"', 1), "lacks Kernel Name"),
+        "binary junk": (bytes(range(256)) * 40, "binary"),
+        "header only": (raw[: raw.index(b"\n", header_at) + 1], "no kernel rows"),
+    }
+    out = {}
+    for label, (content, message) in files.items():
+        path = tmp / f"{label.replace(' ', '_')}.csv"
+        path.write_bytes(content)
+        out[label] = (path, message)
+    out["missing path"] = (tmp / "does-not-exist.csv", "no such file")
+    return out
+
+
+@pytest.mark.parametrize("label", ["empty", "not csv", "cut mid-row", "no identity columns",
+                                   "identity missing", "binary junk", "header only", "missing path"])
+def test_bad_input_exit_2_one_line_store_unchanged(store, tmp_path, label):
+    path, message = _bad_files(tmp_path)[label]
+    before = snapshot(store)
+    code, out, err = smlens("ingest", path, "--store", store)
+    assert code == 2
+    assert err.startswith("smlens: ") and message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err + out
+    assert snapshot(store) == before
+
+
+def test_store_folder_that_is_not_a_store(tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("keep me")
+    code, _, err = smlens("ingest", DATA / "decode12_raw.csv", "--store", folder)
+    assert code == 2 and "not an smlens store" in err
+    assert [p.name for p in folder.iterdir()] == ["notes.txt"]
+    code, _, err = smlens("runs", "--store", folder / "notes.txt")
+    assert code == 2 and "is a file" in err
+    code, _, err = smlens("runs", "--store", tmp_path / "nothing")
+    assert code == 2 and "no smlens store" in err
+
+
+def test_unknown_run(store):
+    code, _, err = smlens("show", "nope", "--store", store)
+    assert code == 2 and "no run 'nope'" in err
+
+
+def test_bad_tag(store):
+    code, _, err = smlens("ingest", DATA / "decode12_raw.csv", "--store", store, "--tag", "novalue")
+    assert code == 2 and "KEY=VALUE" in err
+
+
+def _ingest_one(args):
+    store, source = args
+    return Store(store).ingest(source)[0]["id"]
+
+
+def test_concurrent_ingests_both_land(tmp_path):
+    sources = []
+    for i in range(2):  # two different files (the same one would be stored once)
+        path = tmp_path / f"capture{i}.csv"
+        shutil.copy(DATA / "targeted_raw.csv", path)
+        path.write_bytes(path.read_bytes() + b"\n" * (i + 1))
+        sources.append(path)
+    store = tmp_path / "store"
+    Store(store)
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        ids = pool.map(_ingest_one, [(store, s) for s in sources])
+    runs = Store(store).runs()
+    assert sorted(runs["id"]) == sorted(ids) and len(set(ids)) == 2
+    for run_id in ids:
+        assert pq.read_metadata(store / "runs" / f"run={run_id}" / "kernels.parquet").num_rows == 188
+    assert not list(store.glob(".tmp-*"))
+
+
+def test_failed_ingest_leaves_no_staging(tmp_path):
+    store = Store(tmp_path / "store")
+    bad = tmp_path / "bad.csv"
+    raw = (DATA / "targeted_raw.csv").read_bytes()
+    bad.write_bytes(raw[: len(raw) - 100])
+    with pytest.raises(BadInput):
+        store.ingest(bad)
+    assert not list((tmp_path / "store").glob(".tmp-*"))
+    assert len(store.runs()) == 0
