@@ -720,7 +720,8 @@ def limiter_table(kernels: pd.DataFrame) -> str:
 
 
 SELECTION_COLUMNS = (("kernel_family", "family"), ("tile", "tile"), ("split_k", "split-K"),
-                     ("arch_path", "architecture path"), ("mma_path", "MMA path"))
+                     ("name_arch", "architecture (name)"), ("arch_path", "architecture path"),
+                     ("name_mma", "MMA (name)"), ("mma_path", "MMA path (counters)"))
 
 
 def _selection_key(row: pd.Series, columns: list) -> tuple:
@@ -928,7 +929,7 @@ def _sections(data: ReportInput, base: Optional[ReportInput]) -> list:
                 ("V6",), "No stall figures in these results."),
         Section("roofline", "Memory traffic and roofline",
                 f"Each kernel's FLOP/s against its arithmetic intensity, under the device's ceilings "
-                f"({esc(_ceiling_text(device))}).",
+                f"({_ceiling_text(device)}).",
                 fig_roofline(k, data.device),
                 group_table(g, [("dram_bytes", "DRAM bytes", fmt_bytes), ("dram_pct", "DRAM", _pct),
                                 ("intensity", "FLOP/byte", fmt)], bg, False), ("V7",),
@@ -1009,7 +1010,7 @@ def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
             figures[f"fig-{s.anchor}-2"] = s.second_figure
             figure += f'<div class="fig" id="fig-{esc(s.anchor)}-2"></div>'
         parts.append(
-            f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2><p class="lead">{s.lead}</p>'
+            f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2><p class="lead">{esc(s.lead)}</p>'
             f'<div class="row"><div>{figure}{s.body}</div>'
             f'{validation_box(data.kernels, s.views, checks)}</div></section>')
     nav.append('<a href="#kernels">Kernels</a><a href="#validation">Validation</a>')

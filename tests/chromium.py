@@ -114,7 +114,9 @@ class Browser:
                 continue
             method, params = event.get("method"), event.get("params", {})
             if method == "Runtime.exceptionThrown":
-                found.append(params["exceptionDetails"].get("text", "exception"))
+                details = params["exceptionDetails"]
+                found.append(f"{details.get('text', 'exception')} "
+                             f"{details.get('exception', {}).get('description', '')}".strip())
             elif method == "Runtime.consoleAPICalled" and params.get("type") in ("error", "assert"):
                 found.append(" ".join(str(a.get("value", a.get("description", ""))) for a in params.get("args", [])))
             elif method == "Log.entryAdded" and params["entry"].get("level") == "error":

@@ -1,0 +1,136 @@
+"""The report in a real headless Chromium: no console errors, every figure drawn, and a capture
+whose names and NVTX messages hold markup and script shows them as text and runs none of it.
+
+Needs Debian's `chromium` (apt-get install chromium); skipped without it only outside CI.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from reports import html as report
+from tests.chromium import Browser, find_chromium
+from tests.conftest import DATA, TARGETED_SHAPES
+from tests.report_cases import (HOSTILE_NAME, HOSTILE_PHASE_MESSAGE, HOSTILE_ROLE_MESSAGE,
+                                HOSTILE_RUN_NAME, hostile_capture, views_input)
+
+BUNDLED = Path(report.__file__).resolve().parents[1] / "profiler" / "data"
+
+# Per figure: its main svg's size and how many marks (bars, points) plotly drew in it.
+FIGURES_JS = """
+Array.from(document.querySelectorAll('div.fig')).map(function (el) {
+  var svg = el.querySelector('svg.main-svg');
+  var box = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+  return {id: el.id, width: box.width, height: box.height,
+          marks: Array.from(el.querySelectorAll('.cartesianlayer .point, .cartesianlayer .js-line'))
+                   .filter(function (m) { var b = m.getBBox(); return b.width > 0 || b.height > 0; })
+                   .length};
+})
+"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    binary = find_chromium()
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must have Chromium for the report tests: apt-get install chromium")
+        pytest.skip("no chromium on PATH (apt-get install chromium)")
+    instance = Browser(binary, window=(1400, 1000))
+    yield instance
+    instance.close()
+
+
+def _open(browser, path: Path):
+    session = browser.open(path.resolve().as_uri())
+    # Plotly draws synchronously on load; wait until every figure div holds its svg all the same.
+    browser.evaluate(session, """new Promise(function (done) {
+        var t0 = Date.now();
+        (function poll() {
+          var figs = document.querySelectorAll('div.fig');
+          var drawn = document.querySelectorAll('div.fig svg.main-svg').length;
+          if (drawn >= figs.length || Date.now() - t0 > 20000) done(drawn); else setTimeout(poll, 50);
+        })();
+    })""")
+    return session
+
+
+def _embedded_figures(text: str) -> dict:
+    start = text.index('id="smlens-figures">') + len('id="smlens-figures">')
+    return json.loads(text[start:text.index("</script>", start)])
+
+
+def _assert_renders(browser, path: Path) -> list:
+    text = path.read_text(encoding="utf-8")
+    session = _open(browser, path)
+    figures = browser.evaluate(session, FIGURES_JS)
+    assert browser.errors(session) == []
+    assert sorted(f["id"] for f in figures) == sorted(_embedded_figures(text))
+    for figure in figures:
+        assert figure["width"] > 300 and figure["height"] > 200, figure
+        assert figure["marks"] > 0, f"{figure['id']} drew nothing"
+    return figures
+
+
+def test_bundled_capture_report_renders(browser, tmp_path):
+    data = views_input(BUNDLED / "h200_targeted_raw.csv.gz", TARGETED_SHAPES,
+                       {"id": "demo", "name": "h200-demo"})
+    path = tmp_path / "demo.html"
+    report.write_report(path, report.render_report(data))
+    figures = _assert_renders(browser, path)
+    assert {f["id"] for f in figures} >= {"fig-gap", "fig-time", "fig-tensor", "fig-occupancy",
+                                          "fig-waves", "fig-stalls", "fig-roofline"}
+
+
+def test_comparison_report_renders(browser, tmp_path):
+    current = views_input(DATA / "targeted_raw.csv", TARGETED_SHAPES, {"id": "cur", "name": "targeted"})
+    baseline = views_input(DATA / "sections_raw.csv", TARGETED_SHAPES, {"id": "base", "name": "sections"})
+    path = tmp_path / "compare.html"
+    report.write_report(path, report.render_report(current, baseline))
+    figures = _assert_renders(browser, path)
+    assert "fig-time-2" in {f["id"] for f in figures}  # baseline against current time
+
+
+def test_hostile_names_render_as_text_and_run_nothing(browser, tmp_path):
+    capture = hostile_capture(DATA / "targeted_raw.csv", tmp_path / "hostile.csv")
+    data = views_input(capture, TARGETED_SHAPES, {"id": "evil", "name": HOSTILE_RUN_NAME})
+    path = tmp_path / "hostile.html"
+    report.write_report(path, report.render_report(data))
+    _assert_renders(browser, path)
+    session = _open(browser, path)
+    # Hover a point of every scatter figure: plotly puts kernel names into the page then.
+    browser.evaluate(session, """['fig-waves', 'fig-roofline'].forEach(function (id) {
+        if (document.getElementById(id)) Plotly.Fx.hover(id, [{curveNumber: 0, pointNumber: 0}]);
+    })""")
+    page = browser.evaluate(session, """({
+        pwned: typeof window.__pwned, title: document.title,
+        hovers: document.querySelectorAll('.hovertext').length,
+        scripts: document.querySelectorAll('script').length,
+        injected: document.querySelectorAll('img, i, [onload], [onerror], iframe, object').length,
+        kernels: document.getElementById('kernels').textContent,
+        header: document.querySelector('header').textContent})""")
+    assert page["hovers"] >= 1
+    assert page["pwned"] == "undefined"
+    assert page["title"] == f"smlens report: {HOSTILE_RUN_NAME}"
+    assert page["scripts"] == 3  # plotly.js, the figures' JSON, the code that draws them
+    assert page["injected"] == 0
+    # ...and every hostile string is on the page, as the characters it holds.
+    assert HOSTILE_NAME in page["kernels"]  # the full-name list
+    assert HOSTILE_ROLE_MESSAGE in page["kernels"]  # the NVTX column
+    assert HOSTILE_PHASE_MESSAGE in page["kernels"]
+    assert HOSTILE_RUN_NAME in page["header"]
+    assert browser.errors(session) == []
+
+
+def test_the_harness_sees_console_errors_and_blank_figures(browser, tmp_path):
+    """The assertions above can fail: a broken page is caught."""
+    path = tmp_path / "broken.html"
+    path.write_text("<!DOCTYPE html><html><body><div class='fig' id='f'></div>"
+                    "<script>console.error('boom'); undefinedFunction();</script></body></html>")
+    session = browser.open(path.resolve().as_uri())
+    errors = browser.errors(session)
+    assert any("boom" in e for e in errors) and any("undefinedFunction" in e for e in errors)
+    assert browser.evaluate(session, FIGURES_JS) == [{"id": "f", "width": 0, "height": 0, "marks": 0}]
