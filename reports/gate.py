@@ -1,251 +1,40 @@
-"""`smlens gate`: rules over the views' figures, statistics over repeated runs, a verdict, an exit code.
+"""`smlens gate`: the views' figures of baseline and current runs compared under rules; a verdict.
 
 Input is the per-kernel figure table of each run (`views.registry.compute_views(kernels).kernels`),
-a few runs of the baseline and a few of the current build. For each rule the kernels of every run
-are grouped (by default per phase, role and kernel family) and reduced to one figure per group and
-run: a sum for extensive figures (time, DRAM bytes, ops), a time-weighted mean for the others.
-One run is then one sample.
+a few runs of the baseline and a few of the current build. For each rule (`reports.gate_rules`) the
+kernels of every run are grouped (by default per phase, role and kernel family) and reduced to one
+figure per group and run: a sum for extensive figures (time, DRAM bytes, ops), a time-weighted mean
+for the others. One run is then one sample.
 
 A group regresses when its median moves in the rule's worse direction by at least the rule's
 relative threshold *and* its absolute minimum effect, and, with several runs on each side, when the
-move is also significant: a one-sided Mann-Whitney U test (exact; see `reports.gate_stats` for why
-this test) at the rule's alpha. When the run counts cannot reach that alpha at all (one run each;
-2 vs 2 gives at best p = 0.17), the threshold alone decides, and the result says so.
+move is also significant: a one-sided Mann-Whitney U test (exact; `reports.gate_stats` says why this
+test) at the rule's alpha. When the run counts cannot reach that alpha at all (one run each; 2 vs 2
+gives at best p = 0.17), the threshold alone decides, and the result says so.
 
 Exit codes: 0 no regression, 1 regression, 2 the gate could not judge: a figure a rule needs is
-`n/a` on one side only, a validation of the view behind a compared figure failed (VIEWS.md), or a
-grouping column is missing. Could-not-judge wins over regression: a figure that failed its own
-validation cannot convict anyone, and a human must look.
+`n/a` on one side only, a validation of the view behind a compared figure failed (VIEWS.md), a
+grouping column is missing, a side has no runs or no kernels. Could-not-judge wins over
+regression: a figure that failed its own validation cannot convict anyone, and a human must look.
 Groups and kernels present on one side only (a library picked another kernel) are reported, never
 an error; the per-role time rule still gates what the swap cost.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from reports.gate_rules import (DEFAULT_RULES, FIGURES, GROUP_BY, Figure, Rule, RulesError,  # noqa: F401
+                                load_rules, parse_rules)
 from reports.gate_stats import mann_whitney_u, smallest_p_value
 
-GROUP_BY = ("phase", "role", "kernel_family")
-WORSE = ("higher", "lower", "either", "changed")
-STATISTICS = ("mann-whitney", "threshold")
-ON_VALIDATION = ("error", "warn", "ignore")
-
 EXIT_PASS, EXIT_REGRESSION, EXIT_CANNOT_JUDGE = 0, 1, 2
+UNKNOWN = "unknown"  # the group key of a kernel whose phase, role or family is null
 
-
-class RulesError(ValueError):
-    """A rule file or rule that cannot be used; the message says what to change."""
-
-
-@dataclass(frozen=True)
-class Figure:
-    """What the gate knows of a figure column: the views whose validations vouch for it, its unit,
-    and how launches of one group and run are combined."""
-
-    views: tuple[str, ...]
-    unit: str
-    aggregate: str  # "sum", "mean" (time-weighted) or "mode" (time-weighted, for text figures)
-
-
-# Figure columns of ViewsResult.kernels (VIEWS.md). A figure not listed here can still be gated:
-# it is averaged (time-weighted) and no validation is checked unless the rule names its `views`.
-FIGURES: dict[str, Figure] = {
-    "time_ns": Figure(("V1",), "ns", "sum"),
-    "sm_active_pct": Figure(("V1",), "%", "mean"),
-    "sm_throughput_pct": Figure(("V1",), "%", "mean"),
-    "tensor_pipe_pct": Figure(("V2",), "%", "mean"),
-    "tensor_ops": Figure(("V2",), "ops", "sum"),
-    "mma_path": Figure(("V2",), "", "mode"),
-    "fill": Figure(("V2", "V3"), "", "mean"),
-    "useful_tensor_pct": Figure(("V2", "V3"), "%", "mean"),
-    "achieved_occupancy_pct": Figure(("V4",), "%", "mean"),
-    "theoretical_occupancy_pct": Figure(("V4",), "%", "mean"),
-    "occupancy_limiter": Figure(("V4",), "", "mode"),
-    "waves": Figure(("V5",), "waves", "mean"),
-    "wave_efficiency": Figure(("V5",), "", "mean"),
-    "sm_coverage": Figure(("V5",), "", "mean"),
-    "sm_imbalance": Figure(("V5",), "", "mean"),
-    "top_stall": Figure(("V6",), "", "mode"),
-    "top_stall_share": Figure(("V6",), "", "mean"),
-    "issue_active_pct": Figure(("V6",), "%", "mean"),
-    "dram_bytes": Figure(("V7",), "bytes", "sum"),
-    "dram_pct": Figure(("V7",), "%", "mean"),
-    "l2_hit_pct": Figure(("V7",), "%", "mean"),
-    "flops": Figure(("V7",), "flops", "sum"),
-    "intensity": Figure(("V7",), "flop/byte", "mean"),
-    "kernel_family": Figure(("V8",), "", "mode"),
-    "tile": Figure(("V8",), "", "mode"),
-}
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One gated figure. `relative_pct` and `min_effect` must both be exceeded in the `worse`
-    direction (`min_effect` in the figure's own unit); `statistic` says whether several runs must
-    also differ significantly (`mann-whitney`) or the threshold alone decides (`threshold`)."""
-
-    figure: str
-    worse: str
-    relative_pct: float = 10.0
-    min_effect: float = 0.0
-    statistic: str = "mann-whitney"
-    alpha: float = 0.05
-    by: tuple[str, ...] = GROUP_BY
-    aggregate: str | None = None  # None: the figure's own (FIGURES), else "mean"
-    views: tuple[str, ...] | None = None  # None: the figure's own (FIGURES)
-    min_time_share_pct: float = 0.5  # groups below this share of the baseline time are not gated
-    on_validation_fail: str = "error"
-    required: bool = False  # n/a on both sides everywhere: could-not-judge rather than a note
-    name: str = ""
-
-    @property
-    def label(self) -> str:
-        if self.name:
-            return self.name
-        return f"{self.figure} by {'/'.join(self.by)}" if self.by != GROUP_BY else self.figure
-
-    @property
-    def how(self) -> str:
-        return self.aggregate or FIGURES.get(self.figure, Figure((), "", "mean")).aggregate
-
-    @property
-    def checked_views(self) -> tuple[str, ...]:
-        if self.views is not None:
-            return self.views
-        return FIGURES[self.figure].views if self.figure in FIGURES else ()
-
-    @property
-    def unit(self) -> str:
-        return FIGURES[self.figure].unit if self.figure in FIGURES else ""
-
-
-# Chosen against repeated H200 captures of one workload made in separate ncu runs (tests/data/
-# h200_runs): run-to-run noise there stays well under these thresholds, while a batch-size change
-# or a different kernel moves several figures far past them. Time gets a small absolute floor so a
-# 1 us kernel's jitter does not count; counters that do not depend on clocks (fill, waves, DRAM
-# bytes) get tighter thresholds than time.
-DEFAULT_RULES: tuple[Rule, ...] = (
-    Rule("time_ns", "higher", relative_pct=10, min_effect=2_000, name="time per kernel family"),
-    Rule("time_ns", "higher", relative_pct=10, min_effect=5_000, by=("phase", "role"),
-         name="time per role"),
-    Rule("useful_tensor_pct", "lower", relative_pct=10, min_effect=2.0),
-    Rule("fill", "lower", relative_pct=5, min_effect=0.02),
-    Rule("achieved_occupancy_pct", "lower", relative_pct=10, min_effect=5.0),
-    Rule("wave_efficiency", "lower", relative_pct=10, min_effect=0.05),
-    Rule("dram_bytes", "higher", relative_pct=10, min_effect=1e6),
-)
-
-
-# ---- rules from TOML -------------------------------------------------------------------------
-
-_RULE_KEYS = {"figure", "worse", "relative_pct", "min_effect", "statistic", "alpha", "by",
-              "aggregate", "views", "min_time_share_pct", "on_validation_fail", "required", "name"}
-_DEFAULT_KEYS = {"alpha", "statistic", "min_time_share_pct", "on_validation_fail", "by",
-                 "include_default_rules"}
-
-
-def _toml_loads(text: str) -> dict:
-    try:
-        import tomllib  # Python 3.11+
-    except ModuleNotFoundError:
-        try:
-            import tomli as tomllib  # type: ignore[no-redef]
-        except ModuleNotFoundError:
-            raise RulesError("reading a rules file on Python 3.10 needs the tomli package: "
-                             "pip install tomli") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as err:
-        raise RulesError(f"not valid TOML: {err}") from None
-
-
-def _check_rule(rule: Rule, where: str) -> Rule:
-    if not rule.figure or not isinstance(rule.figure, str):
-        raise RulesError(f"{where}: `figure` must name a figure column, e.g. \"time_ns\"")
-    if rule.worse not in WORSE:
-        raise RulesError(f"{where}: `worse` must be one of {', '.join(WORSE)}, not {rule.worse!r}")
-    if rule.statistic not in STATISTICS:
-        raise RulesError(f"{where}: `statistic` must be one of {', '.join(STATISTICS)}, "
-                         f"not {rule.statistic!r}")
-    if rule.on_validation_fail not in ON_VALIDATION:
-        raise RulesError(f"{where}: `on_validation_fail` must be one of {', '.join(ON_VALIDATION)}")
-    if rule.aggregate not in (None, "sum", "mean", "mode"):
-        raise RulesError(f"{where}: `aggregate` must be sum, mean or mode")
-    for key in ("relative_pct", "min_effect", "min_time_share_pct"):
-        value = getattr(rule, key)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0 \
-                or math.isnan(value):
-            raise RulesError(f"{where}: `{key}` must be a number >= 0")
-    if not isinstance(rule.alpha, (int, float)) or not 0 < rule.alpha < 1:
-        raise RulesError(f"{where}: `alpha` must lie between 0 and 1, e.g. 0.05")
-    if not rule.by or not all(isinstance(col, str) for col in rule.by):
-        raise RulesError(f"{where}: `by` must list grouping columns, e.g. [\"phase\", \"role\"]")
-    text_figure = rule.how == "mode"
-    if text_figure and rule.worse != "changed":
-        raise RulesError(f'{where}: {rule.figure} is a text figure: use worse = "changed"')
-    if not text_figure and rule.worse == "changed":
-        raise RulesError(f"{where}: {rule.figure} is a number: worse must be higher, lower or "
-                         "either (or set aggregate = \"mode\" for a text figure)")
-    return rule
-
-
-def parse_rules(document: Mapping) -> tuple[Rule, ...]:
-    """Rules from a parsed gate.toml: a `[defaults]` table and `[[rule]]` entries (examples/gate.toml)."""
-    unknown = set(document) - {"defaults", "rule"}
-    if unknown:
-        raise RulesError(f"unknown top-level key(s) {', '.join(sorted(unknown))}: "
-                         "expected [defaults] and [[rule]]")
-    defaults = dict(document.get("defaults", {}))
-    bad = set(defaults) - _DEFAULT_KEYS
-    if bad:
-        raise RulesError(f"[defaults]: unknown key(s) {', '.join(sorted(bad))}; "
-                         f"known: {', '.join(sorted(_DEFAULT_KEYS))}")
-    include_defaults = defaults.pop("include_default_rules", "rule" not in document)
-    if "by" in defaults:
-        defaults["by"] = tuple(defaults["by"])
-    entries = document.get("rule", [])
-    if not isinstance(entries, list):
-        raise RulesError("`rule` must be an array of tables: write [[rule]]")
-    rules: list[Rule] = []
-    if include_defaults:
-        rules.extend(_check_rule(replace(r, **defaults), "[defaults]") for r in DEFAULT_RULES)
-    for index, entry in enumerate(entries, 1):
-        where = f"rule {index}" + (f" ({entry['figure']})" if "figure" in entry else "")
-        bad = set(entry) - _RULE_KEYS
-        if bad:
-            raise RulesError(f"{where}: unknown key(s) {', '.join(sorted(bad))}; "
-                             f"known: {', '.join(sorted(_RULE_KEYS))}")
-        if "figure" not in entry or "worse" not in entry:
-            raise RulesError(f"{where}: every rule needs `figure` and `worse`")
-        values = {**defaults, "required": True, **entry}  # a rule someone wrote must apply
-        for key in ("by", "views"):
-            if key in values and values[key] is not None:
-                values[key] = tuple(values[key])
-        rules.append(_check_rule(Rule(**values), where))
-    if not rules:
-        raise RulesError("no rules: add [[rule]] entries or set include_default_rules = true")
-    return tuple(rules)
-
-
-def load_rules(path: str | Path) -> tuple[Rule, ...]:
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise RulesError(f"cannot read rules file {path}: {err.strerror or err}") from None
-    try:
-        return parse_rules(_toml_loads(text))
-    except RulesError as err:
-        raise RulesError(f"{path}: {err}") from None
-
-
-# ---- per-run reduction -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Run:
@@ -255,40 +44,63 @@ class Run:
     kernels: pd.DataFrame
 
 
-def _group_keys(frame: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
+# ---- per-run reduction -------------------------------------------------------------------------
+
+@dataclass
+class GroupFigure:
+    """One group of kernels in one run, reduced under one rule."""
+
+    value: object  # the figure (float, NaN when n/a; text or None for text figures)
+    time_ns: float
+    kernels: int
+    failed: dict  # view -> (kernels whose validation failed, the first failure's detail)
+    na_views: dict  # view -> detail, for views whose validation is n/a on every kernel of the group
+
+
+def _group_indices(frame: pd.DataFrame, by: Sequence[str]) -> dict[tuple, np.ndarray]:
     keys = frame[list(by)].astype("object")
-    return keys.where(keys.notna(), "unknown").astype(str)
+    keys = keys.where(keys.notna(), UNKNOWN).astype(str)
+    indices = keys.groupby(list(by), sort=True).indices
+    return {(k if isinstance(k, tuple) else (k,)): v for k, v in indices.items()}
 
 
-def _reduce(frame: pd.DataFrame, rule: Rule) -> tuple[dict[tuple, object], dict[tuple, float]]:
-    """{group key: the figure of that group in this run} and {group key: its time in ns}."""
-    keys = _group_keys(frame, rule.by)
-    key_tuples = list(keys.itertuples(index=False, name=None))
-    time = pd.to_numeric(frame["time_ns"], errors="coerce") if "time_ns" in frame else \
-        pd.Series(np.nan, index=frame.index)
-    grouped_rows: dict[tuple, list[int]] = {}
-    for position, key in enumerate(key_tuples):
-        grouped_rows.setdefault(key, []).append(position)
-    figures: dict[tuple, object] = {}
-    times: dict[tuple, float] = {}
-    column = frame[rule.figure] if rule.figure in frame else None
-    for key, rows in grouped_rows.items():
-        weight = time.iloc[rows].to_numpy(dtype=float)
-        times[key] = float(np.nansum(weight)) if np.isfinite(weight).any() else math.nan
-        if column is None:
-            figures[key] = None
-            continue
-        values = column.iloc[rows]
-        if rule.how == "mode":
-            figures[key] = _weighted_mode(values, weight)
-            continue
-        numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
-        if rule.how == "sum":
-            # a sum with a hole in it is not the group's total: n/a
-            figures[key] = float(numbers.sum()) if np.isfinite(numbers).all() else math.nan
+def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
+    return pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=float) if name in frame \
+        else np.full(len(frame), np.nan)
+
+
+def _reduce(frame: pd.DataFrame, rule: Rule) -> dict[tuple, GroupFigure]:
+    time = _column(frame, "time_ns")
+    text = rule.how == "mode"
+    values = (frame[rule.figure].to_numpy(dtype=object) if text else _column(frame, rule.figure)) \
+        if rule.figure in frame else None
+    views = [v for v in rule.checked_views if f"validation_{v}" in frame]
+    statuses = {v: frame[f"validation_{v}"].astype(str).to_numpy() for v in views}
+    details = {v: (frame[f"validation_detail_{v}"].astype(str).to_numpy()
+                   if f"validation_detail_{v}" in frame else np.full(len(frame), "")) for v in views}
+    out = {}
+    for key, rows in _group_indices(frame, rule.by).items():
+        weight = time[rows]
+        group_time = float(np.nansum(weight)) if np.isfinite(weight).any() else math.nan
+        if values is None:
+            value: object = None if text else math.nan
+        elif text:
+            value = _weighted_mode(values[rows], weight)
+        elif rule.how == "sum":
+            numbers = values[rows]  # a sum with a hole in it is not the group's total: n/a
+            value = float(numbers.sum()) if np.isfinite(numbers).all() else math.nan
         else:
-            figures[key] = _weighted_mean(numbers, weight)
-    return figures, times
+            value = _weighted_mean(values[rows], weight)
+        failed, na_views = {}, {}
+        for view in views:
+            status = statuses[view][rows]
+            bad = np.flatnonzero(status == "fail")
+            if len(bad):
+                failed[view] = (len(bad), details[view][rows][bad[0]])
+            if (status == "n/a").all():
+                na_views[view] = details[view][rows][0]
+        out[key] = GroupFigure(value, group_time, len(rows), failed, na_views)
+    return out
 
 
 def _weighted_mean(numbers: np.ndarray, weight: np.ndarray) -> float:
@@ -301,10 +113,10 @@ def _weighted_mean(numbers: np.ndarray, weight: np.ndarray) -> float:
     return float(numbers[ok].mean())  # no times: launches count equally
 
 
-def _weighted_mode(values: pd.Series, weight: np.ndarray) -> str | None:
+def _weighted_mode(values: np.ndarray, weight: np.ndarray) -> str | None:
     totals: dict[str, float] = {}
     for value, w in zip(values, weight):
-        if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        if _is_na(value) or value == "":
             continue
         totals[str(value)] = totals.get(str(value), 0.0) + (w if np.isfinite(w) else 1.0)
     if not totals:
@@ -313,7 +125,7 @@ def _weighted_mode(values: pd.Series, weight: np.ndarray) -> str | None:
 
 
 def _is_na(value: object) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 # ---- comparison -------------------------------------------------------------------------------
@@ -452,26 +264,76 @@ def _text_comparison(comp: Comparison, base: list[str], cur: list[str]) -> None:
     comp.status = "regression" if not set(base) & set(cur) else "pass"
 
 
-def _validation_failures(run: Run, rule: Rule, key: tuple) -> list[str]:
-    frame = run.kernels
-    keys = _group_keys(frame, rule.by)
-    mask = (keys == pd.Series(key, index=rule.by)).all(axis=1).to_numpy()
+class _Problems:
+    """Could-not-judge reasons of one rule, gathered per cause so that 60 groups lacking one
+    metric make one line, not 60."""
+
+    def __init__(self, rule: Rule):
+        self.rule = rule
+        self.causes: dict[str, list[str]] = {}
+
+    def add(self, cause: str, group_label: str) -> None:
+        self.causes.setdefault(cause, []).append(group_label)
+
+    def lines(self) -> list[str]:
+        out = []
+        for cause, groups in self.causes.items():
+            shown = ", ".join(groups[:3]) + (f" and {len(groups) - 3} more" if len(groups) > 3 else "")
+            out.append(f"{self.rule.label}: {cause} in {len(groups)} group"
+                       f"{'s' if len(groups) != 1 else ''} ({shown})")
+        return out
+
+
+def _na_cause(rule: Rule, side: str, figures: list[GroupFigure], other: list[GroupFigure]) -> str:
+    """`fill is n/a on the current side only: V2 needs ...`: the views n/a on this side and not on
+    the other say why (usually a metric the capture lacks)."""
+    na_here: dict[str, str] = {}
+    for figure in figures:
+        for view, detail in figure.na_views.items():
+            na_here.setdefault(view, detail)
+    na_there = set.intersection(*(set(f.na_views) for f in other)) if other else set()
+    why = [f"{view} {detail}" for view, detail in na_here.items() if view not in na_there and detail]
+    return f"{rule.figure} is n/a on the {side} side only" + (f" ({'; '.join(why)})" if why else "")
+
+
+def _compare_group(rule: Rule, comp: Comparison, base: list[GroupFigure], cur: list[GroupFigure],
+                   labels: dict[str, list[str]], problems: _Problems, warnings: list[str]) -> None:
+    comp.baseline = [g.value for g in base]
+    comp.current = [g.value for g in cur]
+    base_ok = [v for v in comp.baseline if not _is_na(v)]
+    cur_ok = [v for v in comp.current if not _is_na(v)]
+    if rule.how != "mode":
+        comp.baseline_center = float(np.median(base_ok)) if base_ok else None
+        comp.current_center = float(np.median(cur_ok)) if cur_ok else None
+    if not base_ok and not cur_ok:
+        comp.status, comp.note = "n/a", f"{rule.figure} is n/a on both sides"
+        return
+    if not base_ok or not cur_ok:
+        side = "baseline" if not base_ok else "current"
+        cause = _na_cause(rule, side, base if side == "baseline" else cur,
+                          cur if side == "baseline" else base)
+        comp.status, comp.note = "cannot judge", cause
+        problems.add(cause, comp.group_label)
+        return
     failures = []
-    for view in rule.checked_views:
-        column = f"validation_{view}"
-        if column not in frame:
-            continue
-        status = frame.loc[mask, column].astype(str)
-        failed = status == "fail"
-        if failed.any():
-            detail_col = f"validation_detail_{view}"
-            detail = ""
-            if detail_col in frame:
-                details = frame.loc[mask, detail_col][failed.to_numpy()].dropna().astype(str)
-                detail = f": {details.iloc[0]}" if len(details) else ""
-            failures.append(f"{view} failed on {int(failed.sum())} of {int(mask.sum())} "
-                            f"kernel(s){detail}")
-    return failures
+    for side, figures in (("baseline", base), ("current", cur)):
+        for label, figure in zip(labels[side], figures):
+            for view, (count, detail) in figure.failed.items():
+                failures.append((f"validation {view} failed on {side} run {label}", count,
+                                 figure.kernels, detail))
+    if failures and rule.on_validation_fail != "ignore":
+        text = "; ".join(f"{cause} ({count} of {kernels} kernels: {detail})"
+                         for cause, count, kernels, detail in failures)
+        if rule.on_validation_fail == "error":
+            comp.status, comp.note = "cannot judge", text
+            for cause, *_ in failures:
+                problems.add(cause, comp.group_label)
+            return
+        warnings.append(f"{rule.label}: {comp.group_label}: {text}")
+    if rule.how == "mode":
+        _text_comparison(comp, [str(v) for v in base_ok], [str(v) for v in cur_ok])
+    else:
+        _numeric_comparison(rule, comp, [float(v) for v in base_ok], [float(v) for v in cur_ok])
 
 
 def compare_rule(rule: Rule, baseline: Sequence[Run], current: Sequence[Run],
@@ -484,100 +346,69 @@ def compare_rule(rule: Rule, baseline: Sequence[Run], current: Sequence[Run],
                 problems.append(f"{rule.label}: {side} run {run.label} has no "
                                 f"{', '.join(missing)} column to group by")
                 return []
-    reduced = {side: [_reduce(run.kernels, rule) for run in runs]
-               for side, runs in (("baseline", baseline), ("current", current))}
-    total_base_time = float(np.median([np.nansum(list(t.values())) for _, t in reduced["baseline"]]))
-    keys = sorted({k for figs, _ in reduced["baseline"] + reduced["current"] for k in figs})
+    reduced = {"baseline": [_reduce(run.kernels, rule) for run in baseline],
+               "current": [_reduce(run.kernels, rule) for run in current]}
+    total_time = float(np.median([sum(g.time_ns for g in groups.values() if np.isfinite(g.time_ns))
+                                  for groups in reduced["baseline"]]))
+    found = _Problems(rule)
     comparisons: list[Comparison] = []
-    for key in keys:
-        group = dict(zip(rule.by, key))
-        comp = Comparison(rule=rule, group=group, status="pass")
-        base = [figs[key] for figs, _ in reduced["baseline"] if key in figs]
-        cur = [figs[key] for figs, _ in reduced["current"] if key in figs]
-        base_times = [t[key] for _, t in reduced["baseline"] if key in t]
-        cur_times = [t[key] for _, t in reduced["current"] if key in t]
-        share_times = base_times or cur_times
-        if share_times and total_base_time > 0:
-            comp.time_share_pct = float(np.nanmedian(share_times)) / total_base_time * 100 \
-                if np.isfinite(share_times).any() else None
+    for key in sorted({k for groups in reduced["baseline"] + reduced["current"] for k in groups}):
+        comp = Comparison(rule=rule, group=dict(zip(rule.by, key)), status="pass")
         comparisons.append(comp)
+        base = [groups[key] for groups in reduced["baseline"] if key in groups]
+        cur = [groups[key] for groups in reduced["current"] if key in groups]
+        labels = {"baseline": [r.label for r, g in zip(baseline, reduced["baseline"]) if key in g],
+                  "current": [r.label for r, g in zip(current, reduced["current"]) if key in g]}
+        times = [g.time_ns for g in (base or cur) if np.isfinite(g.time_ns)]
+        if times and total_time > 0:
+            comp.time_share_pct = float(np.median(times)) / total_time * 100
         if not base or not cur:
             comp.status = "disappeared" if base else "appeared"
-            comp.baseline, comp.current = base, cur
+            comp.baseline, comp.current = [g.value for g in base], [g.value for g in cur]
+            comp.note = f"present in the {'baseline' if base else 'current'} runs only"
             continue
-        partial = []
-        if len(base) < len(baseline):
-            partial.append(f"in {len(base)} of {len(baseline)} baseline runs")
-        if len(cur) < len(current):
-            partial.append(f"in {len(cur)} of {len(current)} current runs")
         if comp.time_share_pct is not None and comp.time_share_pct < rule.min_time_share_pct:
             comp.status = "small"
+            comp.baseline, comp.current = [g.value for g in base], [g.value for g in cur]
             comp.note = f"{comp.time_share_pct:.2f}% of the time, under {rule.min_time_share_pct:g}%"
-            comp.baseline, comp.current = base, cur
             continue
-        base_ok = [v for v in base if not _is_na(v)]
-        cur_ok = [v for v in cur if not _is_na(v)]
-        comp.baseline, comp.current = base, cur
-        if not base_ok and not cur_ok:
-            comp.status = "n/a"
-            comp.note = f"{rule.figure} is n/a on both sides"
-            continue
-        if not base_ok or not cur_ok:
-            side = "baseline" if not base_ok else "current"
-            comp.status = "cannot judge"
-            comp.note = f"{rule.figure} is n/a on the {side} side only"
-            problems.append(f"{rule.label}: {comp.group_label}: {comp.note}")
-            continue
-        failures = []
-        for side, runs in (("baseline", baseline), ("current", current)):
-            for run in runs:
-                failures += [f"{side} run {run.label}: {f}" for f in _validation_failures(run, rule, key)]
-        if failures and rule.on_validation_fail != "ignore":
-            message = f"{rule.label}: {comp.group_label}: validation " + "; ".join(failures)
-            if rule.on_validation_fail == "error":
-                comp.status = "cannot judge"
-                comp.note = "validation failed: " + "; ".join(failures)
-                problems.append(message)
-                continue
-            warnings.append(message)
-        if rule.how == "mode":
-            _text_comparison(comp, [str(v) for v in base_ok], [str(v) for v in cur_ok])
-        else:
-            _numeric_comparison(rule, comp, [float(v) for v in base_ok], [float(v) for v in cur_ok])
+        _compare_group(rule, comp, base, cur, labels, found, warnings)
+        partial = [f"in {len(labels[s])} of {len(runs)} {s} runs"
+                   for s, runs in (("baseline", baseline), ("current", current))
+                   if len(labels[s]) < len(runs)]
         if partial:
             comp.note = "; ".join(filter(None, [comp.note, "present " + ", ".join(partial)]))
-    if rule.required and comparisons and all(c.status in ("n/a", "appeared", "disappeared", "small")
-                                             for c in comparisons):
-        if any(c.status == "n/a" for c in comparisons):
+    problems += found.lines()
+    if rule.required:
+        if not any(rule.figure in run.kernels for run in list(baseline) + list(current)):
+            problems.append(f"{rule.label}: no run has a {rule.figure} column: check the figure's "
+                            "name against `smlens views --format json`")
+        elif comparisons and not any(c.status in ("pass", "noise", "improved", "regression",
+                                                  "cannot judge") for c in comparisons) \
+                and any(c.status == "n/a" for c in comparisons):
             problems.append(f"{rule.label}: {rule.figure} is n/a on both sides in every group: "
-                            "the capture lacks the metrics of its view")
-    if rule.required and not any(rule.figure in run.kernels for run in list(baseline) + list(current)):
-        problems.append(f"{rule.label}: no run has a {rule.figure} column: check the figure's name")
+                            "the captures lack the metrics of its view")
     return comparisons
 
 
 def kernel_changes(baseline: Sequence[Run], current: Sequence[Run]) -> tuple[list[dict], list[dict]]:
-    """Kernels (by phase, role and name) present in no baseline run / no current run."""
+    """Kernels (by phase, role and name) present in no baseline run / in no current run."""
     def launches(runs: Sequence[Run]) -> dict[tuple, tuple[int, float]]:
         found: dict[tuple, list[tuple[int, float]]] = {}
         for run in runs:
             frame = run.kernels
-            if "kernel_name" not in frame:
+            if not all(c in frame for c in ("phase", "role", "kernel_name")):
                 continue
-            by = [c for c in ("phase", "role", "kernel_name") if c in frame]
-            keys = _group_keys(frame, by)
-            time = pd.to_numeric(frame.get("time_ns", pd.Series(np.nan, index=frame.index)),
-                                 errors="coerce")
-            for key, rows in keys.groupby(by).groups.items():
-                key = key if isinstance(key, tuple) else (key,)
-                found.setdefault(key, []).append((len(rows), float(time.loc[rows].sum())))
+            time = _column(frame, "time_ns")
+            for key, rows in _group_indices(frame, ("phase", "role", "kernel_name")).items():
+                found.setdefault(key, []).append((len(rows), float(np.nansum(time[rows]))))
         return {k: (int(np.median([n for n, _ in v])), float(np.median([t for _, t in v])))
                 for k, v in found.items()}
 
     base, cur = launches(baseline), launches(current)
 
     def rows(keys: Iterable[tuple], source: dict) -> list[dict]:
-        return [{"phase": k[0], "role": k[1], "kernel_name": k[-1], "launches": source[k][0],
+        return [{"phase": k[0], "role": k[1], "kernel_name": k[2], "launches": source[k][0],
                  "time_ns": source[k][1]} for k in sorted(keys)]
 
     return rows(set(cur) - set(base), cur), rows(set(base) - set(cur), base)
@@ -589,19 +420,19 @@ def run_gate(baseline: Sequence[Run], current: Sequence[Run],
     rules = tuple(rules) if rules is not None else DEFAULT_RULES
     problems: list[str] = []
     warnings: list[str] = []
-    if not baseline or not current:
-        problems.append("no " + ("baseline" if not baseline else "current") + " run given")
     for side, runs in (("baseline", baseline), ("current", current)):
+        if not runs:
+            problems.append(f"no {side} run given")
         for run in runs:
             if run.kernels is None or len(run.kernels) == 0:
                 problems.append(f"{side} run {run.label} has no kernels")
     comparisons: list[Comparison] = []
+    appeared: list[dict] = []
+    disappeared: list[dict] = []
     if not problems:
         for rule in rules:
             comparisons += compare_rule(rule, baseline, current, problems, warnings)
         appeared, disappeared = kernel_changes(baseline, current)
-    else:
-        appeared, disappeared = [], []
     alpha = min((r.alpha for r in rules), default=0.05)
     method = describe_method(len(baseline), len(current), alpha) if baseline and current else ""
     if problems:

@@ -18,8 +18,9 @@ from rich.text import Text
 
 from reports.gate import Comparison, GateResult
 
-# statuses worth a row in the table and the Markdown findings; "pass" and "small" are counted
-SHOWN = ("cannot judge", "regression", "noise", "improved", "appeared", "disappeared")
+# statuses worth a row in the table and the Markdown findings; "pass" and "small" are counted, and
+# "cannot judge" rows are summed up per cause in the problem lines (JSON and JUnit keep each one)
+SHOWN = ("regression", "noise", "improved", "appeared", "disappeared")
 _ORDER = {status: i for i, status in enumerate(SHOWN)}
 _STYLE = {"regression": "bold red", "cannot judge": "bold yellow", "improved": "green",
           "noise": "dim", "appeared": "cyan", "disappeared": "cyan", "pass": "green",
@@ -75,7 +76,8 @@ def threshold_text(comp: Comparison) -> str:
     if rule.worse == "changed":
         return "changed"
     sign = {"higher": "+", "lower": "−", "either": "±"}[rule.worse]
-    floor = f" and {format_value(rule.min_effect, rule.unit)}" if rule.min_effect else ""
+    effect = f"{rule.min_effect:g} pts" if rule.unit == "%" else format_value(rule.min_effect, rule.unit)
+    floor = f" and {effect}" if rule.min_effect else ""
     return f"{sign}{rule.relative_pct:g}%{floor}"
 
 

@@ -515,32 +515,38 @@ def fig_stalls(groups: pd.DataFrame) -> Optional[dict]:
         xaxis={"tickangle": -30})}
 
 
+PATH_CEILING_NAMES = {"gmma": "tensor, wgmma", "hmma": "tensor, mma.sync", "none": "FP32 CUDA cores"}
+
+
 def device_ceilings(kernels: pd.DataFrame, device: dict) -> dict:
-    """Peak FLOP/s and DRAM bytes/s: from the device when the views said, else from the kernels
-    (the bandwidth each kernel implies, V7's validation (a); tensor ops per cycle per SM, V2)."""
+    """The roofline's ceilings: DRAM bytes/s and FLOP/s per path (tensor wgmma, mma.sync, FP32).
+
+    Taken from the device when given, else from V7's per-kernel columns (`dram_peak_bytes_per_s`,
+    the DRAM peak of the kernel's device; `ridge_flops_per_byte` times it, the FLOP/s peak of the
+    path the kernel took)."""
     peak_bw = device.get("peak_dram_bytes_per_s")
     if is_missing(peak_bw) or not peak_bw:
-        implied = (num(kernels, "dram_bytes") / (num(kernels, "time_ns") * 1e-9)
-                   / (num(kernels, "dram_pct") / 100.0))
-        implied = implied[(num(kernels, "dram_pct") > 5) & implied.notna()]
-        peak_bw = float(implied.median()) if not implied.empty else None
-    peak_flops = device.get("peak_flops_per_s")
-    return {"peak_dram_bytes_per_s": peak_bw,
-            "peak_flops_per_s": None if is_missing(peak_flops) else peak_flops,
-            "name": device.get("name")}
+        peaks = num(kernels, "dram_peak_bytes_per_s").dropna()
+        peak_bw = float(peaks.median()) if not peaks.empty else None
+    flops = dict(device.get("peak_flops_per_s_by_path") or {})
+    if not flops and peak_bw:
+        per_kernel = num(kernels, "ridge_flops_per_byte") * num(kernels, "dram_peak_bytes_per_s")
+        paths = col(kernels, "mma_path").astype("object")
+        for path in ("gmma", "hmma", "none"):
+            values = per_kernel[(paths == path) & per_kernel.notna()]
+            if not values.empty:
+                flops[path] = float(values.median())
+    return {"peak_dram_bytes_per_s": peak_bw, "peak_flops_per_s_by_path": flops}
 
 
 def fig_roofline(kernels: pd.DataFrame, device: dict) -> Optional[dict]:
     intensity = num(kernels, "intensity")
-    flops = num(kernels, "flops")
-    if flops.isna().all():
-        flops = intensity * num(kernels, "dram_bytes")
-    rate = flops / (num(kernels, "time_ns") * 1e-9)
+    rate = num(kernels, "flops") / (num(kernels, "time_ns") * 1e-9)
     ok = intensity.notna() & (intensity > 0) & rate.notna() & (rate > 0)
     if not ok.any():
         return None
-    kernels, intensity, rate = kernels[ok], intensity[ok], rate[ok]
     ceilings = device_ceilings(kernels, device)
+    kernels, intensity, rate = kernels[ok], intensity[ok], rate[ok]
     traces = []
     for phase in sorted(dict.fromkeys(kernels["phase"]), key=lambda p: _order_key([p], PHASE_ORDER)):
         mask = kernels["phase"] == phase
@@ -552,22 +558,25 @@ def fig_roofline(kernels: pd.DataFrame, device: dict) -> Optional[dict]:
             "marker": {"size": _marker_sizes(rows), "color": PHASE_COLORS.get(phase, "#9d9d9d"),
                        "opacity": 0.75, "line": {"width": 0.5, "color": "#333"}},
             "hovertemplate": "%{text}<br>%{x:.3g} FLOP/byte<br>%{y:.3g} TFLOP/s<extra></extra>"})
+    bw = ceilings["peak_dram_bytes_per_s"]
+    peaks = ceilings["peak_flops_per_s_by_path"]
     lo = float(min(intensity.min(), 0.1)) / 2
-    hi = float(max(intensity.max(), 1e3)) * 2
-    bw, peak = ceilings["peak_dram_bytes_per_s"], ceilings["peak_flops_per_s"]
+    hi = float(max(intensity.max(), *(p / bw * 4 for p in peaks.values()))) if bw and peaks else \
+        float(intensity.max()) * 4
     if bw:
-        ridge = peak / bw if peak else hi
-        xs = [lo, min(ridge, hi)]
-        traces.append({"type": "scatter", "mode": "lines", "name": f"DRAM {bw / 1e9:,.0f} GB/s",
-                       "x": xs, "y": [x * bw / 1e12 for x in xs], "line": {"color": "#333", "width": 2},
-                       "hoverinfo": "name"})
-        if peak:
-            traces.append({"type": "scatter", "mode": "lines",
-                           "name": f"tensor peak {peak / 1e12:,.0f} TFLOP/s",
-                           "x": [ridge, hi], "y": [peak / 1e12, peak / 1e12],
-                           "line": {"color": "#333", "width": 2, "dash": "dash"}, "hoverinfo": "name"})
+        top = max(peaks.values()) if peaks else hi * bw
+        xs = [lo, top / bw]
+        traces.append({"type": "scatter", "mode": "lines", "name": f"DRAM {bw / 1e12:.2f} TB/s",
+                       "x": xs, "y": [x * bw / 1e12 for x in xs],
+                       "line": {"color": "#333", "width": 2}, "hoverinfo": "name"})
+        for (path, peak), dash in zip(sorted(peaks.items(), key=lambda kv: -kv[1]),
+                                      ("dash", "dot", "dashdot")):
+            name = f"{PATH_CEILING_NAMES.get(path, path)} {peak / 1e12:,.0f} TFLOP/s"
+            traces.append({"type": "scatter", "mode": "lines", "name": plot_text(name),
+                           "x": [peak / bw, hi], "y": [peak / 1e12, peak / 1e12],
+                           "line": {"color": "#333", "width": 1.5, "dash": dash}, "hoverinfo": "name"})
     return {"data": traces, "layout": _layout(
-        "Roofline: every kernel against the device's ceilings (size: kernel time)", 440,
+        "Roofline: each kernel under the device's ceilings (size: kernel time)", 460,
         xaxis={"title": {"text": "arithmetic intensity (FLOP / DRAM byte, log)"}, "type": "log"},
         yaxis={"title": {"text": "TFLOP/s (log)"}, "type": "log"})}
 
@@ -648,6 +657,7 @@ def group_table(groups: pd.DataFrame, figures: list, base: Optional[pd.DataFrame
         return '<p class="na">No groups.</p>'
     groups = sort_groups(groups)
     compare = base is not None and not base.empty
+    figures = [f for f in figures if f[0] in groups.columns]  # what the views did not give: no column
     lookup = {}
     if compare:
         lookup = {(r["phase"], r["role"]): r for _, r in base.iterrows()}
@@ -931,7 +941,8 @@ def _sections(data: ReportInput, base: Optional[ReportInput]) -> list:
                 f"Each kernel's FLOP/s against its arithmetic intensity, under the device's ceilings "
                 f"({_ceiling_text(device)}).",
                 fig_roofline(k, data.device),
-                group_table(g, [("dram_bytes", "DRAM bytes", fmt_bytes), ("dram_pct", "DRAM", _pct),
+                group_table(g, [("dram_bytes", "DRAM bytes", fmt_bytes), ("dram_pct", "DRAM busy", _pct),
+                                ("l2_hit_pct", "L2 hit", _pct), ("flops", "FLOPs", fmt),
                                 ("intensity", "FLOP/byte", fmt)], bg, False), ("V7",),
                 "No kernel has both DRAM traffic and FLOPs."),
         Section("selection", "Kernel selection",
@@ -942,12 +953,12 @@ def _sections(data: ReportInput, base: Optional[ReportInput]) -> list:
     return sections
 
 
-def _ceiling_text(device: dict) -> str:
+def _ceiling_text(ceilings: dict) -> str:
     parts = []
-    if device.get("peak_dram_bytes_per_s"):
-        parts.append(f"DRAM {device['peak_dram_bytes_per_s'] / 1e9:,.0f} GB/s")
-    if device.get("peak_flops_per_s"):
-        parts.append(f"tensor {device['peak_flops_per_s'] / 1e12:,.0f} TFLOP/s")
+    if ceilings.get("peak_dram_bytes_per_s"):
+        parts.append(f"DRAM {ceilings['peak_dram_bytes_per_s'] / 1e12:.2f} TB/s")
+    for path, peak in sorted(ceilings.get("peak_flops_per_s_by_path", {}).items(), key=lambda kv: -kv[1]):
+        parts.append(f"{PATH_CEILING_NAMES.get(path, path)} {peak / 1e12:,.0f} TFLOP/s")
     return ", ".join(parts) or "none known"
 
 

@@ -1,0 +1,226 @@
+"""The rules of `smlens gate`: which figure, which direction is worse, how far is too far.
+
+A rule names a figure column of the views' per-kernel table (`views.registry.compute_views(...)
+.kernels`), the direction that is worse, a relative threshold (`relative_pct`) and an absolute
+minimum effect (`min_effect`, in the figure's own unit) that must both be passed, the statistic
+that must also agree over repeated runs, and how kernels are grouped (`by`). Rules come from a
+gate.toml (examples/gate.toml says every key) or `DEFAULT_RULES`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Mapping
+
+GROUP_BY = ("phase", "role", "kernel_family")
+WORSE = ("higher", "lower", "either", "changed")
+STATISTICS = ("mann-whitney", "threshold")
+ON_VALIDATION = ("error", "warn", "ignore")
+
+
+
+class RulesError(ValueError):
+    """A rule file or rule that cannot be used; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """What the gate knows of a figure column: the views whose validations vouch for it, its unit,
+    and how launches of one group and run are combined."""
+
+    views: tuple[str, ...]
+    unit: str
+    aggregate: str  # "sum", "mean" (time-weighted) or "mode" (time-weighted, for text figures)
+
+
+# Figure columns of ViewsResult.kernels (VIEWS.md). A figure not listed here can still be gated:
+# it is averaged (time-weighted) and no validation is checked unless the rule names its `views`.
+FIGURES: dict[str, Figure] = {
+    "time_ns": Figure(("V1",), "ns", "sum"),
+    "sm_active_pct": Figure(("V1",), "%", "mean"),
+    "sm_throughput_pct": Figure(("V1",), "%", "mean"),
+    "tensor_pipe_pct": Figure(("V2",), "%", "mean"),
+    "tensor_ops": Figure(("V2",), "ops", "sum"),
+    "mma_path": Figure(("V2",), "", "mode"),
+    "fill": Figure(("V2", "V3"), "", "mean"),
+    "useful_tensor_pct": Figure(("V2", "V3"), "%", "mean"),
+    "achieved_occupancy_pct": Figure(("V4",), "%", "mean"),
+    "theoretical_occupancy_pct": Figure(("V4",), "%", "mean"),
+    "occupancy_limiter": Figure(("V4",), "", "mode"),
+    "waves": Figure(("V5",), "waves", "mean"),
+    "wave_efficiency": Figure(("V5",), "", "mean"),
+    "sm_coverage": Figure(("V5",), "", "mean"),
+    "sm_imbalance": Figure(("V5",), "", "mean"),
+    "top_stall": Figure(("V6",), "", "mode"),
+    "top_stall_share": Figure(("V6",), "", "mean"),
+    "issue_active_pct": Figure(("V6",), "%", "mean"),
+    "dram_bytes": Figure(("V7",), "bytes", "sum"),
+    "dram_pct": Figure(("V7",), "%", "mean"),
+    "l2_hit_pct": Figure(("V7",), "%", "mean"),
+    "flops": Figure(("V7",), "flops", "sum"),
+    "intensity": Figure(("V7",), "flop/byte", "mean"),
+    "kernel_family": Figure(("V8",), "", "mode"),
+    "tile": Figure(("V8",), "", "mode"),
+}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One gated figure. `relative_pct` and `min_effect` must both be exceeded in the `worse`
+    direction (`min_effect` in the figure's own unit); `statistic` says whether several runs must
+    also differ significantly (`mann-whitney`) or the threshold alone decides (`threshold`)."""
+
+    figure: str
+    worse: str
+    relative_pct: float = 10.0
+    min_effect: float = 0.0
+    statistic: str = "mann-whitney"
+    alpha: float = 0.05
+    by: tuple[str, ...] = GROUP_BY
+    aggregate: str | None = None  # None: the figure's own (FIGURES), else "mean"
+    views: tuple[str, ...] | None = None  # None: the figure's own (FIGURES)
+    min_time_share_pct: float = 0.5  # groups below this share of the baseline time are not gated
+    on_validation_fail: str = "error"
+    required: bool = False  # n/a on both sides everywhere: could-not-judge rather than a note
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        if self.name:
+            return self.name
+        return f"{self.figure} by {'/'.join(self.by)}" if self.by != GROUP_BY else self.figure
+
+    @property
+    def how(self) -> str:
+        return self.aggregate or FIGURES.get(self.figure, Figure((), "", "mean")).aggregate
+
+    @property
+    def checked_views(self) -> tuple[str, ...]:
+        if self.views is not None:
+            return self.views
+        return FIGURES[self.figure].views if self.figure in FIGURES else ()
+
+    @property
+    def unit(self) -> str:
+        return FIGURES[self.figure].unit if self.figure in FIGURES else ""
+
+
+# Chosen against repeated H200 captures of one workload made in separate ncu runs (tests/data/
+# h200_runs): run-to-run noise there stays well under these thresholds, while a batch-size change
+# or a different kernel moves several figures far past them. Time gets a small absolute floor so a
+# 1 us kernel's jitter does not count; counters that do not depend on clocks (fill, waves, DRAM
+# bytes) get tighter thresholds than time.
+DEFAULT_RULES: tuple[Rule, ...] = (
+    Rule("time_ns", "higher", relative_pct=10, min_effect=2_000, name="time per kernel family"),
+    Rule("time_ns", "higher", relative_pct=10, min_effect=5_000, by=("phase", "role"),
+         name="time per role"),
+    Rule("useful_tensor_pct", "lower", relative_pct=10, min_effect=2.0),
+    Rule("fill", "lower", relative_pct=5, min_effect=0.02),
+    Rule("achieved_occupancy_pct", "lower", relative_pct=10, min_effect=5.0),
+    Rule("wave_efficiency", "lower", relative_pct=10, min_effect=0.05),
+    Rule("dram_bytes", "higher", relative_pct=10, min_effect=1e6),
+)
+
+
+# ---- rules from TOML -------------------------------------------------------------------------
+
+_RULE_KEYS = {"figure", "worse", "relative_pct", "min_effect", "statistic", "alpha", "by",
+              "aggregate", "views", "min_time_share_pct", "on_validation_fail", "required", "name"}
+_DEFAULT_KEYS = {"alpha", "statistic", "min_time_share_pct", "on_validation_fail", "by",
+                 "include_default_rules"}
+
+
+def _toml_loads(text: str) -> dict:
+    try:
+        import tomllib  # Python 3.11+
+    except ModuleNotFoundError:
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ModuleNotFoundError:
+            raise RulesError("reading a rules file on Python 3.10 needs the tomli package: "
+                             "pip install tomli") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise RulesError(f"not valid TOML: {err}") from None
+
+
+def _check_rule(rule: Rule, where: str) -> Rule:
+    if not rule.figure or not isinstance(rule.figure, str):
+        raise RulesError(f"{where}: `figure` must name a figure column, e.g. \"time_ns\"")
+    if rule.worse not in WORSE:
+        raise RulesError(f"{where}: `worse` must be one of {', '.join(WORSE)}, not {rule.worse!r}")
+    if rule.statistic not in STATISTICS:
+        raise RulesError(f"{where}: `statistic` must be one of {', '.join(STATISTICS)}, "
+                         f"not {rule.statistic!r}")
+    if rule.on_validation_fail not in ON_VALIDATION:
+        raise RulesError(f"{where}: `on_validation_fail` must be one of {', '.join(ON_VALIDATION)}")
+    if rule.aggregate not in (None, "sum", "mean", "mode"):
+        raise RulesError(f"{where}: `aggregate` must be sum, mean or mode")
+    for key in ("relative_pct", "min_effect", "min_time_share_pct"):
+        value = getattr(rule, key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0 \
+                or math.isnan(value):
+            raise RulesError(f"{where}: `{key}` must be a number >= 0")
+    if not isinstance(rule.alpha, (int, float)) or not 0 < rule.alpha < 1:
+        raise RulesError(f"{where}: `alpha` must lie between 0 and 1, e.g. 0.05")
+    if not rule.by or not all(isinstance(col, str) for col in rule.by):
+        raise RulesError(f"{where}: `by` must list grouping columns, e.g. [\"phase\", \"role\"]")
+    text_figure = rule.how == "mode"
+    if text_figure and rule.worse != "changed":
+        raise RulesError(f'{where}: {rule.figure} is a text figure: use worse = "changed"')
+    if not text_figure and rule.worse == "changed":
+        raise RulesError(f"{where}: {rule.figure} is a number: worse must be higher, lower or "
+                         "either (or set aggregate = \"mode\" for a text figure)")
+    return rule
+
+
+def parse_rules(document: Mapping) -> tuple[Rule, ...]:
+    """Rules from a parsed gate.toml: a `[defaults]` table and `[[rule]]` entries (examples/gate.toml)."""
+    unknown = set(document) - {"defaults", "rule"}
+    if unknown:
+        raise RulesError(f"unknown top-level key(s) {', '.join(sorted(unknown))}: "
+                         "expected [defaults] and [[rule]]")
+    defaults = dict(document.get("defaults", {}))
+    bad = set(defaults) - _DEFAULT_KEYS
+    if bad:
+        raise RulesError(f"[defaults]: unknown key(s) {', '.join(sorted(bad))}; "
+                         f"known: {', '.join(sorted(_DEFAULT_KEYS))}")
+    include_defaults = defaults.pop("include_default_rules", "rule" not in document)
+    if "by" in defaults:
+        defaults["by"] = tuple(defaults["by"])
+    entries = document.get("rule", [])
+    if not isinstance(entries, list):
+        raise RulesError("`rule` must be an array of tables: write [[rule]]")
+    rules: list[Rule] = []
+    if include_defaults:
+        rules.extend(_check_rule(replace(r, **defaults), "[defaults]") for r in DEFAULT_RULES)
+    for index, entry in enumerate(entries, 1):
+        where = f"rule {index}" + (f" ({entry['figure']})" if "figure" in entry else "")
+        bad = set(entry) - _RULE_KEYS
+        if bad:
+            raise RulesError(f"{where}: unknown key(s) {', '.join(sorted(bad))}; "
+                             f"known: {', '.join(sorted(_RULE_KEYS))}")
+        if "figure" not in entry or "worse" not in entry:
+            raise RulesError(f"{where}: every rule needs `figure` and `worse`")
+        values = {**defaults, "required": True, **entry}  # a rule someone wrote must apply
+        for key in ("by", "views"):
+            if key in values and values[key] is not None:
+                values[key] = tuple(values[key])
+        rules.append(_check_rule(Rule(**values), where))
+    if not rules:
+        raise RulesError("no rules: add [[rule]] entries or set include_default_rules = true")
+    return tuple(rules)
+
+
+def load_rules(path: str | Path) -> tuple[Rule, ...]:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise RulesError(f"cannot read rules file {path}: {err.strerror or err}") from None
+    try:
+        return parse_rules(_toml_loads(text))
+    except RulesError as err:
+        raise RulesError(f"{path}: {err}") from None
