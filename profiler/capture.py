@@ -137,62 +137,70 @@ def _header_cells(line: bytes) -> list[str] | None:
 # --- raw page ---------------------------------------------------------------------------------
 
 
-@dataclass
-class _RawLayout:
-    header: list[str]
-    units: dict[str, str]
-    rows_path: str  # a temporary CSV with the header and the data rows only
-    noise_lines: int
+def _row_chunks(stream, header: list[str], first_rest: bytes, found: dict) -> Iterator[bytes]:
+    """The data rows, in blocks of whole lines; the units row goes to found["units"].
 
-
-def _split_raw(stream, header: list[str], first_rest: bytes, tmpdir: str) -> _RawLayout:
-    """Copy the header and data rows to a clean temporary CSV, keeping the units row aside.
-
-    A data row starts with `"<ID>",`; ncu's `==PROF==` lines and the program's own output are
-    skipped wherever they fall. A last row without its line end is a capture cut off mid-row.
+    A data row starts with `"<ID>",` (ncu puts ID first; in a reordered file any quoted line may be
+    one). ncu's `==PROF==` lines and the program's own output are skipped wherever they fall, and
+    counted in found["noise"]. A last row without its line end is a capture cut off mid-row.
     """
-    rows_path = os.path.join(tmpdir, "rows.csv")
-    units: dict[str, str] = {}
-    noise = 0
-    pending = first_rest
-    saw_units = False
     id_index = header.index("ID")
-    # ncu puts ID first, so a row starts `"<ID>",`; in a reordered file any quoted line may be one
     is_row = _ROW_START.match if id_index == 0 else (lambda line: line.lstrip().startswith(b'"'))
-    with open(rows_path, "wb") as out:
-        writer_header = io.StringIO()
-        csv.writer(writer_header, quoting=csv.QUOTE_ALL).writerow(header)
-        out.write(writer_header.getvalue().encode())
-        while True:
-            chunk = stream.read(BLOCK_BYTES)
-            data = pending + chunk
-            if not chunk:
-                lines, pending = data.split(b"\n"), b""
-                if lines and lines[-1] == b"":
-                    lines.pop()
-                elif lines and is_row(lines[-1]):
-                    raise BadInput("the capture is cut off in the middle of a row (no line end "
-                                   "after the last row): re-export it from the report")
-            else:
-                lines = data.split(b"\n")
-                pending = lines.pop()
+    found.setdefault("units", {})
+    found.setdefault("noise", 0)
+    pending, units_checked = first_rest, False
+    while True:
+        chunk = stream.read(BLOCK_BYTES)
+        data = pending + chunk
+        if chunk:
+            cut = data.rfind(b"\n")
+            if cut < 0:
+                pending = data
+                continue
+            block, pending = data[: cut + 1], data[cut + 1:]
+        else:
+            block, pending = data, b""
+            tail = block[block.rfind(b"\n") + 1:]
+            if tail.strip() and is_row(tail):
+                raise BadInput("the capture is cut off in the middle of a row (no line end after "
+                               "the last row): re-export it from the report")
+            if tail.strip():
+                block = block[: len(block) - len(tail)]
+                found["noise"] += 1
+        if not units_checked:
+            block, units_checked = _take_units_row(block, header, id_index, found), True
+        lines_total = block.count(b"\n")
+        quoted = block.count(b'\n"') + block.startswith(b'"') - block.endswith(b'\n"')
+        if lines_total and quoted == lines_total and b"\r" not in block:
+            yield block  # every line is a row: the common case, no Python loop over lines
+        elif block.strip():
             kept = []
-            for line in lines:
-                if not saw_units and line.startswith(b'"'):
-                    saw_units = True  # the units row, if any, is the first quoted line
-                    cells = next(csv.reader([line.decode("utf-8", "replace")]))
-                    if len(cells) > id_index and cells[id_index] == "":
-                        units = dict(zip(header, cells))
-                        continue
+            for line in block.split(b"\n"):
                 if is_row(line):
                     kept.append(line.rstrip(b"\r"))
                 elif line.strip():
-                    noise += 1
+                    found["noise"] += 1
             if kept:
-                out.write(b"\n".join(kept) + b"\n")
-            if not chunk:
-                break
-    return _RawLayout(header, units, rows_path, noise)
+                yield b"\n".join(kept) + b"\n"
+        if not chunk:
+            return
+
+
+def _take_units_row(block: bytes, header: list[str], id_index: int, found: dict) -> bytes:
+    """Remove the units row (the first quoted line, its ID cell empty) from the first block."""
+    start = 0
+    while start < len(block):
+        end = block.find(b"\n", start)
+        end = len(block) if end < 0 else end
+        line = block[start:end]
+        if line.startswith(b'"'):
+            cells = next(csv.reader([line.decode("utf-8", "replace")]))
+            if len(cells) > id_index and cells[id_index] == "":
+                found["units"] = dict(zip(header, cells))
+                return block[:start] + block[end + 1:]
+            return block
+        start = end + 1
+    return block
 
 
 def _unique_names(names: list[str]) -> list[str]:
@@ -208,17 +216,16 @@ def _unique_names(names: list[str]) -> list[str]:
     return out
 
 
-def _numeric(array: pa.Array, factor: float) -> pa.Array | None:
-    """float64 if every filled cell is a number (thousands separators allowed), else None."""
-    array = pc.utf8_trim_whitespace(array)
-    blank = pc.or_(pc.equal(array, ""), pc.is_in(array, pa.array(_NOT_AVAILABLE)))
-    blank = pc.fill_null(blank, True)
-    ok = pc.or_(blank, pc.fill_null(pc.match_substring_regex(array, _NUMBER), False))
-    if not pc.all(ok).as_py():
+def _numeric(array: pa.Array, lenient: bool = False) -> pa.Array | None:
+    """float64 if every filled cell is a number (thousands separators allowed), else None;
+    lenient: cells that are not numbers become null."""
+    array = pc.utf8_trim_whitespace(array.cast(pa.string()))
+    blank = pc.fill_null(pc.is_in(array, pa.array(("",) + _NOT_AVAILABLE)), True)
+    number = pc.fill_null(pc.match_substring_regex(array, _NUMBER), False)
+    if not lenient and not pc.all(pc.or_(blank, number)).as_py():
         return None
-    cleaned = pc.if_else(blank, pa.scalar(None, pa.string()), pc.replace_substring(array, ",", ""))
-    values = pc.cast(cleaned, pa.float64())
-    return pc.multiply(values, factor) if factor != 1.0 else values
+    cleaned = pc.if_else(number, pc.replace_substring(array, ",", ""), pa.scalar(None, pa.string()))
+    return pc.cast(cleaned, pa.float64())
 
 
 def _ints(series: pd.Series) -> pd.Series:
@@ -296,7 +303,7 @@ def _identity_frame(table: pa.Table, classifier: Classifier) -> pd.DataFrame:
                if name in IDENTITY_COLUMNS or name.startswith((PUSH_POP_PREFIX, START_STOP_PREFIX))}
     raw = pd.DataFrame(columns)
     frame = pd.DataFrame(index=raw.index)
-    frame["kernel_id"] = _ints(raw["ID"]).astype("int64")
+    frame["kernel_id"] = _ints(raw["ID"])  # rows whose ID is not a number are dropped by callers
     for source, target in IDENTITY_COLUMNS.items():
         if source == "ID" or source not in raw:
             continue
@@ -313,60 +320,6 @@ def _identity_frame(table: pa.Table, classifier: Classifier) -> pd.DataFrame:
     processes = frame["process_id"] if "process_id" in frame else pd.Series([0] * len(raw))
     names = frame["kernel_name"] if "kernel_name" in frame else pd.Series([""] * len(raw))
     return frame.join(classifier.derive(cells, names, processes))
-
-
-def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None = None
-                    ) -> Iterator[tuple[pa.Table, dict[str, str]]]:
-    """Batches of the kernels table as Arrow tables, with the metric units, from a raw capture.
-
-    A metric column's type is fixed by the first batch: a later cell that is not a number in a
-    numeric column becomes null (and a note says so) rather than a second schema.
-    """
-    notes = notes if notes is not None else []
-    with _open_binary(path) as stream, tempfile.TemporaryDirectory(prefix="smlens-") as tmpdir:
-        header, rest = _find_header(stream, path)
-        layout = _split_raw(stream, header, rest, tmpdir)
-        if layout.noise_lines:
-            notes.append(f"skipped {layout.noise_lines} lines that were not CSV rows (program or ncu output)")
-        names = _unique_names(header)
-        convert = pacsv.ConvertOptions(column_types={name: pa.string() for name in names},
-                                       strings_can_be_null=False, quoted_strings_can_be_null=False)
-        read = pacsv.ReadOptions(column_names=names, skip_rows=1, block_size=BLOCK_BYTES)
-        malformed = []
-
-        def skip_malformed(row) -> str:  # a program line that looked like a row
-            malformed.append(row.number)
-            return "skip"
-
-        parse = pacsv.ParseOptions(newlines_in_values=False, invalid_row_handler=skip_malformed)
-        try:
-            reader = pacsv.open_csv(layout.rows_path, read_options=read, parse_options=parse,
-                                    convert_options=convert)
-        except pa.ArrowInvalid as err:
-            if "UTF8" in str(err):
-                raise BadInput(f"{path} {_NOT_UTF8}") from None
-            raise BadInput(f"{path}: not a readable ncu CSV ({_first_line(err)})") from None
-        classifier = Classifier(shapes)
-        metric_types: dict[str, pa.DataType] = {}
-        units: dict[str, str] = {}
-        kept_rows = 0
-        while True:
-            try:
-                batch = reader.read_next_batch()
-            except StopIteration:
-                break
-            except pa.ArrowInvalid as err:
-                if "UTF8" in str(err):
-                    raise BadInput(f"{path} {_NOT_UTF8}") from None
-                raise BadInput(f"{path}: a row does not match the header ({_first_line(err)}): "
-                               "the capture is damaged or cut off") from None
-            table = pa.Table.from_batches([batch])
-            kept_rows += table.num_rows
-            yield _convert_raw_batch(table, layout.units, classifier, metric_types, units, notes), units
-        if malformed:
-            notes.append(f"skipped {len(malformed)} lines whose cells do not match the header")
-        if kept_rows == 0:
-            raise BadInput(f"{path}: the capture has a header but no kernel rows")
 
 
 def _find_header(stream, path: Path) -> tuple[list[str], bytes]:
@@ -401,59 +354,174 @@ def _first_line(err: Exception) -> str:
     return str(err).strip().splitlines()[0][:160]
 
 
-def _convert_raw_batch(table: pa.Table, unit_row: dict, classifier: Classifier,
-                       metric_types: dict, units: dict, notes: list) -> pa.Table:
-    identity = _identity_frame(table, classifier)
-    out = pa.Table.from_pandas(identity, preserve_index=False)
-    for name in table.column_names:
-        if name in IDENTITY_COLUMNS or name.startswith((PUSH_POP_PREFIX, START_STOP_PREFIX)):
-            continue
-        base_unit, factor = to_base(unit_row.get(name, ""))
-        column = table.column(name).combine_chunks()
-        wanted = metric_types.get(name)
-        values = _numeric(column, factor) if wanted in (None, pa.float64()) else None
-        if values is None and wanted == pa.float64():
-            # a numeric column with text in this batch: keep the numbers, say so
-            values = pc.cast(pc.if_else(pc.match_substring_regex(column, _NUMBER),
-                                        pc.replace_substring(column, ",", ""), None), pa.float64())
-            values = pc.multiply(values, factor) if factor != 1.0 else values
-            notes.append(f"{name}: text in a numeric column, kept as null")
-        if values is None:
-            values = column
-        metric_types.setdefault(name, values.type)
-        units.setdefault(name, base_unit if values.type == pa.float64() else unit_row.get(name, ""))
-        out = out.append_column(name, values)
-    return out
+def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None = None
+                    ) -> Iterator[tuple[pa.Table, dict[str, str]]]:
+    """Blocks of the kernels table as Arrow tables, with the metric units, from a raw capture."""
+    notes = notes if notes is not None else []
+    found: dict = {}
+    with _open_binary(path) as stream:
+        header, rest = _find_header(stream, path)
+        converter = _RawConverter(header, shapes, path)
+        rows = 0
+        for block in _row_chunks(stream, header, rest, found):
+            table = converter.convert(block, found["units"])
+            rows += table.num_rows
+            yield table, converter.units
+    if found.get("noise"):
+        notes.append(f"skipped {found['noise']} lines that were not CSV rows (program or ncu output)")
+    if converter.skipped_rows:
+        notes.append(f"skipped {converter.skipped_rows} lines whose cells do not match the header")
+    notes.extend(converter.notes)
+    if rows == 0:
+        raise BadInput(f"{path}: the capture has a header but no kernel rows")
+
+
+class _RawConverter:
+    """CSV blocks of a raw capture -> Arrow tables of one schema.
+
+    Fast path: numbers are quoted with thousands separators ("18,720"), which Arrow's CSV parser
+    cannot read as numbers. In a block where every cell is quoted, a comma that is not between
+    two quotes is a thousands separator or sits inside text, so the block is copied with those
+    commas removed and Arrow parses the metrics natively; the identity columns and text metrics
+    are read from the original bytes. Any doubt (an unquoted cell, a row count that differs, a
+    value that does not parse) sends the block down the plain path: strings, then per column.
+    A metric's type is fixed by the first block; later text in a numeric column becomes null,
+    and a note says so.
+    """
+
+    _NULLS = ["", "n/a", "N/A", "-", "nan", "NaN"]
+
+    def __init__(self, header: list[str], shapes: dict | None, path: Path):
+        self.names = _unique_names(header)
+        self.path = path
+        self.identity = [n for n in self.names
+                         if n in IDENTITY_COLUMNS or n.startswith((PUSH_POP_PREFIX, START_STOP_PREFIX))]
+        self.metrics = [n for n in self.names if n not in self.identity]
+        self.numeric: list[str] | None = None  # fixed by the first block
+        self.text: list[str] = []
+        self.units: dict[str, str] = {}
+        self.classifier = Classifier(shapes)
+        self.skipped_rows = 0
+        self.notes: list[str] = []
+
+    def _read(self, data: bytes, columns: list[str], types: dict | None) -> pa.Table:
+        skipped = []
+
+        def skip(row) -> str:  # a program line that looked like a row
+            skipped.append(row.number)
+            return "skip"
+
+        try:
+            table = pacsv.read_csv(
+                io.BytesIO(data),
+                read_options=pacsv.ReadOptions(column_names=self.names, block_size=BLOCK_BYTES),
+                parse_options=pacsv.ParseOptions(newlines_in_values=False, invalid_row_handler=skip),
+                convert_options=pacsv.ConvertOptions(
+                    include_columns=columns, column_types=types or {}, null_values=self._NULLS,
+                    strings_can_be_null=True, quoted_strings_can_be_null=True))
+        except pa.ArrowInvalid as err:
+            if "UTF8" in str(err):
+                raise BadInput(f"{self.path} {_NOT_UTF8}") from None
+            raise
+        self._last_skipped = len(skipped)
+        return table
+
+    def convert(self, block: bytes, unit_row: dict) -> pa.Table:
+        try:
+            numbers = self._fast_numbers(block)
+        except pa.ArrowInvalid:
+            numbers = None
+        strings = self._read(block, self.identity + (self.text if numbers is not None else self.metrics),
+                             {n: pa.string() for n in self.names})
+        skipped = self._last_skipped
+        if numbers is None or numbers.num_rows != strings.num_rows:
+            numbers = self._slow_numbers(strings)
+        self.skipped_rows += skipped
+        identity = _identity_frame(strings.select(self.identity), self.classifier)
+        valid = identity["kernel_id"].notna()
+        if not valid.all():  # a program line that looked like a row
+            self.skipped_rows += int((~valid).sum())
+            mask = pa.array(valid.to_numpy())
+            identity, strings, numbers = identity[valid], strings.filter(mask), numbers.filter(mask)
+        out = pa.Table.from_pandas(identity.astype({"kernel_id": "int64"}), preserve_index=False)
+        for name in self.metrics:
+            base_unit, factor = to_base(unit_row.get(name, ""))
+            if name in self.text:
+                values = strings.column(name)
+                self.units.setdefault(name, unit_row.get(name, ""))
+            else:
+                values = numbers.column(name)
+                values = pc.multiply(values, factor) if factor != 1.0 else values
+                self.units.setdefault(name, base_unit)
+            out = out.append_column(name, values)
+        return out
+
+    def _fast_numbers(self, block: bytes) -> pa.Table | None:
+        if b",," in block or b",\n" in block or b"\n," in block or block.startswith(b","):
+            return None  # an unquoted cell: commas are not all delimiters between quotes
+        stripped = block.replace(b'","', b'"\x1f"').replace(b",", b"").replace(b"\x1f", b",")
+        if self.numeric is None:
+            table = self._read(stripped, self.metrics, None)  # let Arrow infer, once
+            self.numeric = [f.name for f in table.schema
+                            if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
+                            or pa.types.is_null(f.type)]
+            self.text = [n for n in self.metrics if n not in set(self.numeric)]
+            return table.select(self.numeric).cast(pa.schema(
+                [pa.field(n, pa.float64()) for n in self.numeric]))
+        return self._read(stripped, self.numeric, {n: pa.float64() for n in self.numeric})
+
+    def _slow_numbers(self, strings: pa.Table) -> pa.Table:
+        """Per column from strings: numbers with separators, blanks and n/a as null."""
+        columns = {}
+        for name in self.metrics:
+            raw = strings.column(name).combine_chunks()
+            values = _numeric(raw)
+            if self.numeric is not None and name in self.numeric and values is None:
+                values = _numeric(raw, lenient=True)
+                self.notes.append(f"{name}: text in a numeric column, kept as null")
+            if values is not None:
+                columns[name] = values
+        if self.numeric is None:
+            self.numeric = list(columns)
+            self.text = [n for n in self.metrics if n not in columns]
+        return pa.table({n: columns.get(n, pa.nulls(strings.num_rows, pa.float64()))
+                         for n in self.numeric})
 
 
 # --- details page ------------------------------------------------------------------------------
 
 
 def _read_details(path: Path, shapes: dict | None, notes: list) -> tuple[pd.DataFrame, dict]:
+    found: dict = {}
     with _open_binary(path) as stream:
         header, rest = _find_header(stream, path)
-        with tempfile.TemporaryDirectory(prefix="smlens-") as tmpdir:
-            layout = _split_raw(stream, header, rest, tmpdir)
-            # pandas, not pyarrow: rows without rule results end early (ragged rows)
-            try:
-                frame = pd.read_csv(layout.rows_path, dtype=str, keep_default_na=False,
-                                    names=_unique_names(header), skiprows=1)
-            except UnicodeDecodeError:
-                raise BadInput(f"{path} {_NOT_UTF8}") from None
-            except (pd.errors.ParserError, ValueError) as err:
-                raise BadInput(f"{path}: a row does not match the header ({_first_line(err)})") from None
-    if layout.noise_lines:
-        notes.append(f"skipped {layout.noise_lines} lines that were not CSV rows")
+        rows = b"".join(_row_chunks(stream, header, rest, found))
+    if not rows:
+        raise BadInput(f"{path}: the capture has a header but no kernel rows")
+    # pandas, not pyarrow: rows without rule results end early (ragged rows)
+    try:
+        frame = pd.read_csv(io.BytesIO(rows), dtype=str, keep_default_na=False,
+                            names=_unique_names(header), header=None)
+    except UnicodeDecodeError:
+        raise BadInput(f"{path} {_NOT_UTF8}") from None
+    except (pd.errors.ParserError, ValueError) as err:
+        raise BadInput(f"{path}: a row does not match the header ({_first_line(err)})") from None
+    if found["noise"]:
+        notes.append(f"skipped {found['noise']} lines that were not CSV rows")
     for optional in ("Section Name", "Metric Unit"):  # without them values are taken as printed
         if optional not in frame:
             frame[optional] = ""
     frame = frame[frame["Metric Name"].str.len() > 0]  # rule rows carry no metric
+    frame = frame[_ints(frame["ID"]).notna()]  # a program line that looked like a row
+    if frame.empty:
+        raise BadInput(f"{path}: no kernel rows with metrics in the details page")
     first = frame.drop_duplicates("ID")
     identity_table = pa.Table.from_pandas(first[[c for c in first.columns if c not in DETAILS_COLUMNS
                                                  and not c.startswith("Rule")
                                                  and not c.startswith("Estimated")]],
                                           preserve_index=False)
-    kernels = _identity_frame(identity_table, Classifier(shapes)).set_index("kernel_id")
+    kernels = _identity_frame(identity_table, Classifier(shapes)).astype({"kernel_id": "int64"})
+    kernels = kernels.set_index("kernel_id")
 
     section, metric = frame["Section Name"], frame["Metric Name"]
     mapped = [DISPLAY_NAME_METRICS.get((s, m)) for s, m in zip(section, metric)]
@@ -558,7 +626,7 @@ def _read_ncu_rep_module(report: Path, shown: Path, shapes: dict | None, notes: 
     identity = pa.Table.from_pandas(
         frame[[c for c in frame.columns if c in IDENTITY_COLUMNS or c == PUSH_POP_PREFIX]].astype("string"),
         preserve_index=False)
-    kernels = _identity_frame(identity, Classifier(shapes))
+    kernels = _identity_frame(identity, Classifier(shapes)).astype({"kernel_id": "int64"})
     metrics = frame[[c for c in frame.columns if c not in IDENTITY_COLUMNS and c != PUSH_POP_PREFIX]]
     kernels = pd.concat([kernels, metrics.reset_index(drop=True)], axis=1)
     return Capture(kernels, units, "ncu-rep", notes=notes)
