@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Set up a virtual environment with smlens and its test dependencies (.venv), then run the tests.
+# Extra arguments go to pytest. Runs as root on CI, where it also installs Debian's chromium for the
+# report's browser test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+.venv/bin/pip install -q --upgrade pip
+# torch: the CPU build, for the workload tests (decoder stack and deterministic GEMM reference)
+.venv/bin/pip install -q torch==2.13.0
+.venv/bin/pip install -q -e '.[dev]'
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+fi
+exec .venv/bin/python -m pytest "$@"
