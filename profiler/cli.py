@@ -139,6 +139,8 @@ def gate(baseline: Optional[List[str]] = typer.Option(
          rules: Optional[Path] = typer.Option(None, "--rules", help="gate.toml (default: built-in rules)."),
          markdown: Optional[Path] = typer.Option(None, "--markdown", help="Write a Markdown summary here."),
          junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
+         shapes: Optional[Path] = typer.Option(None, help="File of '[phase/]role M N K' lines for "
+                                               "capture files whose NVTX ranges carry no shapes."),
          store: Optional[Path] = StoreOpt,
          format: Format = typer.Option(Format.table, "--format")):
     """Gate current runs against baseline runs: exit 0 pass, 1 regression, 2 could not judge."""
@@ -150,9 +152,11 @@ def gate(baseline: Optional[List[str]] = typer.Option(
 
     error = None
     try:  # a run or rules file that cannot be read is still a verdict CI must see: exit 2, reports written
+        from profiler.capture import parse_shapes_file
         rule_set = load_rules(rules) if rules else None
-        result = run_gate(load_runs(baseline, "baseline", store_path(store)),
-                          load_runs(current, "current", store_path(store)), rule_set)
+        shape_map = parse_shapes_file(shapes) if shapes else None
+        result = run_gate(load_runs(baseline, "baseline", store_path(store), shape_map),
+                          load_runs(current, "current", store_path(store), shape_map), rule_set)
     except (SmlensError, RulesError) as err:
         error = str(err)
         result = cannot_judge(error, baseline or [], current or [])

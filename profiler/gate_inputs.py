@@ -54,8 +54,10 @@ def _figures(kernels, label: str) -> Run:
     return Run(label=label, kernels=compute_views(kernels).kernels)
 
 
-def load_runs(values: list[str] | None, side: str, store_dir: Path) -> list[Run]:
-    """Every run one side of the gate names, as figure tables. Raises BadInput for what is missing."""
+def load_runs(values: list[str] | None, side: str, store_dir: Path,
+              shapes: dict | None = None) -> list[Run]:
+    """Every run one side of the gate names, as figure tables. Raises BadInput for what is missing.
+    `shapes` (role -> M, N, K) applies to capture files whose NVTX ranges carry none, as in ingest."""
     from profiler.capture import read_capture
     from profiler.store import Store
 
@@ -66,13 +68,13 @@ def load_runs(values: list[str] | None, side: str, store_dir: Path) -> list[Run]
     store = None
     for ref in refs:
         if Path(ref).is_file():
-            runs.append(_figures(read_capture(ref).kernels, ref))
+            runs.append(_figures(read_capture(ref, shapes=shapes).kernels, ref))
             continue
         if any(c in ref for c in "*?["):
             matches = sorted(glob.glob(ref))
             if not matches:
                 raise BadInput(f"--{side} {ref}: no file matches")
-            runs += [_figures(read_capture(path).kernels, path) for path in matches]
+            runs += [_figures(read_capture(path, shapes=shapes).kernels, path) for path in matches]
             continue
         if _looks_like_path(ref) and not ref.startswith("tag:"):
             raise BadInput(f"--{side} {ref}: no such file")

@@ -18,9 +18,10 @@ from rich.text import Text
 
 from reports.gate import Comparison, GateResult
 
-# statuses worth a row in the table and the Markdown findings; "pass" and "small" are counted, and
-# "cannot judge" rows are summed up per cause in the problem lines (JSON and JUnit keep each one)
-SHOWN = ("regression", "noise", "improved", "appeared", "disappeared")
+# statuses worth a row in the table and the Markdown findings. The others are counted; "cannot
+# judge" rows are summed up per cause in the problem lines, groups on one side only in the kernel
+# lines (JSON and JUnit keep every comparison)
+SHOWN = ("regression", "noise", "improved")
 _ORDER = {status: i for i, status in enumerate(SHOWN)}
 _STYLE = {"regression": "bold red", "cannot judge": "bold yellow", "improved": "green",
           "noise": "dim", "appeared": "cyan", "disappeared": "cyan", "pass": "green",
@@ -97,6 +98,11 @@ def summary_line(result: GateResult) -> str:
     return f"{len(result.comparisons)} comparisons: " + ", ".join(parts) if parts else "no comparisons"
 
 
+def _launches(kernel: dict) -> str:
+    count = kernel["launches"]
+    return f"{count} launch{'es' if count != 1 else ''}, {format_value(kernel['time_ns'], 'ns')}"
+
+
 # ---- terminal ----------------------------------------------------------------------------------
 
 def render_table(result: GateResult, limit: int = 40):
@@ -125,8 +131,7 @@ def render_table(result: GateResult, limit: int = 40):
     for label, kernels in (("appeared", result.appeared), ("disappeared", result.disappeared)):
         for kernel in kernels[:10]:
             parts.append(Text(f"kernel {label}: {kernel['phase']}/{kernel['role']} "
-                              f"{short_kernel_name(kernel['kernel_name'])} ({kernel['launches']} "
-                              f"launches, {format_value(kernel['time_ns'], 'ns')})", style="cyan"))
+                              f"{short_kernel_name(kernel['kernel_name'])} ({_launches(kernel)})", style="cyan"))
         if len(kernels) > 10:
             parts.append(Text(f"… {len(kernels) - 10} more kernels {label}", style="dim"))
     return Group(*parts)
@@ -176,7 +181,7 @@ def to_markdown(result: GateResult) -> str:
         if kernels:
             lines += ["", f"**Kernels {label}** (a library may have picked another kernel):", ""]
             lines += [f"- {k['phase']}/{k['role']}: `{short_kernel_name(k['kernel_name'])}` "
-                      f"({k['launches']} launches, {format_value(k['time_ns'], 'ns')})" for k in kernels]
+                      f"({_launches(k)})" for k in kernels]
     if result.warnings:
         lines += ["", "<details><summary>Warnings</summary>", ""]
         lines += [f"- {_cell(w)}" for w in result.warnings] + ["", "</details>"]
