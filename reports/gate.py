@@ -169,8 +169,8 @@ class Comparison:
 
 
 def _json_value(value: object) -> object:
-    if isinstance(value, (float, np.floating)):
-        return None if math.isnan(value) else float(value)
+    if isinstance(value, (float, np.floating)):  # NaN and the infinite change from 0: null
+        return float(value) if math.isfinite(value) else None
     if isinstance(value, np.integer):
         return int(value)
     return value
