@@ -176,6 +176,121 @@ def gate(baseline: Optional[List[str]] = typer.Option(
     raise typer.Exit(result.exit_code)
 
 
+# --- profile, doctor ---------------------------------------------------------------------------
+
+@command
+def profile(program: Optional[List[str]] = typer.Argument(
+                None, help="After `--`: a program to profile instead of the built-in decoder workload."),
+            model: str = typer.Option("llama-3.1-8b", help="Built-in workload: llama-3.1-8b, "
+                                      "llama-3.1-70b, qwen2.5-7b, mistral-7b, gemma-2-9b, tiny."),
+            layers: int = typer.Option(2, help="Decoder layers in the stack."),
+            batch: str = typer.Option("1", help="Batch size(s), e.g. 1,8,32: one run each."),
+            prompt: str = typer.Option("512", help="Prompt length(s), e.g. 512,2048: one run each."),
+            decode_steps: int = typer.Option(2, help="Decode steps after the prompt."),
+            dtype: str = typer.Option("bf16", help="bf16, fp16 or fp32."),
+            phases: str = typer.Option("cold_prefill,warm_prefill,decode", help="Phases to profile."),
+            views: Optional[str] = typer.Option(None, help="Views to collect metrics for, e.g. V1,V3 "
+                                                "(default all)."),
+            metrics: Optional[str] = typer.Option(None, help="Collect exactly these ncu metrics "
+                                                  "(comma-separated, or @FILE) instead of the views'."),
+            dedup: bool = typer.Option(True, help="Profile one layer per phase and one decode step."),
+            cache_control: str = typer.Option("auto", help="auto (cold prefill flushed, the rest "
+                                              "not), all or none."),
+            graph_profiling: Optional[str] = typer.Option(None, help="node or graph (CUDA graphs)."),
+            nvtx_include: Optional[List[str]] = typer.Option(None, help="Program only: ncu NVTX "
+                                                             "include filter, repeatable."),
+            launch_skip: Optional[int] = typer.Option(None, help="Program only: kernels to skip."),
+            launch_count: Optional[int] = typer.Option(None, help="Program only: kernels to profile."),
+            kernel_name: Optional[str] = typer.Option(None, help="Program only: ncu --kernel-name."),
+            time_limit: Optional[float] = typer.Option(None, help="Seconds; stop and keep what was "
+                                                       "profiled (partial)."),
+            repeat: int = typer.Option(1, help="Profile each configuration N times (for `smlens gate`)."),
+            name: Optional[str] = typer.Option(None, help="Run name (default from the workload)."),
+            tag: Optional[List[str]] = typer.Option(None, help="KEY=VALUE, repeatable."),
+            plan: bool = typer.Option(False, "--plan", help="Print the ncu commands, metrics and "
+                                      "expected kernel count; run nothing."),
+            ncu: Optional[str] = typer.Option(None, help="ncu executable (default: PATH)."),
+            keep: Optional[Path] = typer.Option(None, help="Keep ncu reports, CSVs and logs here."),
+            quiet: bool = typer.Option(False, help="No progress bar."),
+            store: Optional[Path] = StoreOpt,
+            format: Format = typer.Option(Format.table, "--format")):
+    """Profile LLM prefill and decode with ncu and store the run (see --plan first)."""
+    import json
+    from profiler import ncu as ncu_mod
+    from profiler import profile as prof
+    from profiler.errors import BadInput
+    from profiler.store import parse_tags
+
+    if repeat < 1:
+        raise BadInput("--repeat must be 1 or more")
+    metric_list = prof.resolve_metrics(views.split(",") if views else None,
+                                       prof.parse_metrics_option(metrics))
+    plans = prof.build_plans(program, metric_list, model=model, layers=layers, batch=batch,
+                             prompt=prompt, decode_steps=decode_steps, dtype=dtype, phases=phases,
+                             dedup=dedup, cache_control=cache_control, graph_profiling=graph_profiling,
+                             nvtx_include=nvtx_include, launch_skip=launch_skip,
+                             launch_count=launch_count, kernel_name=kernel_name)
+    if plan:
+        try:
+            ncu_path = ncu_mod.find_ncu(ncu)
+        except SmlensError:
+            ncu_path = ncu or "ncu"
+        if format == Format.json:
+            typer.echo(prof.plan_json([p for p, _, _ in plans], ncu_path))
+        else:
+            typer.echo("\n\n".join(prof.format_plan(p, ncu_path) for p, _, _ in plans))
+        return
+    ncu_path = ncu_mod.find_ncu(ncu)
+    ncu_mod.require_gpu()
+    user_tags = parse_tags(tag)
+    outcomes = []
+    for the_plan, default_name, tags in plans:
+        for i in range(repeat):
+            run_name = (name if name and len(plans) == 1 else
+                        f"{name}-{default_name}" if name else default_name)
+            run_name += f"-r{i + 1}" if repeat > 1 else ""
+            keep_dir = keep / run_name if keep else None
+            outcome = prof.execute(the_plan, store_path(store), run_name,
+                                   {**tags, **({"repeat": str(i + 1)} if repeat > 1 else {}), **user_tags},
+                                   ncu_path, time_limit, keep_dir, progress=not quiet)
+            outcomes.append(outcome)
+            if format == Format.table:
+                typer.echo(prof.summary_line(outcome), err=True)
+            if outcome.failure is not None:
+                break
+        if outcomes and outcomes[-1].failure is not None:
+            break
+    if format == Format.json:
+        typer.echo(json.dumps([o.to_dict() for o in outcomes], indent=2))
+    failure = outcomes[-1].failure if outcomes else None
+    if failure is not None:
+        run_id = (outcomes[-1].run or {}).get("id")
+        raise SmlensError(f"{failure}; kept {outcomes[-1].kernels} profiled kernel(s) as run "
+                          f"{run_id}, marked partial", failure.exit_code)
+
+
+@command
+def doctor(ncu: Optional[str] = typer.Option(None, help="ncu executable (default: PATH)."),
+           deep: bool = typer.Option(False, help="Profile one tiny kernel to test counter access."),
+           format: Format = typer.Option(Format.table, "--format")):
+    """Can this machine profile? ncu, GPU and driver, counter permission, packages."""
+    import json
+    from profiler import doctor as doc
+
+    checks = doc.run_checks(ncu, deep)
+    if format == Format.json:
+        typer.echo(json.dumps(doc.to_json(checks), indent=2))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+        table = Table("check", "status", "detail", "what to do")
+        colour = {"ok": "green", "warn": "yellow", "problem": "red"}
+        for c in checks:
+            table.add_row(c.name, f"[{colour[c.status]}]{c.status}[/]", c.detail, c.fix)
+        Console().print(table)
+    raise typer.Exit(doc.exit_code(checks))
+
+
 def main() -> None:
     app()
 

@@ -1,0 +1,434 @@
+"""`smlens profile`: plan the ncu runs, run them with progress, export, merge, store one run.
+
+The built-in decoder workload is profiled in up to two ncu invocations, because ncu's cache
+control holds for a whole invocation: the cold prefill with caches flushed before every replay
+pass (`--cache-control all`), the warm prefill and decode with caches as the program left them
+(`--cache-control none`). Each invocation selects, through NVTX include filters, one layer per
+phase and one decode step: identical layers and steps launch identical kernels, so they are not
+replayed again (`decoder.profiled_regions`). Any other program (`-- CMD ...`) is one invocation
+with the filters the user gives.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from profiler import ncu as ncu_mod
+from profiler.errors import BadInput, EnvironmentProblem
+from profiler.ncu import Invocation, NcuError
+from profiler.workloads import decoder
+
+METRICS_PLACEHOLDER = "<METRICS>"
+
+
+def resolve_metrics(views: list[str] | None, metrics: list[str] | None) -> list[str]:
+    """The metrics to collect: an explicit list, else what the chosen views need."""
+    if metrics:
+        return list(dict.fromkeys(metrics))
+    try:
+        from views.registry import required_metrics
+    except ImportError as err:
+        raise EnvironmentProblem(f"the views package is not available ({err}): pass --metrics") from None
+    try:
+        found = required_metrics(views or None)
+    except (KeyError, ValueError) as err:
+        raise BadInput(f"--views: {err}") from None
+    return list(found)
+
+
+def parse_metrics_option(value: str | None) -> list[str] | None:
+    """`--metrics a,b,c` or `--metrics @file` (one name per line, or comma-separated)."""
+    if not value:
+        return None
+    if value.startswith("@"):
+        path = Path(value[1:])
+        if not path.is_file():
+            raise BadInput(f"--metrics {value}: no such file")
+        value = path.read_text()
+    names = [n.strip() for chunk in value.splitlines() for n in chunk.split(",")]
+    names = [n for n in names if n and not n.startswith("#")]
+    if not names:
+        raise BadInput("--metrics: no metric names given")
+    return names
+
+
+@dataclass
+class ProfilePlan:
+    title: str
+    invocations: list[Invocation]
+    metrics: list[str]
+    expected_kernels: int | None
+    skipped_estimate: int | None       # kernels left out as duplicates (layers, decode steps)
+    regions: list = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def commands(self, ncu: str = "ncu", full: bool = False) -> list[list[str]]:
+        return [ncu_mod.build_command(ncu, self.metrics, inv, f"<reports>/{inv.report_stem()}",
+                                      None if full else METRICS_PLACEHOLDER)
+                for inv in self.invocations]
+
+    def to_dict(self, ncu: str = "ncu") -> dict:
+        return {
+            "title": self.title,
+            "expected_kernels": self.expected_kernels,
+            "skipped_duplicates_estimate": self.skipped_estimate,
+            "invocations": [{"label": inv.label, "cache_control": inv.cache_control,
+                             "nvtx_include": inv.nvtx_includes, "phases": list(inv.phases),
+                             "expected_kernels": inv.expected_kernels, "command": cmd}
+                            for inv, cmd in zip(self.invocations, self.commands(ncu, full=True))],
+            "metrics": self.metrics,
+            "notes": self.notes,
+        }
+
+
+def _workload_program(config: decoder.WorkloadConfig) -> list[str]:
+    return [sys.executable, "-m", "profiler.workloads.decoder", *config.argv()]
+
+
+def plan_workload(config: decoder.WorkloadConfig, metrics: list[str], dedup: bool = True,
+                  cache_control: str = "auto", graph_profiling: str | None = None) -> ProfilePlan:
+    regions = decoder.profiled_regions(config, dedup)
+    if cache_control == "auto":
+        groups = [("cold", "all", [r for r in regions if r.phase == "cold_prefill"]),
+                  ("warm", "none", [r for r in regions if r.phase != "cold_prefill"])]
+    else:
+        groups = [("all-phases", cache_control, regions)]
+    invocations = []
+    for label, cache, group in groups:
+        if not group:
+            continue
+        phases = tuple(r.phase for r in group)
+        # The program runs only as far as the last phase this invocation profiles.
+        program_config = decoder.WorkloadConfig(
+            config.model, config.layers, config.batch, config.prompt, config.decode_steps,
+            config.dtype, phases, config.seed)
+        invocations.append(Invocation(
+            label="+".join(p.replace("_prefill", "") for p in phases) if label != "all-phases" else label,
+            program=_workload_program(program_config), cache_control=cache,
+            nvtx_includes=[r.nvtx_include() for r in group], graph_profiling=graph_profiling,
+            expected_kernels=sum(decoder.region_kernels(config, r) for r in group), phases=phases))
+    expected = sum(decoder.region_kernels(config, r) for r in regions)
+    skipped = sum(decoder.region_kernels(config, r) * (r.repeats - 1) for r in regions)
+    m = config.model
+    title = (f"{m.id}: {config.layers} layer(s), batch {config.batch}, prompt {config.prompt}, "
+             f"{config.decode_steps} decode step(s), {config.dtype}")
+    notes = []
+    if dedup:
+        notes.append("dedup: layer_0 of each phase and decode step "
+                     f"{decoder.representative_decode_step(config.decode_steps)} are profiled; the "
+                     "other layers and steps launch the same kernels and are not replayed")
+    notes.append("expected kernel counts are lower bounds: a GEMM may add a split-K reduce kernel, "
+                 "decode attention a reduction kernel")
+    return ProfilePlan(title, invocations, metrics, expected, skipped, regions, notes)
+
+
+def plan_command(program: list[str], metrics: list[str], cache_control: str = "auto",
+                 nvtx_includes: list[str] | None = None, graph_profiling: str | None = None,
+                 launch_skip: int | None = None, launch_count: int | None = None,
+                 kernel_name: str | None = None) -> ProfilePlan:
+    if not program:
+        raise BadInput("no program to profile: give one after `--`, e.g. smlens profile -- python app.py")
+    inv = Invocation(label="program", program=list(program),
+                     cache_control="all" if cache_control == "auto" else cache_control,
+                     nvtx_includes=list(nvtx_includes or []), graph_profiling=graph_profiling,
+                     launch_skip=launch_skip, launch_count=launch_count, kernel_name=kernel_name,
+                     expected_kernels=launch_count)
+    notes = ["roles come from the program's NVTX ranges, else the kernel-name classifier"]
+    if graph_profiling == "node":
+        notes.append("--graph-profiling node: kernels replayed from a CUDA graph keep only the NVTX "
+                     "ranges open at replay, so their roles come from the kernel-name classifier")
+    if not nvtx_includes and not launch_count:
+        notes.append("no --nvtx-include or --launch-count: every kernel of the program is profiled")
+    return ProfilePlan(f"{shlex.join(program)}", [inv], metrics, launch_count, None, [], notes)
+
+
+# --- running ----------------------------------------------------------------------------------
+
+@dataclass
+class InvocationReport:
+    label: str
+    command: list[str]
+    seconds: float
+    kernels: int
+    passes: int | None
+    returncode: int | None
+    log: str | None = None
+
+
+@dataclass
+class ProfileOutcome:
+    run: dict | None
+    kernels: int
+    skipped_duplicates: int | None
+    invocations: list[InvocationReport]
+    partial: bool
+    seconds: float
+    failure: NcuError | None = None
+    kept: str | None = None
+
+    def to_dict(self) -> dict:
+        run = self.run or {}
+        return {"run_id": run.get("id"), "name": run.get("name"), "kernels": self.kernels,
+                "skipped_duplicates": self.skipped_duplicates, "partial": self.partial,
+                "seconds": round(self.seconds, 2),
+                "failure": str(self.failure) if self.failure else None,
+                "exit_code": self.failure.exit_code if self.failure else 0,
+                "kept": self.kept,
+                "invocations": [{"label": i.label, "seconds": round(i.seconds, 2), "kernels": i.kernels,
+                                 "passes_per_kernel": i.passes, "returncode": i.returncode,
+                                 "command": i.command} for i in self.invocations]}
+
+
+class _Progress:
+    """A rich progress bar per invocation, driven by ncu's own `==PROF==` lines."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self._progress = None
+        self._task = None
+        self._passes = ""
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
+                                       TextColumn, TimeElapsedColumn, TimeRemainingColumn)
+            self._progress = Progress(
+                SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                MofNCompleteColumn(), TextColumn("{task.fields[passes]}"), TimeElapsedColumn(),
+                TextColumn("left"), TimeRemainingColumn(),
+                console=Console(stderr=True), transient=False)
+            self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+        return False
+
+    def start(self, inv: Invocation) -> None:
+        if self._progress is not None:
+            self._task = self._progress.add_task(f"{inv.label:<12}", total=inv.expected_kernels,
+                                                 passes="starting")
+
+    def events(self, events) -> None:
+        if self._progress is None or self._task is None:
+            return
+        for event in events:
+            if event.kind == "pass":
+                self._progress.update(self._task, passes=f"{_short(event.kernel)} {event.percent}%")
+            elif event.kind == "done":
+                task = self._progress.tasks[self._task]
+                if task.total is not None and task.completed + 1 > task.total:
+                    self._progress.update(self._task, total=task.completed + 1)
+                self._progress.update(self._task, advance=1,
+                                      passes=f"{event.passes} passes" if event.passes else "")
+            elif event.kind == "connected":
+                self._progress.update(self._task, passes="program started")
+
+    def finish(self) -> None:
+        if self._progress is not None and self._task is not None:
+            task = self._progress.tasks[self._task]
+            self._progress.update(self._task, total=task.completed)
+
+
+def _short(name: str | None, width: int = 28) -> str:
+    name = name or "?"
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str,
+            time_limit_s: float | None = None, keep_dir: Path | None = None,
+            progress: bool = True) -> ProfileOutcome:
+    """Run the plan's invocations, export and merge what they profiled, ingest it as one run.
+
+    A failure (interrupt, time limit, crash) stops the remaining invocations; what was profiled is
+    still stored, marked partial, and the failure is raised after that with the run id.
+    """
+    from profiler.store import Store
+
+    started = time.monotonic()
+    deadline = started + time_limit_s if time_limit_s else None
+    workdir = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="smlens-profile-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    version = ncu_mod.ncu_version(ncu)
+    reports: list[InvocationReport] = []
+    csvs: list[Path] = []
+    failure: NcuError | None = None
+    try:
+        with _Progress(progress) as bar:
+            for inv in plan.invocations:
+                stem = workdir / f"{_safe(name)}-{inv.report_stem()}"
+                cmd = ncu_mod.build_command(ncu, plan.metrics, inv, stem)
+                bar.start(inv)
+                result = ncu_mod.run_ncu(cmd, on_events=bar.events, deadline=deadline,
+                                         log_path=Path(f"{stem}.log"), env=_env())
+                bar.finish()
+                reports.append(InvocationReport(inv.label, cmd, result.seconds,
+                                                result.reader.kernels_done, result.reader.passes_last,
+                                                result.returncode, str(result.log_path)))
+                failure = ncu_mod.diagnose(result, "the workload" if inv.label != "program" else "the program")
+                report = Path(f"{stem}.ncu-rep")
+                if report.is_file():
+                    csvs.append(_export(ncu, report))
+                if failure is not None:
+                    break
+        merged = workdir / f"{_safe(name)}.csv"
+        count = ncu_mod.merge_raw_csvs(csvs, merged)
+        if count == 0:
+            if failure is not None:
+                raise NcuError(f"{failure}; nothing was profiled, so no run was stored",
+                               failure.exit_code)
+            raise NcuError("ncu profiled no kernel: the NVTX filters or --launch-* options matched "
+                           "nothing (is the program annotated? see `smlens profile --plan`)",
+                           ncu_mod.EXIT_NOTHING_PROFILED)
+        store = Store(store_path)
+        row, _new = store.ingest(merged, name=name, tags=tags, ncu_version=version,
+                                 partial=failure is not None)
+        skipped = _skipped(plan, store, row["id"])
+        outcome = ProfileOutcome(row, count, skipped, reports, failure is not None,
+                                 time.monotonic() - started, failure,
+                                 str(workdir) if keep_dir else None)
+    finally:
+        if keep_dir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return outcome
+
+
+def _export(ncu: str, report: Path) -> Path:
+    import subprocess
+    out = report.with_suffix(".csv")
+    with open(out, "w", encoding="utf-8") as handle:
+        proc = subprocess.run(ncu_mod.export_command(ncu, report), stdout=handle,
+                              stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise NcuError(f"ncu could not export {report.name}: "
+                       f"{(proc.stderr or '').strip().splitlines()[-1:] or 'no message'}",
+                       ncu_mod.EXIT_NCU_FAILED)
+    return out
+
+
+def _skipped(plan: ProfilePlan, store, run_id: str) -> int | None:
+    """Kernels not replayed because an identical layer or step was: profiled per phase times the
+    repeats each profiled region stands for, less itself."""
+    if not plan.regions:
+        return None
+    phases = store.kernels(run_id, columns=["phase"])["phase"].value_counts()
+    return int(sum(int(phases.get(r.phase, 0)) * (r.repeats - 1) for r in plan.regions))
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:80] or "run"
+
+
+def format_plan(plan: ProfilePlan, ncu: str = "ncu", width: int = 100) -> str:
+    import textwrap
+    lines = [f"plan: {plan.title}"]
+    for i, (inv, cmd) in enumerate(zip(plan.invocations, plan.commands(ncu)), 1):
+        expected = f"≈{inv.expected_kernels}" if inv.expected_kernels is not None else "unknown"
+        lines.append(f"ncu run {i} '{inv.label}': --cache-control {inv.cache_control}, "
+                     f"{expected} kernel(s)")
+        lines.append("  " + shlex.join(cmd))
+    if plan.expected_kernels is not None:
+        lines.append(f"expected: ≈{plan.expected_kernels} kernel(s) profiled"
+                     + (f", ≈{plan.skipped_estimate} skipped as duplicates"
+                        if plan.skipped_estimate is not None else ""))
+    else:
+        lines.append("expected: unknown (depends on the program)")
+    for note in plan.notes:
+        lines.append(f"note: {note}")
+    lines.append(f"{METRICS_PLACEHOLDER} = {len(plan.metrics)} metric(s):")
+    lines += textwrap.wrap(", ".join(plan.metrics), width=width, break_on_hyphens=False,
+                           initial_indent="  ", subsequent_indent="  ")
+    return "\n".join(lines)
+
+
+def plan_json(plans: list[ProfilePlan], ncu: str = "ncu") -> str:
+    return json.dumps([p.to_dict(ncu) for p in plans], indent=2)
+
+
+# --- the command ------------------------------------------------------------------------------
+
+def parse_int_list(value: str, option: str) -> list[int]:
+    try:
+        values = [int(v) for v in str(value).replace(" ", "").split(",") if v]
+    except ValueError:
+        raise BadInput(f"{option} {value!r}: expected integers separated by commas, e.g. 1,8,32") from None
+    if not values or min(values) < 1:
+        raise BadInput(f"{option} {value!r}: expected integers of 1 or more")
+    return values
+
+
+def build_plans(program: list[str] | None, metrics: list[str], *, model: str, layers: int,
+                batch: str, prompt: str, decode_steps: int, dtype: str, phases: str,
+                dedup: bool, cache_control: str, graph_profiling: str | None,
+                nvtx_include: list[str] | None, launch_skip: int | None,
+                launch_count: int | None, kernel_name: str | None) -> list[tuple[ProfilePlan, str, dict]]:
+    """(plan, default run name, tags) for the program, or for each batch and prompt of the
+    built-in workload."""
+    from profiler.workloads.models import get_model
+
+    if cache_control not in ("auto", "all", "none"):
+        raise BadInput(f"--cache-control {cache_control!r}: auto, all or none")
+    if graph_profiling not in (None, "node", "graph"):
+        raise BadInput(f"--graph-profiling {graph_profiling!r}: node or graph")
+    if program:
+        plan = plan_command(program, metrics, cache_control, nvtx_include, graph_profiling,
+                            launch_skip, launch_count, kernel_name)
+        name = program_name(program)
+        return [(plan, name, {"workload": "command", "command": shlex.join(program)})]
+    if nvtx_include or launch_skip or launch_count or kernel_name:
+        raise BadInput("--nvtx-include, --launch-skip, --launch-count and --kernel-name apply to a "
+                       "program given after `--`; the built-in workload picks its own ranges")
+    shape = get_model(model)
+    phase_list = tuple(p.strip() for p in phases.split(",") if p.strip())
+    plans = []
+    for b in parse_int_list(batch, "--batch"):
+        for p in parse_int_list(prompt, "--prompt"):
+            config = decoder.WorkloadConfig(shape, layers, b, p, decode_steps, dtype, phase_list)
+            plan = plan_workload(config, metrics, dedup, cache_control, graph_profiling)
+            tags = {"workload": "decoder", "model": shape.id, "layers": str(layers), "batch": str(b),
+                    "prompt": str(p), "decode_steps": str(decode_steps), "dtype": dtype,
+                    "phases": ",".join(phase_list), "dedup": str(dedup).lower()}
+            plans.append((plan, f"{shape.id}-b{b}-p{p}", tags))
+    return plans
+
+
+def program_name(program: list[str]) -> str:
+    """A run name for a program: `python -m pkg.mod` -> mod, `python app.py` -> app, else its name."""
+    first = Path(program[0]).name
+    if first.startswith("python") and len(program) > 1:
+        if program[1] == "-m" and len(program) > 2:
+            return program[2].rsplit(".", 1)[-1]
+        if not program[1].startswith("-"):
+            return Path(program[1]).stem
+    return Path(first).stem or "program"
+
+
+def summary_line(outcome: ProfileOutcome) -> str:
+    run = outcome.run or {}
+    runs = len(outcome.invocations)
+    text = (f"stored run {run.get('id')} '{run.get('name')}': {outcome.kernels} kernel(s) profiled in "
+            f"{runs} ncu run(s), {outcome.seconds:.1f} s")
+    if outcome.skipped_duplicates is not None:
+        text += f"; {outcome.skipped_duplicates} skipped as duplicates of profiled layers/steps"
+    if outcome.partial:
+        text += " (partial)"
+    if outcome.kept:
+        text += f"; reports and logs in {outcome.kept}"
+    return text
