@@ -28,9 +28,14 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from reports.gate_rules import (DEFAULT_RULES, FIGURES, GROUP_BY, Figure, Rule, RulesError,  # noqa: F401
+from reports.gate_rules import (DEFAULT_RULES, FIGURES, GROUP_BY, Figure, Rule, RulesError,
                                 load_rules, parse_rules)
 from reports.gate_stats import mann_whitney_u, smallest_p_value
+
+__all__ = ["DEFAULT_RULES", "FIGURES", "GROUP_BY", "Figure", "Rule", "RulesError", "load_rules",
+           "parse_rules", "Run", "Comparison", "GateResult", "run_gate", "compare_rule",
+           "kernel_changes", "cannot_judge", "describe_method",
+           "EXIT_PASS", "EXIT_REGRESSION", "EXIT_CANNOT_JUDGE"]
 
 EXIT_PASS, EXIT_REGRESSION, EXIT_CANNOT_JUDGE = 0, 1, 2
 UNKNOWN = "unknown"  # the group key of a kernel whose phase, role or family is null
