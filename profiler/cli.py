@@ -176,6 +176,126 @@ def gate(baseline: Optional[List[str]] = typer.Option(
     raise typer.Exit(result.exit_code)
 
 
+# --- report, demo ------------------------------------------------------------------------------
+
+def _views_of_run(the_store, ref: Optional[str]):
+    """A stored run -> (its row, its views result, the report's input)."""
+    from reports.html import from_views
+    from views.registry import compute_views
+
+    run = the_store.run(ref)
+    kernels = the_store.kernels(run["id"])
+    result = compute_views(kernels)
+    return run, result, from_views(result, run, source_kernels=kernels)
+
+
+def _check_filter(phase: Optional[str], role: Optional[str]) -> None:
+    from profiler.errors import BadInput
+    from profiler.nvtx import PHASES, ROLES
+
+    if phase and phase not in PHASES + ("other",):
+        raise BadInput(f"--phase {phase}: expected one of {', '.join(PHASES + ('other',))}")
+    if role and role not in ROLES + ("gemm", "other"):
+        raise BadInput(f"--role {role}: expected one of {', '.join(ROLES + ('gemm', 'other'))}")
+
+
+def _write_html(output: Path, data, baseline=None, phase=None, role=None) -> int:
+    from profiler.errors import BadInput
+    from reports.html import render_report, write_report
+
+    if output.is_dir():
+        raise BadInput(f"{output} is a folder: give a file name, e.g. -o {output / 'report.html'}")
+    try:
+        return write_report(output, render_report(data, baseline, phase=phase, role=role))
+    except OSError as err:
+        raise BadInput(f"cannot write {output}: {err.strerror or err}") from None
+
+
+ReportOut = typer.Option(Path("smlens-report.html"), "--output", "-o", help="HTML file to write.")
+
+
+@command
+def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name or 'latest'."),
+           baseline: Optional[str] = typer.Option(None, "--baseline",
+                                                  help="Compare with this run: figures as value (Δ %)."),
+           phase: Optional[str] = typer.Option(None, help="Only this phase."),
+           role: Optional[str] = typer.Option(None, help="Only this role."),
+           output: Path = ReportOut, store: Optional[Path] = StoreOpt,
+           format: Format = typer.Option(Format.table, "--format")):
+    """One self-contained HTML report of a run (or a comparison) that opens offline."""
+    import json
+    from rich.console import Console
+    from profiler.errors import BadInput
+    from profiler.store import Store
+    from reports.html import filter_input
+
+    _check_filter(phase, role)
+    the_store = Store(store_path(store), create=False)
+    with Console(stderr=True).status("computing the views"):
+        row, _, data = _views_of_run(the_store, run)
+        base = _views_of_run(the_store, baseline)[2] if baseline else None
+    if (phase or role) and filter_input(data, phase, role).kernels.empty:
+        raise BadInput(f"run {row['id']} has no kernels in phase {phase or 'any'}, role {role or 'any'}")
+    size = _write_html(output, data, base, phase, role)
+    if format == Format.json:
+        typer.echo(json.dumps({"report": str(output), "bytes": size, "run": row["id"],
+                               "baseline": base.run["id"] if base else None}))
+    else:
+        typer.echo(f"wrote {output} ({size / 1e6:.1f} MB): open it in a browser")
+
+
+@command
+def demo(output: Path = typer.Option(Path("smlens-demo.html"), "--output", "-o",
+                                     help="HTML file to write."),
+         format: Format = typer.Option(Format.table, "--format")):
+    """No GPU needed: ingest a bundled real H200 capture into a temporary store, print its views,
+    and write its report."""
+    import json
+    import tempfile
+    from importlib.resources import as_file, files
+    from profiler.capture import parse_shapes_file
+    from profiler.store import Store
+
+    bundled = files("profiler") / "data"
+    with as_file(bundled / "h200_targeted_raw.csv.gz") as capture, \
+            as_file(bundled / "h200_shapes.txt") as shapes, \
+            tempfile.TemporaryDirectory(prefix="smlens-demo-") as folder:
+        the_store = Store(Path(folder) / "store")
+        row, _ = the_store.ingest(capture, name="h200-demo", tags={"source": "bundled"},
+                                  shapes=parse_shapes_file(shapes))
+        run, result, data = _views_of_run(the_store, row["id"])
+        size = _write_html(output, data)
+    if format == Format.json:
+        typer.echo(json.dumps({"report": str(output), "bytes": size,
+                               "views": json.loads(result.to_json(run=run["id"]))}))
+    else:
+        _print_views(result, run)
+        typer.echo(f"wrote {output} ({size / 1e6:.1f} MB): open it in a browser")
+
+
+def _print_views(result, run: dict) -> None:
+    """The views command's printer when it is there; else the gap, its first table."""
+    try:
+        from reports.terminal import print_views
+    except ImportError:
+        print_views = None
+    if print_views is not None:
+        print_views(result, run)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{run['name']}: the gap, headline SM throughput -> useful tensor work (%)")
+    for column in ("phase", "role", "time %", "headline", "SM active", "tensor pipe", "useful", "top stall"):
+        table.add_column(column, justify="left" if column in ("phase", "role", "top stall") else "right")
+    for row in result.gap.itertuples(index=False):
+        cells = [f"{v:.3g}" if v == v else "n/a" for v in (
+            row.time_share_pct, row.sm_throughput_pct, row.sm_active_pct, row.tensor_pipe_pct,
+            row.useful_tensor_pct)]
+        table.add_row(row.phase, row.role, *cells, row.top_stall or "n/a")
+    Console().print(table)
+
+
 # --- profile, doctor ---------------------------------------------------------------------------
 
 @command

@@ -54,4 +54,4 @@ def views_input(path: Path, shapes: dict | None, run: dict):
     from views.registry import compute_views
 
     kernels = read_capture(path, shapes=shapes).kernels
-    return report.from_views(compute_views(kernels), run)
+    return report.from_views(compute_views(kernels), run, source_kernels=kernels)

@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from reports import html as report
+from reports import html as page
+from reports import html_text as report
 
 HOSTILE = ('</script><script>window.__pwned=1</script><img src=x onerror="window.__pwned=2">'
            "<!-- & \u2028 '")
@@ -83,12 +84,12 @@ def test_delta_of_a_missing_baseline_is_none():
 
 
 def test_plotly_bundle_cannot_close_its_script():
-    bundle = report._plotly_js()
+    bundle = page._plotly_js()
     assert len(bundle) > 1_000_000 and "</script" not in bundle.lower()
 
 
 def test_write_report_is_atomic(tmp_path):
     target = tmp_path / "sub" / "r.html"
-    assert report.write_report(target, "<p>\u00b5</p>") == len("<p>\u00b5</p>".encode())
+    assert page.write_report(target, "<p>\u00b5</p>") == len("<p>\u00b5</p>".encode())
     assert target.read_text(encoding="utf-8") == "<p>\u00b5</p>"
     assert [p.name for p in target.parent.iterdir()] == ["r.html"]

@@ -1,0 +1,262 @@
+"""Text for the HTML report: escaping, number formatting, ordering, validation status.
+
+Every string that came from a capture (kernel names, NVTX messages, even phase and role names) is
+untrusted: HTML gets `esc` (html.escape), JSON inside <script> gets `script_json` (`<`, `>`, `&`,
+U+2028 and U+2029 as `\\uXXXX`), and text handed to plotly, which reads a little HTML in its labels,
+gets `plot_text` (entities, which plotly shows as the characters themselves).
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional
+
+import pandas as pd
+
+PHASE_ORDER = ("cold_prefill", "warm_prefill", "prefill", "decode", "other")
+ROLE_ORDER = ("qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj", "elementwise", "gemm",
+              "other", "all")
+VIEW_IDS = tuple(f"V{i}" for i in range(1, 9))
+VIEW_TITLES = {
+    "V1": "Time and SM activity", "V2": "Tensor pipe", "V3": "Fragment fill",
+    "V4": "Occupancy", "V5": "Waves and tail", "V6": "Stall signature",
+    "V7": "Memory and roofline", "V8": "Kernel selection",
+}
+STALL_FAMILIES = ("memory", "compute", "tensor", "sync", "scheduling")
+
+# Which way is better for each figure, to mark a regression against a baseline. A change worse than
+# REGRESSION_PCT percent is marked; the CI gate (reports/gate.py) owns real statistics.
+HIGHER_IS_BETTER = {
+    "sm_active_pct", "sm_throughput_pct", "tensor_pipe_pct", "fill", "useful_tensor_pct",
+    "achieved_occupancy_pct", "wave_efficiency", "sm_coverage", "issue_active_pct", "intensity",
+    "roofline_pct", "dram_pct",
+}
+LOWER_IS_BETTER = {"time_ns", "dram_bytes", "time_share_pct"}
+REGRESSION_PCT = 5.0
+
+# --- escaping -------------------------------------------------------------------------------------
+
+def esc(value: Any) -> str:
+    """Text for HTML content or a quoted attribute; missing values are an em dash."""
+    if is_missing(value):
+        return "\u2014"
+    return html.escape(str(value), quote=True)
+
+
+def plot_text(value: Any) -> str:
+    """Text for a plotly label or hover: plotly reads <br>, <b>, <a href> and entities in labels,
+    so markup is turned into entities that plotly shows as the characters themselves."""
+    if is_missing(value):
+        return "\u2014"
+    return html.escape(str(value), quote=False)
+
+
+_SCRIPT_UNSAFE = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                  "\u2029": "\\u2029"}
+
+
+def script_json(obj: Any) -> str:
+    """JSON that is safe inside <script>: no `</script>`, `<!--` or line separators can appear,
+    NaN and infinities become null."""
+    text = json.dumps(_plain(obj), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return re.sub("[<>&\u2028\u2029]", lambda m: _SCRIPT_UNSAFE[m.group(0)], text)
+
+
+def _plain(obj: Any) -> Any:
+    """Python containers and numbers only, with NaN and +-inf as None, floats rounded to 5
+    significant digits (the report shows 3; this keeps per-kernel data small)."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):
+        return _plain(obj.tolist())
+    if obj is None or obj is pd.NA or obj is pd.NaT:
+        return None
+    if isinstance(obj, bool):
+        return obj
+    if isinstance(obj, int):
+        return obj
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            return None
+        return float(f"{obj:.5g}")
+    if hasattr(obj, "item"):  # numpy scalar
+        return _plain(obj.item())
+    return str(obj)
+
+
+def is_missing(value: Any) -> bool:
+    if value is None or value is pd.NA or value is pd.NaT:
+        return True
+    if isinstance(value, float):
+        return math.isnan(value)
+    try:
+        return bool(pd.isna(value)) if not isinstance(value, (list, tuple, dict, str)) else False
+    except (TypeError, ValueError):
+        return False
+
+
+# --- small helpers --------------------------------------------------------------------------------
+
+def _order_key(values: Iterable, order: tuple) -> list:
+    rank = {v: i for i, v in enumerate(order)}
+    return [rank.get(v, len(order)) for v in values]
+
+
+def sort_groups(frame: pd.DataFrame, role_first: bool = False) -> pd.DataFrame:
+    """Phases in time order, roles in layer order (a phase's `all` last); stable within."""
+    if frame is None or frame.empty or "phase" not in frame.columns:
+        return frame
+    out = frame.copy()
+    out["_p"] = _order_key(out["phase"], PHASE_ORDER)
+    out["_r"] = _order_key(out["role"], ROLE_ORDER) if "role" in out.columns else 0
+    keys = ["_r", "_p"] if role_first else ["_p", "_r"]
+    return out.sort_values(keys, kind="stable").drop(columns=["_p", "_r"])
+
+
+def group_label(phase: Any, role: Any) -> str:
+    return f"{phase} \u00b7 {role}"
+
+
+def short_name(name: Any, limit: int = 80) -> str:
+    """`void ns::kernel<...>(...)` -> `ns::kernel`: the part that tells kernels apart at a glance."""
+    if is_missing(name):
+        return ""
+    text = str(name)
+    stripped = text[5:] if text.startswith("void ") else text
+    stripped = re.sub(r"(<unnamed>|\(anonymous namespace\))::", "", stripped)
+    # Drop template arguments and the parameter list, innermost first.
+    for _ in range(20):
+        new = re.sub(r"<[^<>]*>", "", stripped)
+        if new == stripped:
+            break
+        stripped = new
+    stripped = re.sub(r"\(.*$", "", stripped).strip()
+    if not stripped:
+        stripped = text
+    return stripped if len(stripped) <= limit else stripped[: limit - 1] + "\u2026"
+
+
+def col(frame: pd.DataFrame, name: str) -> pd.Series:
+    """A column, or all-missing when the views did not produce it."""
+    if frame is not None and name in frame.columns:
+        return frame[name]
+    return pd.Series([float("nan")] * (0 if frame is None else len(frame)),
+                     index=None if frame is None else frame.index, dtype="float64")
+
+
+def num(frame: pd.DataFrame, name: str) -> pd.Series:
+    return pd.to_numeric(col(frame, name), errors="coerce")
+
+
+def fmt(value: Any, digits: int = 3, unit: str = "") -> str:
+    """A number with `digits` significant digits (thousands separated), or an em dash."""
+    if is_missing(value):
+        return "\u2014"
+    if isinstance(value, str):
+        return value
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if not math.isfinite(v):
+        return "\u2014"
+    if v != 0 and abs(v) >= 10 ** digits:
+        text = f"{v:,.0f}"
+    else:
+        text = f"{v:.{digits}g}"
+    return text + unit
+
+
+def fmt_time_ns(ns: Any) -> str:
+    if is_missing(ns):
+        return "\u2014"
+    ns = float(ns)
+    if ns >= 1e6:
+        return f"{ns / 1e6:.3g} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.3g} \u00b5s"
+    return f"{ns:.3g} ns"
+
+
+def fmt_bytes(b: Any) -> str:
+    if is_missing(b):
+        return "\u2014"
+    b = float(b)
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(b) >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{b:.3g} B"
+
+
+def delta_pct(current: Any, base: Any) -> Optional[float]:
+    if is_missing(current) or is_missing(base):
+        return None
+    try:
+        current, base = float(current), float(base)
+    except (TypeError, ValueError):  # text (a stall reason, a limiter): no percentage
+        return None
+    if base == 0:
+        return None
+    return (current - base) / abs(base) * 100.0
+
+
+def is_regression(figure: str, delta: Optional[float]) -> bool:
+    if delta is None:
+        return False
+    if figure in HIGHER_IS_BETTER:
+        return delta < -REGRESSION_PCT
+    if figure in LOWER_IS_BETTER:
+        return delta > REGRESSION_PCT
+    return False
+
+
+# --- validation status ----------------------------------------------------------------------------
+
+def validation_frame(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Columns `V1`..`V8` (pass / fail / n/a) and `detail_V1`.. per kernel, from either the
+    `validation_V*` columns or a `validations` mapping column (JSON form)."""
+    out = pd.DataFrame(index=kernels.index)
+    mapping = kernels["validations"] if "validations" in kernels.columns else None
+    for view in VIEW_IDS:
+        if f"validation_{view}" in kernels.columns:
+            status = kernels[f"validation_{view}"]
+        elif mapping is not None:
+            status = mapping.map(lambda m, v=view: m.get(v) if isinstance(m, dict) else None)
+        else:
+            status = pd.Series([None] * len(kernels), index=kernels.index, dtype="object")
+        out[view] = status.map(lambda s: "n/a" if is_missing(s) or s not in ("pass", "fail") else s)
+        out[f"detail_{view}"] = col(kernels, f"validation_detail_{view}").astype("object")
+    return out
+
+
+@dataclass
+class ViewStatus:
+    view: str
+    passed: int
+    failed: int
+    not_available: int
+    failures: list  # (kernel id, short name, detail)
+
+    @property
+    def status(self) -> str:
+        if self.failed:
+            return "fail"
+        return "pass" if self.passed else "n/a"
+
+
+def view_status(kernels: pd.DataFrame, view: str, checks: Optional[pd.DataFrame] = None
+                ) -> ViewStatus:
+    checks = validation_frame(kernels) if checks is None else checks
+    status = checks[view] if view in checks.columns else pd.Series(dtype="object")
+    failures = []
+    for idx in status.index[status == "fail"]:
+        failures.append((kernels.at[idx, "id"] if "id" in kernels.columns else idx,
+                         short_name(kernels.at[idx, "name"]) if "name" in kernels.columns else "",
+                         checks.at[idx, f"detail_{view}"]))
+    return ViewStatus(view, int((status == "pass").sum()), int((status == "fail").sum()),
+                      int((status == "n/a").sum()), failures)
