@@ -120,6 +120,14 @@ def _open_binary(path: Path):
     return handle
 
 
+def _file_position(stream, total: int) -> int:
+    raw = getattr(stream, "fileobj", stream)  # gzip: the compressed file underneath
+    try:
+        return min(raw.tell(), total)
+    except (AttributeError, OSError, ValueError):
+        return total
+
+
 def _is_ncu_rep(path: Path) -> bool:
     name = path.name.lower()
     return name.endswith(".ncu-rep") or name.endswith(".ncu-rep.gz")
@@ -354,11 +362,16 @@ def _first_line(err: Exception) -> str:
     return str(err).strip().splitlines()[0][:160]
 
 
-def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None = None
+def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None = None,
+                    on_progress: Callable[[int, int], None] | None = None
                     ) -> Iterator[tuple[pa.Table, dict[str, str]]]:
-    """Blocks of the kernels table as Arrow tables, with the metric units, from a raw capture."""
+    """Blocks of the kernels table as Arrow tables, with the metric units, from a raw capture.
+
+    `on_progress(bytes_read, file_bytes)` is called after each block (bytes of the file as
+    stored, so a gzip capture reports its compressed position)."""
     notes = notes if notes is not None else []
     found: dict = {}
+    total = path.stat().st_size if path.exists() else 0
     with _open_binary(path) as stream:
         header, rest = _find_header(stream, path)
         converter = _RawConverter(header, shapes, path)
@@ -366,6 +379,8 @@ def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None =
         for block in _row_chunks(stream, header, rest, found):
             table = converter.convert(block, found["units"])
             rows += table.num_rows
+            if on_progress is not None:
+                on_progress(_file_position(stream, total), total)
             yield table, converter.units
     if found.get("noise"):
         notes.append(f"skipped {found['noise']} lines that were not CSV rows (program or ncu output)")

@@ -77,14 +77,20 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
 
     tags = parse_tags(tag)
     shape_map = parse_shapes_file(shapes) if shapes else None
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
     the_store = Store(store_path(store))
     rows = []
-    for file in files:
-        run_name = name if name and len(files) == 1 else (f"{name}-{file.name}" if name else None)
-        row, new = the_store.ingest(file, name=run_name, tags=tags, shapes=shape_map)
-        rows.append({**row, "new": new})
-        if format == Format.table and not new:
-            typer.echo(f"{file}: already in the store as run {row['id']}", err=True)
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                  TimeRemainingColumn(), transient=True, disable=not sys.stderr.isatty()) as bar:
+        for file in files:
+            task = bar.add_task(f"ingest {file.name}", total=None)
+            run_name = name if name and len(files) == 1 else (f"{name}-{file.name}" if name else None)
+            row, new = the_store.ingest(file, name=run_name, tags=tags, shapes=shape_map,
+                                        on_progress=lambda done, total: bar.update(task, completed=done, total=total))
+            rows.append({**row, "new": new})
+            if format == Format.table and not new:
+                typer.echo(f"{file}: already in the store as run {row['id']}", err=True)
     if format == Format.json:
         typer.echo(json.dumps([run_record(r) for r in rows], indent=2))
     else:

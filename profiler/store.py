@@ -109,7 +109,7 @@ class Store:
 
     def ingest(self, source, name: str | None = None, tags: dict | None = None,
                shapes: dict | None = None, ncu_version: str | None = None,
-               partial: bool = False) -> tuple[dict, bool]:
+               partial: bool = False, on_progress=None) -> tuple[dict, bool]:
         """Store a capture as a new run. Returns (the run's row, whether it was new).
 
         A file already in the store (same SHA-256 and the same shapes) is recognised and not
@@ -127,7 +127,7 @@ class Store:
         staging = self.path / f".tmp-{run_id}"
         staging.mkdir()
         try:
-            summary = self._write_kernels(source, staging, run_id, shapes)
+            summary = self._write_kernels(source, staging, run_id, shapes, on_progress)
             row = {
                 "id": run_id, "name": name or source.name, "tags": json.dumps(tags or {}),
                 "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -153,7 +153,8 @@ class Store:
         finally:
             shutil.rmtree(staging, ignore_errors=True)
 
-    def _write_kernels(self, source: Path, staging: Path, run_id: str, shapes: dict | None) -> dict:
+    def _write_kernels(self, source: Path, staging: Path, run_id: str, shapes: dict | None,
+                       on_progress=None) -> dict:
         notes: list[str] = []
         kind = capture.sniff(source)
         kernels_path = staging / "kernels.parquet"
@@ -163,7 +164,7 @@ class Store:
         if kind == "raw":  # streamed: a large capture never sits in memory whole
             writer = None
             try:
-                for table, units in capture.iter_raw_tables(source, shapes, notes):
+                for table, units in capture.iter_raw_tables(source, shapes, notes, on_progress):
                     table = table.append_column("run_id", pa.array([run_id] * table.num_rows))
                     if writer is None:
                         writer = pq.ParquetWriter(kernels_path, table.schema)
