@@ -1,0 +1,39 @@
+"""The gap: from the headline figure to the useful one, per phase and role.
+
+    sm_throughput_pct  ->  sm_active_pct  ->  tensor_pipe_pct  ->  useful_tensor_pct
+    (headline, V1)         (V1)               (V2)                 (V3)
+
+Each step has a factor (the next figure over the previous one) and the figures of the view that
+explains it: how much of the elapsed time the SMs had work (coverage and waves, V5, and their
+balance); how much of the active time the tensor pipe was busy (occupancy V4, stalls V6); how much
+of the tensor work was useful (fill, V3).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+STEPS = ("sm_throughput_pct", "sm_active_pct", "tensor_pipe_pct", "useful_tensor_pct")
+EXPLAINERS = ("sm_coverage", "wave_efficiency", "sm_imbalance", "achieved_occupancy_pct",
+              "theoretical_occupancy_pct", "issue_active_pct", "top_stall", "fill")
+COLUMNS = (["phase", "role", "kernels", "time_ns", "time_share_pct"] + list(STEPS)
+           + ["active_vs_headline", "tensor_vs_active", "useful_vs_tensor"] + list(EXPLAINERS))
+
+
+def _ratio(top: pd.Series, bottom: pd.Series) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = top.to_numpy(dtype=float) / bottom.to_numpy(dtype=float)
+    return np.where(np.isfinite(out), out, np.nan)
+
+
+def gap(groups: pd.DataFrame) -> pd.DataFrame:
+    """The decomposition for each group row (phase and role, or a phase's `all`)."""
+    out = pd.DataFrame(index=groups.index)
+    for column in COLUMNS:
+        out[column] = groups[column] if column in groups else np.nan
+    out["active_vs_headline"] = _ratio(out["sm_active_pct"], out["sm_throughput_pct"])
+    out["tensor_vs_active"] = _ratio(out["tensor_pipe_pct"], out["sm_active_pct"])
+    out["useful_vs_tensor"] = _ratio(out["useful_tensor_pct"], out["tensor_pipe_pct"])
+    if "top_stall" in out:
+        out["top_stall"] = out["top_stall"].astype(object).where(out["top_stall"].notna(), None)
+    return out.reset_index(drop=True)

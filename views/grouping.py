@@ -1,0 +1,136 @@
+"""Per phase and role figures, time-weighted by `gpu__time_duration.sum`.
+
+A group's figure is missing (NaN) when any of its kernels lacks it: a mean over the kernels that
+happen to have a value would pass a part for the whole (the attention range's fill would be its
+reduction kernel's). Sums follow the same rule; ratios (fill, intensity) are ratios of sums, over
+the kernels that did some of the denominator's work.
+
+The kernel rows are reduced once to per-(phase, role) sums (`partials`); the per-phase totals are
+sums of those, so a million rows are read once.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from views.common import STATUSES, group_codes
+
+PHASE_ORDER = ("cold_prefill", "warm_prefill", "decode", "other")
+ROLE_ORDER = ("qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj", "elementwise", "gemm",
+              "other", "all")
+ALL = "all"
+KEYS = ["phase", "role"]
+
+
+def _codes(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
+    codes = group_codes(frame, keys)
+    first = np.unique(codes, return_index=True)[1]
+    labels = frame[keys].iloc[first].reset_index(drop=True)
+    for key in keys:
+        labels[key] = labels[key].astype(object)
+    return codes, labels
+
+
+def _bin(codes: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    # a NaN value makes its bin NaN: the strict rule above, for free
+    return np.bincount(codes, weights=values, minlength=size)
+
+
+def partials(kernels: pd.DataFrame, figures: list[str], sums: list[str],
+             ratios: dict[str, tuple[str, str]], view_ids: list[str]) -> pd.DataFrame:
+    """Per (phase, role): kernel count, time, Σ time·figure, sums, ratio parts, status counts."""
+    codes, out = _codes(kernels, KEYS)
+    size = len(out)
+    weight = kernels["time_ns"].to_numpy(dtype=float)
+    out["kernels"] = np.bincount(codes, minlength=size)
+    out["time_ns"] = _bin(codes, weight, size)
+    for name in figures:
+        if name in kernels.columns:
+            out[f"{name}__weighted"] = _bin(codes, kernels[name].to_numpy(dtype=float) * weight, size)
+    for name in sums:
+        if name in kernels.columns:
+            out[name] = _bin(codes, kernels[name].to_numpy(dtype=float), size)
+    for name, (numerator, denominator) in ratios.items():
+        if numerator in kernels.columns and denominator in kernels.columns:
+            den = kernels[denominator].to_numpy(dtype=float)
+            takes_part = den != 0  # NaN counts: an unknown denominator makes the ratio unknown
+            out[f"{name}__num"] = _bin(codes, np.where(takes_part, kernels[numerator].to_numpy(dtype=float), 0.0), size)
+            out[f"{name}__den"] = _bin(codes, np.where(takes_part, den, 0.0), size)
+    if "top_stall" in kernels.columns:
+        stall = kernels["top_stall"]
+        categories = list(stall.cat.categories)
+        stall_codes = stall.cat.codes.to_numpy()
+        for index, reason in enumerate(categories):
+            out[f"top_stall={reason}__time"] = _bin(codes, np.where(stall_codes == index, weight, 0.0), size)
+    for view in view_ids:
+        column = f"validation_{view}"
+        if column in kernels.columns:
+            status = kernels[column].cat.codes.to_numpy()  # categories are STATUSES
+            counts = np.bincount(codes * len(STATUSES) + status, minlength=size * len(STATUSES))
+            for index, value in enumerate(STATUSES):
+                out[f"{view}_{value}"] = counts[index::len(STATUSES)]
+    return out
+
+
+def rollup(parts: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Partials summed over fewer keys (NaN stays NaN)."""
+    codes, out = _codes(parts, keys)
+    size = len(out)
+    for column in parts.columns:
+        if column not in KEYS:
+            out[column] = _bin(codes, parts[column].to_numpy(dtype=float), size)
+    out["kernels"] = out["kernels"].astype(int)
+    for column in out.columns:
+        if column.endswith(tuple(f"_{s}" for s in STATUSES)):
+            out[column] = out[column].astype(int)
+    return out
+
+
+def finish(parts: pd.DataFrame, total_time: float) -> pd.DataFrame:
+    """Partials -> figures: means, shares, ratios and the group's top stall."""
+    out = parts[[c for c in parts.columns if "__" not in c]].copy()
+    time_ns = parts["time_ns"].to_numpy(dtype=float)
+    positive = np.where(time_ns > 0, time_ns, np.nan)
+    out["time_share_pct"] = 100 * time_ns / total_time if total_time and total_time > 0 else np.nan
+    for column in parts.columns:
+        if column.endswith("__weighted"):
+            out[column[: -len("__weighted")]] = parts[column].to_numpy(dtype=float) / positive
+        elif column.endswith("__num"):
+            name = column[: -len("__num")]
+            den = parts[f"{name}__den"].to_numpy(dtype=float)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[name] = np.where(den > 0, parts[column].to_numpy(dtype=float) / den, np.nan)
+    stall_columns = [c for c in parts.columns if c.startswith("top_stall=")]
+    if stall_columns:
+        times = parts[stall_columns].to_numpy(dtype=float)
+        names = np.array([c[len("top_stall="): -len("__time")] for c in stall_columns], dtype=object)
+        found = times.max(axis=1) > 0
+        out["top_stall"] = np.where(found, names[times.argmax(axis=1)], None)
+        out["top_stall_time_share"] = np.where(found, times.max(axis=1) / positive, np.nan)
+    return out
+
+
+def order(groups: pd.DataFrame) -> pd.DataFrame:
+    """Phases in run order, roles in layer order, anything unknown after."""
+    if groups.empty:
+        return groups
+    phase_rank = groups["phase"].map({p: i for i, p in enumerate(PHASE_ORDER)}).fillna(len(PHASE_ORDER))
+    role_rank = groups["role"].map({r: i for i, r in enumerate(ROLE_ORDER)}).fillna(len(ROLE_ORDER))
+    ranked = groups.assign(_p=phase_rank.to_numpy(), _r=role_rank.to_numpy())
+    return (ranked.sort_values(["_p", "_r", "phase", "role"], kind="stable")
+            .drop(columns=["_p", "_r"]).reset_index(drop=True))
+
+
+def groups_and_phases(kernels: pd.DataFrame, figures: list[str], sums: list[str],
+                      ratios: dict[str, tuple[str, str]], view_ids: list[str]
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per phase and role, per phase with role 'all'), both in display order."""
+    if kernels.empty:
+        empty = pd.DataFrame(columns=KEYS + ["kernels", "time_ns", "time_share_pct"])
+        return empty, empty.copy()
+    parts = partials(kernels, figures, sums, ratios, view_ids)
+    time_ns = parts["time_ns"].to_numpy(dtype=float)
+    total = float(time_ns.sum()) if not np.isnan(time_ns).any() else np.nan
+    per_phase = rollup(parts, ["phase"])
+    per_phase.insert(1, "role", ALL)
+    return order(finish(parts, total)), order(finish(per_phase, total))

@@ -1,0 +1,252 @@
+"""The eight views, the metric list they need, and the function that runs them.
+
+`required_metrics` derives the ncu `--metrics` list from the view modules' METRICS: the profiler
+collects exactly what the views read, and there is no second list to keep in step.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from views.common import metric, shared_results
+from views import (device, gap as gap_module, grouping, kernel_names, v1_time, v2_tensor, v3_fill,
+                   v4_occupancy, v5_waves, v6_stalls, v7_memory, v8_selection)
+
+VIEWS = {m.ID: m for m in (v1_time, v2_tensor, v3_fill, v4_occupancy, v5_waves, v6_stalls,
+                           v7_memory, v8_selection)}
+# Views whose compute/validate take the parsed kernel names, so that names are parsed once.
+_USES_NAMES = {"V3": (True, True), "V7": (False, True), "V8": (True, False)}
+
+IDENTITY = ("kernel_id", "kernel_name", "phase", "role", "role_source", "kind", "shape_m", "shape_n",
+            "shape_k", "grid_blocks", "block_threads", "device", "cc", "process_id", "run_id")
+# VIEWS.md "Machine-readable output": the keys every kernel carries (null when not computed).
+JSON_KERNEL_KEYS = ("id", "name", "phase", "role", "time_ns", "sm_active_pct", "sm_throughput_pct",
+                    "kind", "tensor_pipe_pct", "tensor_ops", "mma_path", "fill", "useful_tensor_pct",
+                    "achieved_occupancy_pct", "theoretical_occupancy_pct", "occupancy_limiter", "waves",
+                    "wave_efficiency", "top_stall", "dram_bytes", "intensity", "kernel_family", "tile",
+                    "split_k")
+
+
+def view_ids(requested=None) -> list[str]:
+    """Normalise view names ("V2", "v2", "2"), in the registry's order; all when None or empty."""
+    if not requested:
+        return list(VIEWS)
+    wanted = set()
+    for item in requested:
+        for part in str(item).split(","):
+            name = part.strip().upper()
+            name = f"V{name}" if name.isdigit() else name
+            if name not in VIEWS:
+                raise ValueError(f"unknown view {part.strip()!r}: choose from {', '.join(VIEWS)}")
+            wanted.add(name)
+    return [v for v in VIEWS if v in wanted]
+
+
+def required_metrics(view_ids_=None) -> list[str]:
+    """The ncu metric names the views read, each once, in view order."""
+    seen: dict[str, None] = {}
+    for view in view_ids(view_ids_):
+        for name in VIEWS[view].METRICS:
+            seen.setdefault(name, None)
+    return list(seen)
+
+
+def _json_value(value):
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return None if not math.isfinite(value) else float(value)
+    return value
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    columns = list(frame.columns)
+    return [{c: _json_value(v) for c, v in zip(columns, row)}
+            for row in frame.itertuples(index=False, name=None)]
+
+
+@dataclass
+class ViewsResult:
+    kernels: pd.DataFrame  # identity + figures + validation_V* + validation_detail_V*
+    groups: pd.DataFrame  # per phase and role, time-weighted
+    gap: pd.DataFrame  # headline -> useful per phase and role, and per phase ("all")
+    selection: pd.DataFrame  # V8: what ran per phase and role, and what changed
+    devices: pd.DataFrame  # the device constants the views used, and where they came from
+    view_ids: list[str] = field(default_factory=list)
+
+    def filter(self, phase=None, role=None, kernel=None) -> "ViewsResult":
+        """The kernels of some phases, roles or names (a regular expression), with groups, gap and
+        selection recomputed over them; per-kernel figures keep the whole capture's references."""
+        mask = np.ones(len(self.kernels), dtype=bool)
+        if phase:
+            mask &= self.kernels["phase"].isin(_as_list(phase)).to_numpy()
+        if role:
+            mask &= self.kernels["role"].isin(_as_list(role)).to_numpy()
+        if kernel:
+            pattern = re.compile(kernel)
+            mask &= self.kernels["kernel_name"].astype(str).str.contains(pattern, na=False).to_numpy()
+        return _assemble(self.kernels[mask], self.view_ids, self.devices)
+
+    def validation_summary(self) -> pd.DataFrame:
+        rows = []
+        for view in self.view_ids:
+            status = self.kernels[f"validation_{view}"]
+            rows.append({"view": view, "title": VIEWS[view].TITLE,
+                         **{s: int((status == s).sum()) for s in ("pass", "fail", "n/a")}})
+        return pd.DataFrame(rows, columns=["view", "title", "pass", "fail", "n/a"])
+
+    def to_dict(self, run=None) -> dict:
+        k = self.kernels
+        frame = pd.DataFrame(index=k.index)
+        for key in JSON_KERNEL_KEYS:
+            source = {"id": "kernel_id", "name": "kernel_name"}.get(key, key)
+            frame[key] = k[source].astype(object) if source in k else None
+        extra = [c for c in k.columns if c not in IDENTITY and c not in JSON_KERNEL_KEYS
+                 and not c.startswith("validation_")]
+        for column in extra:
+            frame[column] = k[column].astype(object)
+        kernels = _records(frame)
+        validations = _records(k[[f"validation_{v}" for v in self.view_ids]])
+        details = _records(k[[f"validation_detail_{v}" for v in self.view_ids]])
+        for record, status, detail in zip(kernels, validations, details):
+            record["validations"] = {v: status[f"validation_{v}"] for v in self.view_ids}
+            record["validation_details"] = {v: detail[f"validation_detail_{v}"] for v in self.view_ids
+                                            if detail[f"validation_detail_{v}"]}
+        groups = _records(self.groups.drop(columns=[c for c in self.groups if _is_count(c, self.view_ids)]))
+        for record, (_, row) in zip(groups, self.groups.iterrows()):
+            record["validations"] = {v: {s: int(row[f"{v}_{s}"]) for s in ("pass", "fail", "n/a")}
+                                     for v in self.view_ids if f"{v}_pass" in row}
+        return {"run": run, "views": {v: VIEWS[v].TITLE for v in self.view_ids},
+                "devices": _records(self.devices), "kernels": kernels, "groups": groups,
+                "gap": _records(self.gap), "selection": _records(self.selection)}
+
+    def to_json(self, run=None, indent=None) -> str:
+        return json.dumps(self.to_dict(run), indent=indent, allow_nan=False)
+
+
+def _is_count(column: str, views: list[str]) -> bool:
+    return any(column in (f"{v}_pass", f"{v}_fail", f"{v}_n/a") for v in views)
+
+
+def _as_list(value) -> list:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _group_spec(ids: list[str]):
+    figures, sums, ratios = [], [], {}
+    for view in ids:
+        module = VIEWS[view]
+        figures += getattr(module, "GROUP_FIGURES", [])
+        sums += getattr(module, "GROUP_SUMS", [])
+        ratios.update(getattr(module, "GROUP_RATIOS", {}))
+    return figures, sums, ratios
+
+
+def _assemble(kernels: pd.DataFrame, ids: list[str], devices: pd.DataFrame) -> ViewsResult:
+    figures, sums, ratios = _group_spec(ids)
+    groups, phases = grouping.groups_and_phases(kernels, figures, sums, ratios, ids)
+    gap = gap_module.gap(grouping.order(pd.concat([groups, phases], ignore_index=True)))
+    selection = (v8_selection.selection(kernels) if "V8" in ids else
+                 pd.DataFrame(columns=v8_selection.SELECTION_COLUMNS))
+    return ViewsResult(kernels, groups, gap, selection, devices, ids)
+
+
+def _devices(kernels: pd.DataFrame, result: pd.DataFrame) -> pd.DataFrame:
+    """One row per device: the constants the views used and where each came from."""
+    if kernels.empty:
+        return pd.DataFrame()
+    key = device.device_key(kernels)
+    first = np.unique(key, return_index=True)[1]
+    sub = kernels.iloc[first]
+    out = pd.DataFrame({
+        "device": sub["device"].to_numpy(dtype=object) if "device" in sub else None,
+        "name": sub["device__attribute_display_name"].to_numpy(dtype=object)
+        if "device__attribute_display_name" in sub else None,
+        "cc": device.cc(sub),
+        "sm_count": device.sm_count(sub),
+        "max_clock_hz": device.max_clock_hz(sub),
+        "max_warps_per_sm": device.max_warps_per_sm(sub),
+        "tensor_ops_per_cycle_per_sm_gmma": device.tensor_rate(sub, "gmma"),
+        "tensor_ops_per_cycle_per_sm_hmma": device.tensor_rate(sub, "hmma"),
+        "dram_peak_from_attributes_bytes_per_s": device.dram_peak_from_attributes(sub),
+    })
+    if "dram_peak_bytes_per_s" in result:
+        implied = result["implied_dram_peak_bytes_per_s"].to_numpy()
+        peak, source = v7_memory.device_dram_peak(kernels, implied)
+        out["dram_peak_bytes_per_s"] = peak[first]
+        out["dram_peak_source"] = source[first]
+        out["implied_peak_kernels"] = np.bincount(key, weights=~np.isnan(implied),
+                                                  minlength=key.max() + 1)[key[first]].astype(int)
+        flops = out["tensor_ops_per_cycle_per_sm_gmma"] * out["sm_count"] * out["max_clock_hz"]
+        out["ridge_flops_per_byte_gmma"] = flops / out["dram_peak_bytes_per_s"]
+    return out.reset_index(drop=True)
+
+
+TEXT_IDENTITY = ("kernel_name", "phase", "role", "role_source", "kind", "cc", "host")
+
+
+def _text_as_category(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Identity text as categoricals: a million kernel rows hold a few hundred distinct names, and
+    every comparison and grouping then works on integer codes."""
+    changed = {c: kernels[c].astype("category") for c in TEXT_IDENTITY
+                if c in kernels.columns and not isinstance(kernels[c].dtype, pd.CategoricalDtype)}
+    for column in ("phase", "role"):
+        values = changed.get(column, kernels[column]) if column in kernels.columns else None
+        if values is None:
+            changed[column] = pd.Categorical(np.full(len(kernels), "other"))
+        elif values.isna().any():
+            if "other" not in values.cat.categories:
+                values = values.cat.add_categories("other")
+            changed[column] = values.fillna("other")
+    return kernels.assign(**changed) if changed else kernels
+
+
+def compute_views(kernels: pd.DataFrame, view_ids_=None) -> ViewsResult:
+    """Every requested view over a kernels table (docs/SCHEMA.md). A view whose metrics the table
+    lacks is n/a, and every other view still runs."""
+    ids = view_ids(view_ids_)
+    if "kernel_name" not in kernels.columns:
+        raise ValueError("the kernels table has no kernel_name column: not an smlens kernels table")
+    kernels = _text_as_category(kernels.reset_index(drop=True))
+    with shared_results(kernels):
+        return _compute(kernels, ids)
+
+
+def _compute(kernels: pd.DataFrame, ids: list[str]) -> ViewsResult:
+    names = None
+    if any(v in _USES_NAMES for v in ids) or "kind" not in kernels.columns:
+        names = kernel_names.parse_names(kernels["kernel_name"])
+
+    parts = {c: kernels[c] for c in IDENTITY if c in kernels.columns}
+    if "kind" not in parts:
+        labels = names["kernel_family"].map(kernel_names.FAMILY_KIND)
+        parts["kind"] = pd.Series(pd.Categorical(labels.astype(object).fillna("other")), index=kernels.index)
+    parts["time_ns"] = pd.Series(metric(kernels, "gpu__time_duration.sum"), index=kernels.index)
+
+    figure_frames, validation = [], {}
+    for view in ids:
+        module = VIEWS[view]
+        compute_names, validate_names = _USES_NAMES.get(view, (False, False))
+        figures = module.compute(kernels, names=names) if compute_names else module.compute(kernels)
+        checked = (module.validate(kernels, figures, names=names) if validate_names
+                   else module.validate(kernels, figures))
+        figure_frames.append(figures.drop(columns=[c for c in figures if c in parts]))
+        validation[f"validation_{view}"] = checked["status"]
+        validation[f"validation_detail_{view}"] = checked["detail"]
+    columns = dict(parts)
+    for frame in figure_frames:
+        for name in frame.columns:
+            columns.setdefault(name, frame[name])
+    columns.update(validation)
+    # copy=False: a million rows of ~100 figures are not copied into one block
+    result = pd.DataFrame(columns, index=kernels.index, copy=False)
+    return _assemble(result, ids, _devices(kernels, result))

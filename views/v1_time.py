@@ -1,0 +1,56 @@
+"""V1 Time and SM activity: where the time goes, and the headline figure.
+
+The headline, `sm__throughput`, is what people quote as "SM utilization"; `sm_active_pct` says
+how much of the elapsed time the SMs had any work at all. The validation reads the SM clock out of
+two counters from different passes (cycles and time): it must be a clock this device can run.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from views import device
+from views.common import Checks, metric, safe_div
+
+ID = "V1"
+TITLE = "Time and SM activity"
+METRICS = [
+    "gpu__time_duration.sum",
+    "sm__cycles_active.avg",
+    "sm__cycles_elapsed.avg",
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "device__attribute_max_gpu_frequency_khz",
+    "device__attribute_clock_rate",
+]
+GROUP_FIGURES = ["sm_throughput_pct", "sm_active_pct", "sm_clock_ghz"]
+
+# The SM clock must lie between this share of the device's boost clock and the boost clock itself
+# (+2 % for rounding). Seen on the H200: 1.57 to 1.97 GHz against 1.98. A wrong rollup (.sum, ×132)
+# or unit (us for ns, ×1000) lands far outside; so does a kernel timed in another pass than counted.
+CLOCK_FLOOR_SHARE = 0.3
+CLOCK_CEILING_SHARE = 1.02
+
+
+def compute(kernels: pd.DataFrame) -> pd.DataFrame:
+    time_ns = metric(kernels, "gpu__time_duration.sum")
+    elapsed = metric(kernels, "sm__cycles_elapsed.avg")
+    return pd.DataFrame({
+        "time_ns": time_ns,
+        "sm_throughput_pct": metric(kernels, "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
+        "sm_active_pct": 100 * safe_div(metric(kernels, "sm__cycles_active.avg"), elapsed),
+        "sm_clock_ghz": safe_div(elapsed, time_ns),
+    }, index=kernels.index, copy=False)
+
+
+def validate(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+    clock = figures["sm_clock_ghz"].to_numpy()
+    top = device.max_clock_hz(kernels) / 1e9
+    low, high = CLOCK_FLOOR_SHARE * top, CLOCK_CEILING_SHARE * top
+    checks = Checks(len(kernels))
+    checks.na(np.isnan(clock), "needs sm__cycles_elapsed.avg and gpu__time_duration.sum")
+    checks.na(np.isnan(top), "the device's boost clock is unknown (no device__attribute_max_gpu_frequency_khz)")
+    inside = (clock >= low) & (clock <= high)
+    checks.passed(inside)
+    checks.failed(~inside, lambda c, lo, hi: f"SM clock {c:.3g} GHz (cycles/time) outside "
+                  f"{lo:.2f} to {hi:.2f} GHz", clock, low, high)
+    return checks.frame(kernels.index)

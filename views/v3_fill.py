@@ -1,0 +1,95 @@
+"""V3 Fragment fill: how much of the tensor work is useful.
+
+fill = useful FLOPs (2·M·N·K for a GEMM) / the tensor ops counted. Tensor cores work in whole
+tiles, so a batch-4 decode GEMM on an 8-wide tile multiplies padding half the time. The validation
+predicts the fill from the tile in the kernel's name (tiles.py) and the problem shape alone.
+`useful_tensor_pct` = tensor_pipe_pct · fill is the figure the headline should have been.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from views import kernel_names, tiles, v2_tensor
+from views.common import Checks, equals, metric, safe_div, shared
+
+ID = "V3"
+TITLE = "Fragment fill"
+METRICS = [v2_tensor.TENSOR_PIPE, "launch__grid_size"] + [c for c, _, _ in v2_tensor.OPS_COUNTERS]
+GROUP_FIGURES = ["useful_tensor_pct"]
+GROUP_RATIOS = {"fill": ("useful_flops", "tensor_ops")}
+
+TOLERANCE = 0.05
+
+
+def _names(kernels: pd.DataFrame, names: pd.DataFrame | None) -> pd.DataFrame:
+    return kernel_names.parse_names(kernels["kernel_name"]) if names is None else names
+
+
+def kind_is(kernels: pd.DataFrame, names: pd.DataFrame | None, *kinds: str) -> np.ndarray:
+    """The kernels table's `kind` is one of `kinds`; without a `kind` column, the name's family."""
+    def make():
+        if "kind" in kernels.columns:
+            return equals(kernels, "kind", *kinds)
+        families = [f for f, k in kernel_names.FAMILY_KIND.items() if k in kinds]
+        return np.asarray(_names(kernels, names)["kernel_family"].isin(families), dtype=bool)
+    return shared(kernels, ("kind",) + kinds, make)
+
+
+def grid_blocks(kernels: pd.DataFrame) -> np.ndarray:
+    def make():
+        blocks = metric(kernels, "launch__grid_size")
+        if "grid_blocks" in kernels.columns:
+            blocks = np.where(np.isnan(blocks), metric(kernels, "grid_blocks"), blocks)
+        return blocks
+    return shared(kernels, "grid_blocks", make)
+
+
+def geometry(kernels: pd.DataFrame, names: pd.DataFrame) -> pd.DataFrame:
+    return shared(kernels, "geometry", lambda: tiles.geometry(kernels, names, grid_blocks(kernels)))
+
+
+def shapes(kernels: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return tuple(metric(kernels, c) for c in ("shape_m", "shape_n", "shape_k"))
+
+
+def compute(kernels: pd.DataFrame, names: pd.DataFrame | None = None) -> pd.DataFrame:
+    names = _names(kernels, names)
+    ops = v2_tensor.tensor_ops(kernels)
+    pipe = metric(kernels, v2_tensor.TENSOR_PIPE)
+    m, n, k = shapes(kernels)
+    gemm = kind_is(kernels, names, "gemm")
+    useful = np.where(gemm, 2 * m * n * k, np.nan)
+    geo = geometry(kernels, names)
+    padded = geo["padded_m"].to_numpy() * geo["padded_n"].to_numpy() * geo["padded_k"].to_numpy()
+    # no MMA ops: no useful tensor work, a measured zero (a GEMM on CUDA cores, an elementwise kernel)
+    fill = safe_div(useful, ops)
+    return pd.DataFrame({
+        "useful_flops": useful,
+        "fill": fill,
+        "predicted_fill": np.where(gemm, safe_div(m * n * k, padded), np.nan),
+        "useful_tensor_pct": np.where(ops == 0, np.where(np.isnan(pipe), np.nan, 0.0), pipe * fill),
+    }, index=kernels.index, copy=False)
+
+
+def validate(kernels: pd.DataFrame, figures: pd.DataFrame, names: pd.DataFrame | None = None
+             ) -> pd.DataFrame:
+    names = _names(kernels, names)
+    fill = figures["fill"].to_numpy()
+    predicted = figures["predicted_fill"].to_numpy()
+    m, _, _ = shapes(kernels)
+    ops = v2_tensor.tensor_ops(kernels)
+    checks = Checks(len(kernels))
+    checks.na(kind_is(kernels, names, "attention"), "attention: the fill needs B, H, Sq, Skv and D, "
+                                                     "which the kernels table does not carry")
+    checks.na(~kind_is(kernels, names, "gemm"), "not a GEMM")
+    checks.na(np.isnan(m), "no problem shape: give M= N= K= in the role's NVTX range or --shapes")
+    checks.na(np.isnan(ops), "no sm__ops_path_tensor_* counters")
+    checks.na(ops == 0, "no tensor ops (a GEMM on CUDA cores)")
+    checks.na(np.asarray(names["tile"].isna()), "the kernel name gives no tile")
+    checks.na(np.isnan(predicted), "the tile does not fit the grid (split-K factor unknown)")
+    close = np.abs(safe_div(fill, predicted) - 1) <= TOLERANCE
+    checks.passed(close)
+    checks.failed(~close, lambda f, p, t: f"fill {f:.3f} measured, {p:.3f} predicted by the {t} tile",
+                  fill, predicted, names["tile"])
+    return checks.frame(kernels.index)

@@ -1,0 +1,84 @@
+"""V4 Occupancy and its limiter.
+
+Achieved occupancy is the warps resident per active cycle against the SM's maximum; theoretical is
+what the launch allows, and the limiter is the resource that allows the fewest blocks per SM. The
+validation recomputes ncu's theoretical value from the per-resource block limits and the block
+size, and checks that achieved does not exceed it.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from views import device
+from views.common import Checks, categorical, metric, safe_div, shared
+
+ID = "V4"
+TITLE = "Occupancy and its limiter"
+LIMITS = ("registers", "shared_mem", "warps", "blocks", "barriers")
+LIMIT_METRICS = [f"launch__occupancy_limit_{name}" for name in LIMITS]
+ACHIEVED = "sm__warps_active.avg.pct_of_peak_sustained_active"
+THEORETICAL = "sm__maximum_warps_per_active_cycle_pct"
+METRICS = [ACHIEVED, THEORETICAL, "launch__block_size", "device__attribute_max_warps_per_multiprocessor"
+           ] + LIMIT_METRICS
+GROUP_FIGURES = ["achieved_occupancy_pct", "theoretical_occupancy_pct"]
+
+ABS_TOLERANCE_PCT = 0.01  # ncu prints percentages to 0.01
+ACHIEVED_SLACK_PCT = 1.0
+
+
+def block_threads(kernels: pd.DataFrame) -> np.ndarray:
+    threads = metric(kernels, "launch__block_size")
+    if "block_threads" in kernels.columns:
+        threads = np.where(np.isnan(threads), metric(kernels, "block_threads"), threads)
+    return threads
+
+
+def blocks_per_sm(kernels: pd.DataFrame) -> np.ndarray:
+    """The fewest blocks any resource allows per SM; NaN when no limit is known."""
+    def make():
+        out = np.full(len(kernels), np.nan)
+        for name in LIMIT_METRICS:
+            out = np.fmin(out, metric(kernels, name))  # fmin ignores NaN
+        return out
+    return shared(kernels, "blocks_per_sm", make)
+
+
+def limiter(kernels: pd.DataFrame) -> pd.Categorical:
+    """The resource(s) allowing the fewest blocks, ties joined with '+'; null without limits."""
+    low = blocks_per_sm(kernels)
+    # a bit per resource -> a code; code 0 (no limit known) is null
+    code = np.zeros(len(kernels), dtype=np.int64)
+    for bit, name in enumerate(LIMIT_METRICS):
+        code |= (metric(kernels, name) == low).astype(np.int64) << bit
+    names = ["+".join(n for i, n in enumerate(LIMITS) if c >> i & 1) for c in range(1, 1 << len(LIMITS))]
+    return categorical(code - 1, names)
+
+
+def compute(kernels: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({
+        "achieved_occupancy_pct": metric(kernels, ACHIEVED),
+        "theoretical_occupancy_pct": metric(kernels, THEORETICAL),
+        "occupancy_limiter": limiter(kernels),
+        "blocks_per_sm": blocks_per_sm(kernels),
+    }, index=kernels.index, copy=False)
+
+
+def validate(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+    warps_per_block = np.ceil(block_threads(kernels) / 32)
+    recomputed = np.minimum(100.0, 100 * safe_div(figures["blocks_per_sm"].to_numpy() * warps_per_block,
+                                                  device.max_warps_per_sm(kernels)))
+    theoretical = figures["theoretical_occupancy_pct"].to_numpy()
+    achieved = figures["achieved_occupancy_pct"].to_numpy()
+    checks = Checks(len(kernels))
+    checks.na(np.isnan(theoretical) | np.isnan(achieved), f"needs {ACHIEVED} and {THEORETICAL}")
+    checks.na(np.isnan(recomputed), "needs the launch__occupancy_limit_* counters, the block size "
+                                    "and the device's warps per SM")
+    agrees = np.abs(recomputed - theoretical) <= ABS_TOLERANCE_PCT
+    checks.failed(~agrees, lambda t, r: f"theoretical {t:.2f} % from ncu, {r:.2f} % from the block "
+                  "limits", theoretical, recomputed)
+    within = achieved <= theoretical + ACHIEVED_SLACK_PCT
+    checks.passed(within)
+    checks.failed(~within, lambda a, t: f"achieved {a:.2f} % above theoretical {t:.2f} %",
+                  achieved, theoretical)
+    return checks.frame(kernels.index)

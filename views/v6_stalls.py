@@ -1,0 +1,103 @@
+"""V6 Stall signature: why resident warps do not issue.
+
+Each `smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio` is the warps waiting on
+that reason per issued instruction; as shares of their sum they say where the time goes, grouped in
+families. `selected` (the warp that issued) is counted in the sum and the scheduling family but is
+no stall, so it is left out of the top three. The validation: the reasons add up to the warps
+active per issue (`smsp__average_warps_active_per_issue_active.ratio`), within 10 % on kernels of
+5 µs and more; shorter kernels are n/a (their counters come from different replay passes: seen up
+to 15 % apart on 2 to 8 µs kernels).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from views.common import Checks, categorical, metric, safe_div
+
+ID = "V6"
+TITLE = "Stall signature"
+FAMILIES = {
+    "memory": ("long_scoreboard", "lg_throttle", "mio_throttle", "short_scoreboard", "tex_throttle",
+               "drain", "imc_miss"),
+    "compute": ("math_pipe_throttle", "wait", "dispatch_stall"),
+    "tensor": ("gmma",),
+    "sync": ("barrier", "membar", "sleeping"),
+    "scheduling": ("not_selected", "selected", "no_instruction", "branch_resolving", "misc"),
+}
+REASONS = tuple(r for reasons in FAMILIES.values() for r in reasons)
+NOT_A_STALL = "selected"
+WARPS_PER_ISSUE = "smsp__average_warps_active_per_issue_active.ratio"
+ISSUE_ACTIVE = "smsp__issue_active.avg.pct_of_peak_sustained_active"
+
+
+def reason_metric(reason: str) -> str:
+    return f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio"
+
+
+METRICS = [reason_metric(r) for r in REASONS] + [WARPS_PER_ISSUE, ISSUE_ACTIVE, "gpu__time_duration.sum"]
+GROUP_FIGURES = ["issue_active_pct"] + [f"stall_{f}_share" for f in FAMILIES]
+# A group's top stall is the one that tops the most of its time (registry -> grouping.top_stall).
+
+TOLERANCE = 0.10
+MIN_DURATION_NS = 5000.0
+
+
+def _add(columns: list[np.ndarray]) -> np.ndarray:
+    """Σ of the columns, NaN only where all are NaN (a reason this chip lacks adds nothing)."""
+    total = np.zeros(len(columns[0])) if columns else np.zeros(0)
+    missing = np.ones(len(total), dtype=bool)
+    for column in columns:
+        known = ~np.isnan(column)
+        missing &= ~known
+        total += np.where(known, column, 0.0)
+    total[missing] = np.nan
+    return total
+
+
+def compute(kernels: pd.DataFrame) -> pd.DataFrame:
+    present = [r for r in REASONS if reason_metric(r) in kernels.columns]
+    values = {r: metric(kernels, reason_metric(r)) for r in present}
+    n = len(kernels)
+    family_sums = {f: _add([values[r] for r in reasons if r in values]) if any(r in values for r in reasons)
+                   else None for f, reasons in FAMILIES.items()}
+    total = _add([s for s in family_sums.values() if s is not None]) if values else np.full(n, np.nan)
+    known = total > 0
+    denominator = np.where(known, total, np.nan)
+    out = {"issue_active_pct": metric(kernels, ISSUE_ACTIVE), "stall_sum": total}
+    for family, family_sum in family_sums.items():
+        out[f"stall_{family}_share"] = family_sum / denominator if family_sum is not None else np.full(n, np.nan)
+    # the top three stalls ('selected' aside) by repeated argmax over a float32 copy
+    stalls = [r for r in present if r != NOT_A_STALL]
+    codes = np.array([REASONS.index(r) for r in stalls] or [0])
+    table = np.empty((n, max(len(stalls), 1)), dtype=np.float32)
+    table[:] = -1.0
+    for i, reason in enumerate(stalls):
+        column = values[reason]
+        table[:, i] = np.where(np.isnan(column), -1.0, column)
+    rows = np.arange(n)
+    for rank in range(3):
+        best = table.argmax(axis=1)
+        top = table[rows, best].astype(np.float64)
+        valid = known & (top >= 0)
+        label = "top_stall" if rank == 0 else f"stall_{rank + 1}"
+        out[label] = categorical(np.where(valid, codes[best], -1), REASONS)
+        out[f"{label}_share"] = np.where(valid, top / denominator, np.nan)
+        table[rows, best] = -2.0
+    return pd.DataFrame(out, index=kernels.index, copy=False)
+
+
+def validate(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+    total = figures["stall_sum"].to_numpy()
+    expected = metric(kernels, WARPS_PER_ISSUE)
+    time_ns = metric(kernels, "gpu__time_duration.sum")
+    checks = Checks(len(kernels))
+    checks.na(np.isnan(total) | np.isnan(expected), f"needs the stall reasons and {WARPS_PER_ISSUE}")
+    checks.na(time_ns < MIN_DURATION_NS, "shorter than 5 µs: the stall and issue counters come "
+                                         "from different replay passes")
+    ratio = safe_div(total, expected)
+    close = np.abs(ratio - 1) <= TOLERANCE
+    checks.passed(close)
+    checks.failed(~close, lambda t, e: f"stall reasons add to {t:.2f} warps per issue, ncu counts "
+                  f"{e:.2f} ({100 * (t / e - 1):+.1f} %)", total, expected)
+    return checks.frame(kernels.index)

@@ -1,0 +1,135 @@
+"""V7 Memory traffic and roofline.
+
+DRAM bytes, L2 hit rate, FLOPs (tensor ops plus CUDA-core FP32) and their ratio, the arithmetic
+intensity, placed against the device's ridge point. The DRAM peak is read from the counters: each
+kernel implies one (bytes / time / dram__throughput share), and the median over a device's kernels
+is its peak (4.80 TB/s on the H200, where memory clock × bus width gives 4.815). Validations:
+(a) every kernel's implied peak agrees with that median within 5 %; (b) a GEMM with a known shape
+reads at least 95 % of its weights from DRAM (ncu flushes the caches before each kernel by default).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from views import device, v2_tensor, v3_fill
+from views.common import Checks, categorical, combine, metric, safe_div
+
+ID = "V7"
+TITLE = "Memory traffic and roofline"
+DRAM_READ = "dram__bytes_read.sum"
+DRAM_WRITE = "dram__bytes_write.sum"
+DRAM_PCT = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
+L2_HIT = "lts__t_sector_hit_rate.pct"
+FP32_COUNTERS = {"ffma": ("sm__sass_thread_inst_executed_op_ffma_pred_on.sum", 2.0),
+                 "fadd": ("sm__sass_thread_inst_executed_op_fadd_pred_on.sum", 1.0),
+                 "fmul": ("sm__sass_thread_inst_executed_op_fmul_pred_on.sum", 1.0)}
+METRICS = ([DRAM_READ, DRAM_WRITE, DRAM_PCT, L2_HIT, "gpu__time_duration.sum", "launch__sm_count",
+            "device__attribute_max_gpu_frequency_khz", "device__attribute_memory_clock_rate",
+            "device__attribute_global_memory_bus_width"]
+           + [c for c, _ in FP32_COUNTERS.values()] + [c for c, _, _ in v2_tensor.OPS_COUNTERS])
+GROUP_FIGURES = ["dram_pct", "l2_hit_pct"]
+GROUP_SUMS = ["dram_bytes", "flops"]
+GROUP_RATIOS = {"intensity": ("flops", "dram_bytes")}
+
+PEAK_TOLERANCE = 0.05
+# Below 1 % of peak, a percentage printed to 0.01 is too coarse to imply a peak (±0.5 % at 1 %).
+MIN_DRAM_PCT = 1.0
+WEIGHT_READ_SHARE = 0.95
+
+
+def implied_peak(dram_bytes: np.ndarray, time_ns: np.ndarray, dram_pct: np.ndarray) -> np.ndarray:
+    """Bytes per second at 100 % of dram__throughput, where the percentage is precise enough."""
+    peak = safe_div(dram_bytes / (time_ns * 1e-9), dram_pct / 100)
+    return np.where(dram_pct >= MIN_DRAM_PCT, peak, np.nan)
+
+
+def device_dram_peak(kernels: pd.DataFrame, implied: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(peak bytes/s per row, its source): the median implied peak of the row's device, else the
+    memory clock and bus width attributes."""
+    key = device.device_key(kernels)
+    median = pd.Series(implied).groupby(key).transform("median").to_numpy()
+    attributes = device.dram_peak_from_attributes(kernels)
+    source = categorical(np.where(~np.isnan(median), 0, np.where(~np.isnan(attributes), 1, -1)),
+                         ["dram__throughput", "device attributes"])
+    return np.where(np.isnan(median), attributes, median), source
+
+
+def peak_flops(kernels: pd.DataFrame, path: pd.Categorical) -> np.ndarray:
+    """FLOP/s at the boost clock on the path the kernel took: tensor cores or FP32 CUDA cores."""
+    gmma, hmma, none = (np.asarray(path == p, dtype=bool) for p in ("gmma", "hmma", "none"))
+    per_cycle = np.where(gmma, device.tensor_rate(kernels, "gmma"),
+                         np.where(hmma, device.tensor_rate(kernels, "hmma"),
+                                  np.where(none, device.fp32_flops_per_cycle_per_sm(kernels), np.nan)))
+    return per_cycle * device.sm_count(kernels) * device.max_clock_hz(kernels)
+
+
+def compute(kernels: pd.DataFrame) -> pd.DataFrame:
+    read, write = metric(kernels, DRAM_READ), metric(kernels, DRAM_WRITE)
+    dram_bytes = read + write
+    time_ns = metric(kernels, "gpu__time_duration.sum")
+    dram_pct = metric(kernels, DRAM_PCT)
+    gmma, hmma = v2_tensor.ops_by_path(kernels)
+    flops = gmma + hmma
+    for column, weight in FP32_COUNTERS.values():
+        flops = flops + weight * metric(kernels, column)
+    implied = implied_peak(dram_bytes, time_ns, dram_pct)
+    dram_peak, _ = device_dram_peak(kernels, implied)
+    path = v2_tensor.mma_path(gmma, hmma)
+    flops_peak = peak_flops(kernels, path)
+    ridge = safe_div(flops_peak, dram_peak)
+    intensity = safe_div(flops, dram_bytes)
+    compute_bound = (intensity >= ridge) | ((dram_bytes == 0) & (flops > 0))
+    known = ~np.isnan(ridge) & ~np.isnan(flops) & ~np.isnan(dram_bytes) & ((flops > 0) | (dram_bytes > 0))
+    bound = categorical(np.where(known, compute_bound.astype(int), -1), ["memory", "compute"])
+    seconds = time_ns * 1e-9
+    attained = np.where(compute_bound, safe_div(flops / seconds, flops_peak),
+                        safe_div(dram_bytes / seconds, dram_peak))
+    return pd.DataFrame({
+        "dram_bytes": dram_bytes,
+        "dram_read_bytes": read,
+        "dram_pct": dram_pct,
+        "l2_hit_pct": metric(kernels, L2_HIT),
+        "flops": flops,
+        "intensity": intensity,
+        "ridge_flops_per_byte": ridge,
+        "bound": bound,
+        "roofline_pct": np.where(known, 100 * attained, np.nan),
+        "implied_dram_peak_bytes_per_s": implied,
+        "dram_peak_bytes_per_s": dram_peak,
+    }, index=kernels.index, copy=False)
+
+
+def _peak_check(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+    implied = figures["implied_dram_peak_bytes_per_s"].to_numpy()
+    peak = figures["dram_peak_bytes_per_s"].to_numpy()
+    dram_pct = figures["dram_pct"].to_numpy()
+    checks = Checks(len(kernels))
+    checks.na(np.isnan(dram_pct) | np.isnan(figures["dram_bytes"].to_numpy()),
+              f"needs {DRAM_READ}, {DRAM_WRITE} and {DRAM_PCT}")
+    checks.na(dram_pct < MIN_DRAM_PCT, "DRAM under 1 % busy: too little traffic to imply a peak")
+    ratio = safe_div(implied, peak)
+    close = np.abs(ratio - 1) <= PEAK_TOLERANCE
+    checks.passed(close)
+    checks.failed(~close, lambda i, p: f"implies a DRAM peak of {i / 1e12:.3f} TB/s, the device's is "
+                  f"{p / 1e12:.3f} TB/s ({100 * (i / p - 1):+.1f} %)", implied, peak)
+    return checks.frame(kernels.index)
+
+
+def _weights_check(kernels: pd.DataFrame, figures: pd.DataFrame, names=None) -> pd.DataFrame:
+    _, n, k = v3_fill.shapes(kernels)
+    weight_bytes = n * k * v2_tensor.element_bytes(kernels)
+    read = figures["dram_read_bytes"].to_numpy()
+    gemm = v3_fill.kind_is(kernels, names, "gemm")
+    checks = Checks(len(kernels))
+    checks.na(~gemm, "")
+    checks.na(np.isnan(weight_bytes) | np.isnan(read), "")
+    enough = read >= WEIGHT_READ_SHARE * weight_bytes
+    checks.passed(enough)
+    checks.failed(~enough, lambda r, w: f"reads {r / 1e6:.2f} MB from DRAM for {w / 1e6:.2f} MB of "
+                  "weights (weights kept in L2: profiled with --cache-control none?)", read, weight_bytes)
+    return checks.frame(kernels.index, leftover="")
+
+
+def validate(kernels: pd.DataFrame, figures: pd.DataFrame, names=None) -> pd.DataFrame:
+    return combine(kernels.index, _peak_check(kernels, figures), _weights_check(kernels, figures, names))
