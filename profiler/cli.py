@@ -161,8 +161,11 @@ def gate(baseline: Optional[List[str]] = typer.Option(
         from profiler.capture import parse_shapes_file
         rule_set = load_rules(rules) if rules else None
         shape_map = parse_shapes_file(shapes) if shapes else None
-        result = run_gate(load_runs(baseline, "baseline", store_path(store), shape_map),
-                          load_runs(current, "current", store_path(store), shape_map), rule_set)
+        from rich.console import Console
+        with Console(stderr=True).status("reading the runs and computing their views"):
+            base_runs = load_runs(baseline, "baseline", store_path(store), shape_map)
+            current_runs = load_runs(current, "current", store_path(store), shape_map)
+        result = run_gate(base_runs, current_runs, rule_set)
     except (SmlensError, RulesError) as err:
         error = str(err)
         result = cannot_judge(error, baseline or [], current or [])
