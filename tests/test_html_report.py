@@ -1,0 +1,308 @@
+"""The HTML report of the real H200 captures: content, validation beside each figure, baseline
+deltas, filters, size, and that it is one offline file into which no input string injects markup."""
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from reports import html as report
+from tests.conftest import DATA, TARGETED_SHAPES
+from tests.report_cases import (HOSTILE_NAME, HOSTILE_PHASE_MESSAGE, HOSTILE_ROLE_MESSAGE,
+                                HOSTILE_RUN_NAME, hostile_capture, views_input)
+
+SECTIONS = ["gap", "time", "tensor", "occupancy", "waves", "stalls", "roofline", "selection",
+            "kernels", "validation"]
+
+
+class Page(HTMLParser):
+    """Tags, attributes, text, and each section's tables as rows of (cell text, cell html)."""
+
+    def __init__(self, text: str):
+        super().__init__(convert_charrefs=True)
+        self.tags, self.text, self.sections = [], [], {}
+        self._section, self._cell, self._row, self._raw = None, None, None, None
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append((tag, attrs))
+        if tag == "section":
+            self._section = attrs.get("id")
+            self.sections[self._section] = {"tables": [], "asides": []}
+        elif tag == "table" and self._section:
+            self.sections[self._section]["tables"].append([])
+        elif tag == "tr" and self._section:
+            self._row = []
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell, self._raw = [], []
+        elif self._raw is not None:
+            self._raw.append(f"<{tag} {' '.join(f'{k}={v}' for k, v in attrs.items())}>")
+        if tag == "div" and attrs.get("class") == "vrow" and self._section:
+            self.sections[self._section]["asides"].append([attrs["data-view"], ""])
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._row.append(("".join(self._cell).strip(), "".join(self._raw)))
+            self._cell = self._raw = None
+        elif tag == "tr" and self._row is not None:
+            self.sections[self._section]["tables"][-1].append(self._row)
+            self._row = None
+        elif tag == "section":
+            self._section = None
+
+    def handle_data(self, data):
+        self.text.append(data)
+        if self._cell is not None:
+            self._cell.append(data)
+            self._raw.append(data)
+        if self._section and self.sections[self._section]["asides"]:
+            self.sections[self._section]["asides"][-1][1] += data
+
+    def table(self, section: str, index: int = 0) -> pd.DataFrame:
+        rows = self.sections[section]["tables"][index]
+        header = [text for text, _ in rows[0]]
+        return pd.DataFrame([[text for text, _ in row] for row in rows[1:]], columns=header)
+
+    def raw_row(self, section: str, index: int, **where) -> dict:
+        rows = self.sections[section]["tables"][index]
+        header = [text for text, _ in rows[0]]
+        for row in rows[1:]:
+            cells = dict(zip(header, row))
+            if all(cells[k][0] == v for k, v in where.items()):
+                return cells
+        raise KeyError(where)
+
+
+def figures_of(text: str) -> dict:
+    start = text.index('id="smlens-figures">') + len('id="smlens-figures">')
+    return json.loads(text[start:text.index("</script>", start)])
+
+
+def trace(figure: dict, name: str) -> dict:
+    return dict(zip(*next((t["x"], t["y"]) for t in figure["data"] if t.get("name") == name)))
+
+
+@pytest.fixture(scope="module")
+def targeted():
+    from profiler.capture import read_capture
+    from views.registry import compute_views
+
+    kernels = read_capture(DATA / "targeted_raw.csv", shapes=TARGETED_SHAPES).kernels
+    result = compute_views(kernels)
+    data = report.from_views(result, {"id": "t1", "name": "targeted"}, source_kernels=kernels)
+    text = report.render_report(data)
+    return result, text, Page(text)
+
+
+def test_size_is_plotly_plus_under_2_kb_per_kernel(targeted):
+    result, text, _ = targeted
+    size = len(text.encode("utf-8"))
+    assert size < 6_000_000 + 2048 * len(result.kernels)
+    assert size - len(report._plotly_js()) < 2048 * len(result.kernels)
+
+
+def test_larger_captures_stay_within_2_kb_per_kernel():
+    """Ten copies of the capture (1,880 kernels): the per-kernel part is what grows."""
+    from profiler.capture import read_capture
+    from views.registry import compute_views
+
+    kernels = read_capture(DATA / "targeted_raw.csv", shapes=TARGETED_SHAPES).kernels
+    many = pd.concat([kernels] * 10, ignore_index=True).assign(kernel_id=range(10 * len(kernels)))
+    text = report.render_report(report.from_views(compute_views(many), {"id": "x"}, many))
+    assert len(text.encode("utf-8")) < 6_000_000 + 2048 * len(many)
+
+
+def test_one_offline_file(targeted):
+    _, text, page = targeted
+    for tag, attrs in page.tags:
+        assert tag not in ("link", "iframe", "img", "object", "embed"), tag
+        assert not (tag == "script" and "src" in attrs)
+        for name in ("src", "href", "action", "srcset", "poster", "data"):
+            assert not attrs.get(name) or attrs[name].startswith("#"), (tag, attrs)
+    policy = next(a["content"] for t, a in page.tags if t == "meta" and "http-equiv" in a)
+    assert "default-src 'none'" in policy  # nothing may reach the network
+    assert text.count("<script") == 3
+
+
+def test_sections_come_in_order_gap_first(targeted):
+    _, _, page = targeted
+    assert list(page.sections) == SECTIONS
+
+
+def test_figures_are_valid_plotly_and_show_the_views_numbers(targeted):
+    result, text, _ = targeted
+    figures = figures_of(text)
+    assert set(figures) == {"fig-gap", "fig-time", "fig-tensor", "fig-occupancy", "fig-waves",
+                            "fig-stalls", "fig-roofline"}
+    for figure in figures.values():
+        go.Figure(figure)  # raises on anything plotly does not know
+    gap = result.gap.set_index(["phase", "role"])
+    tensor = trace(figures["fig-gap"], "tensor pipe")
+    useful = trace(figures["fig-gap"], "useful tensor work")
+    decode_qkv = "decode \u00b7 qkv_proj"
+    assert tensor[decode_qkv] == pytest.approx(gap.loc[("decode", "qkv_proj"), "tensor_pipe_pct"], rel=1e-4)
+    # VIEWS.md, seen: batch-4 decode GEMMs run 64x8 tiles, the token dimension in the 8: half useful.
+    assert useful[decode_qkv] / tensor[decode_qkv] == pytest.approx(0.5, rel=0.01)
+    assert tensor[decode_qkv] < 10 < 80 < tensor["warm_prefill \u00b7 qkv_proj"]
+
+
+def test_gap_table_gives_each_step_its_factor(targeted):
+    result, _, page = targeted
+    table = page.table("gap")
+    row = table[(table["phase"] == "decode") & (table["role"] == "qkv_proj")].iloc[0]
+    gap = result.gap.set_index(["phase", "role"]).loc[("decode", "qkv_proj")]
+    assert row["\u00d7 active / headline"] == f"\u00d7{gap['active_vs_headline']:.3g}"
+    assert row["\u00d7 useful / tensor"] == "\u00d70.5"
+    assert row["fill (V3)"] == "0.5"
+    # a phase's `all` row only where the phase has several roles
+    assert {r for p, r in zip(table["phase"], table["role"]) if r == "all" and p == "decode"} == {"all"}
+    assert not ((table["phase"] == "other") & (table["role"] == "all")).any()
+
+
+def test_validation_status_beside_each_figure(targeted):
+    result, _, page = targeted
+    summary = result.validation_summary().set_index("view")
+    expected = {"gap": ["V1", "V2", "V3", "V4", "V5", "V6"], "time": ["V1"], "tensor": ["V2", "V3"],
+                "occupancy": ["V4"], "waves": ["V5"], "stalls": ["V6"], "roofline": ["V7"],
+                "selection": ["V8"]}
+    for section, views in expected.items():
+        asides = page.sections[section]["asides"]
+        assert [v for v, _ in asides] == views
+        for view, text in asides:
+            counts = summary.loc[view]
+            assert f"{counts['pass']} pass \u00b7 {counts['fail']} fail \u00b7 {counts['n/a']} n/a" in text
+    # VIEWS.md: V4's and V5's checks held on all 188 kernels
+    assert "188 pass \u00b7 0 fail \u00b7 0 n/a" in dict(page.sections["occupancy"]["asides"])["V4"]
+
+
+def test_failures_are_listed_with_their_discrepancy(targeted):
+    result, text, page = targeted
+    failed = result.kernels[result.kernels["validation_V6"] == "fail"]
+    assert len(failed) >= 1
+    aside = dict(page.sections["stalls"]["asides"])["V6"]
+    for _, kernel in failed.iterrows():
+        assert f"kernel #{kernel['kernel_id']}" in aside
+        assert kernel["validation_detail_V6"] in aside  # e.g. "... ncu counts 26.31 (-11.0 %)"
+    # and in the kernel table, as the failing badge's tooltip
+    kernel_id = str(failed["kernel_id"].iloc[0])
+    badge = page.raw_row("kernels", 0, **{"#": kernel_id})["V6"][1]
+    assert "b bad" in badge and failed["validation_detail_V6"].iloc[0] in badge
+
+
+def test_roofline_has_the_devices_ceilings(targeted):
+    _, text, _ = targeted
+    names = [t["name"] for t in figures_of(text)["fig-roofline"]["data"]]
+    # VIEWS.md: the DRAM peak implied by the kernels, median 4796 GB/s; bf16 dense wgmma: 4096 ops
+    # per cycle per SM x 132 SMs x 1.98 GHz; mma.sync at 2/3 of that.
+    assert "DRAM 4.80 TB/s" in names
+    assert f"tensor, wgmma {4096 * 132 * 1.98e9 / 1e12:,.0f} TFLOP/s" in names
+    assert f"tensor, mma.sync {4096 * 2 / 3 * 132 * 1.98e9 / 1e12:,.0f} TFLOP/s" in names
+
+
+def test_kernel_selection_table_shows_what_changed_between_phases(targeted):
+    _, _, page = targeted
+    table = page.table("selection")
+    table[["role", "phase"]] = table[["role", "phase"]].replace("", None).ffill()
+    decode_attention = table[(table["role"] == "attention") & (table["phase"] == "decode")].iloc[0]
+    # VIEWS.md: decode attention ran an Ampere (sm80 wmma) cuDNN kernel, prefill an sm90 wgmma one
+    assert decode_attention["architecture path"] == "sm80 hmma"
+    assert "older architecture than the device" in decode_attention["what changed"]
+    assert "sm90 wgmma \u2192 sm80 hmma" in decode_attention["what changed"]
+    down = table[(table["role"] == "down_proj") & (table["phase"] == "decode")
+                 & (table["family"] == "cublaslt_nvjet")].iloc[0]
+    assert down["split-K"] == "yes, 3-way"
+    qkv = table[(table["role"] == "qkv_proj") & (table["phase"] == "decode")].iloc[0]
+    assert qkv["what changed"] == "differs from warm_prefill: tile 192x128x64 \u2192 64x8x64"
+    assert table[(table["role"] == "qkv_proj") & (table["phase"] == "warm_prefill")].iloc[0]["what changed"] == ""
+
+
+def test_every_kernel_is_in_the_kernel_table(targeted):
+    result, _, page = targeted
+    table = page.table("kernels")
+    assert list(table["#"]) == [str(i) for i in result.kernels["kernel_id"]]
+    assert set(table.loc[table["phase"] == "decode", "NVTX"]) >= {"<default domain>:decode / <default domain>:qkv_proj"}
+    names = page.table("kernels", 1)
+    assert len(names) == result.kernels["kernel_name"].nunique() == 20
+
+
+def test_baseline_shows_delta_and_marks_regressions():
+    """Llama-3.1-8B decode (decode12) against the smaller model's decode as the baseline."""
+    from profiler.capture import read_capture
+    from views.registry import compute_views
+
+    cur_k = read_capture(DATA / "decode12_raw.csv").kernels
+    base_k = read_capture(DATA / "targeted_raw.csv", shapes=TARGETED_SHAPES).kernels
+    current, baseline = compute_views(cur_k), compute_views(base_k)
+    text = report.render_report(report.from_views(current, {"id": "c", "name": "decode12"}, cur_k),
+                                report.from_views(baseline, {"id": "b", "name": "targeted"}, base_k))
+    page = Page(text)
+    assert "against baseline" in "".join(page.text)
+    cur = current.groups.set_index(["phase", "role"])
+    base = baseline.groups.set_index(["phase", "role"])
+    checked = 0
+    # tensor table: phase, role, tensor pipe, fill, useful tensor
+    for figure, label, higher_is_better in (("tensor_pipe_pct", "tensor pipe", True),
+                                            ("useful_tensor_pct", "useful tensor", True)):
+        for (phase, role), value in cur[figure].items():
+            before = base.loc[(phase, role), figure]
+            if pd.isna(value) or pd.isna(before) or before == 0:
+                continue
+            delta = (value - before) / before * 100
+            cell_text, cell_html = page.raw_row("tensor", 0, phase=phase, role=role)[label]
+            assert f"({delta:+.1f} %)" in cell_text
+            worse = delta < -5 if higher_is_better else delta > 5
+            assert ("\u25bc" in cell_text) == worse, (phase, role, figure, delta)
+            checked += 1
+    assert checked >= 6
+    # decode qkv: tensor pipe 4.31 % against 5.39 %: a regression
+    assert "\u25bc" in page.raw_row("tensor", 0, phase="decode", role="qkv_proj")["tensor pipe"][0]
+    assert "fig-time-2" in figures_of(text)
+
+
+def test_phase_and_role_filter():
+    data = views_input(DATA / "targeted_raw.csv", TARGETED_SHAPES, {"id": "t", "name": "t"})
+    text = report.render_report(data, phase="decode", role="qkv_proj")
+    page = Page(text)
+    table = page.table("kernels")
+    assert len(table) == 8 and set(table["phase"]) == {"decode"} and set(table["role"]) == {"qkv_proj"}
+    assert figures_of(text)["fig-gap"]["data"][0]["x"] == ["decode \u00b7 qkv_proj"]
+    assert "only phase decode, role qkv_proj" in "".join(page.text)
+
+
+def test_missing_metrics_are_dashes_not_zeros():
+    """sections_raw.csv lacks the tensor-op and DRAM counters: fill and DRAM are n/a, never 0."""
+    data = views_input(DATA / "sections_raw.csv", TARGETED_SHAPES, {"id": "s", "name": "sections"})
+    page = Page(report.render_report(data))
+    tensor = page.table("tensor")
+    assert set(tensor["fill"]) == {"\u2014"} and set(tensor["useful tensor"]) == {"\u2014"}
+    assert "0 pass \u00b7 0 fail \u00b7 188 n/a" in dict(page.sections["roofline"]["asides"])["V7"]
+    assert "fig-roofline" not in figures_of(report.render_report(data))
+
+
+ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "script", "body", "header", "h1", "h2",
+                "h4", "div", "nav", "a", "main", "section", "p", "aside", "span", "b", "ul", "li",
+                "table", "thead", "tbody", "tr", "th", "td", "code", "details", "summary", "footer"}
+
+
+def test_hostile_names_and_messages_stay_text(tmp_path):
+    capture = hostile_capture(DATA / "targeted_raw.csv", tmp_path / "hostile.csv")
+    text = report.render_report(views_input(capture, TARGETED_SHAPES,
+                                            {"id": "evil", "name": HOSTILE_RUN_NAME}))
+    page = Page(text)
+    assert {tag for tag, _ in page.tags} <= ALLOWED_TAGS
+    assert not any(name.startswith("on") for _, attrs in page.tags for name in attrs)
+    assert sum(tag == "script" for tag, _ in page.tags) == 3
+    shown = "".join(page.text)
+    for hostile in (HOSTILE_NAME, HOSTILE_ROLE_MESSAGE, HOSTILE_PHASE_MESSAGE, HOSTILE_RUN_NAME):
+        assert hostile in shown  # as text, character for character
+    # inside the figures' JSON the markup is data, and plotly gets it as entities
+    blob = text[text.index('id="smlens-figures">'):]
+    blob = blob[:blob.index("</script>")]
+    assert "<" not in blob[len('id="smlens-figures">'):]
+    hovers = [t for f in figures_of(text).values() for tr in f["data"] for t in tr.get("text", [])]
+    assert hovers and not any(re.search(r"<(?!br>)", h) for h in hovers)
