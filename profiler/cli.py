@@ -291,17 +291,20 @@ def _print_views(result, run: dict) -> None:
     if print_views is not None:
         print_views(result, run)
         return
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{run['name']}: the gap, headline SM throughput -> useful tensor work (%)")
-    for column in ("phase", "role", "time %", "headline", "SM active", "tensor pipe", "useful", "top stall"):
-        table.add_column(column, justify="left" if column in ("phase", "role", "top stall") else "right")
+    table = Table(title=f"{run['name']}: the gap, headline to useful tensor work (%)",
+                  box=box.SIMPLE_HEAD, padding=(0, 1))
+    for column in ("phase", "role", "time", "headline", "active", "tensor", "useful"):
+        table.add_column(column, justify="left" if column in ("phase", "role") else "right",
+                         no_wrap=True)
     for row in result.gap.itertuples(index=False):
         cells = [f"{v:.3g}" if v == v else "n/a" for v in (
             row.time_share_pct, row.sm_throughput_pct, row.sm_active_pct, row.tensor_pipe_pct,
             row.useful_tensor_pct)]
-        table.add_row(row.phase, row.role, *cells, row.top_stall or "n/a")
+        table.add_row(row.phase, row.role, *cells)
     Console().print(table)
 
 
