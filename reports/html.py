@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -235,6 +235,10 @@ def _ceiling_text(ceilings: dict) -> str:
     return ", ".join(parts) or "none known"
 
 
+def _known(value: Any) -> bool:
+    return not is_missing(value) and value != ""
+
+
 def _header(data: ReportInput, base: Optional[ReportInput], phase, role) -> str:
     run = data.run
 
@@ -242,10 +246,12 @@ def _header(data: ReportInput, base: Optional[ReportInput], phase, role) -> str:
         bits = [f"<b>{esc(r.get('name') or r.get('id'))}</b>"]
         if r.get("id") and r.get("name"):
             bits.append(f"run {esc(r.get('id'))}")
-        for key, label in (("device_name", ""), ("ncu_version", "ncu "), ("created", ""),
-                           ("source", "from ")):
-            if not is_missing(r.get(key)) and r.get(key):
-                bits.append(esc(f"{label}{r.get(key)}"))
+        # The capture's file name, not its path: a report is shared, the local folders are not.
+        shown = {"device_name": r.get("device_name"),
+                 "ncu_version": f"ncu {r.get('ncu_version')}" if _known(r.get("ncu_version")) else None,
+                 "created": str(r.get("created"))[:16].replace("T", " ") if _known(r.get("created")) else None,
+                 "source": f"from {Path(str(r.get('source'))).name}" if _known(r.get("source")) else None}
+        bits += [esc(v) for v in shown.values() if _known(v)]
         return " \u00b7 ".join(bits)
 
     k = data.kernels
@@ -329,9 +335,11 @@ def write_report(path: Path | str, text: str) -> int:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8")
-    fd, tmp = tempfile.mkstemp(prefix=".smlens-report-", suffix=".html", dir=path.parent)
+    # open(..., "xb") rather than mkstemp: the report gets the umask's mode (0644), not 0600,
+    # since it is meant to be shared and uploaded.
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with open(tmp, "xb") as handle:
             handle.write(data)
         os.replace(tmp, path)
     except BaseException:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -93,3 +94,6 @@ def test_write_report_is_atomic(tmp_path):
     assert page.write_report(target, "<p>\u00b5</p>") == len("<p>\u00b5</p>".encode())
     assert target.read_text(encoding="utf-8") == "<p>\u00b5</p>"
     assert [p.name for p in target.parent.iterdir()] == ["r.html"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask  # shareable, not mkstemp's 0600
