@@ -40,8 +40,9 @@ _CUTLASS2X = re.compile(r"cutlass_(\d{2,3})_(wmma_)?tensorop_\w*?_(\d+)x(\d+)_(\
 _GEMM_SHAPE = re.compile(r"GemmShape<\s*(\d+),\s*(\d+),\s*(\d+)\s*>")
 _CUTE_TUPLE = re.compile(r"cute::tuple<\s*cute::C<(\d+)>,\s*cute::C<(\d+)>,\s*cute::C<(\d+)>\s*>")
 _SM_TEMPLATE = re.compile(r"[Ss]m(\d{2,3})\b|Sm(\d{2,3})[A-Z_]")
-_CUDNN_SDPA = re.compile(r"cudnn_generated_\w*?sdpa_(sm\d+)_\w*?(wgmma|wmma|hmma|mma)?_\w*?"
+_CUDNN_SDPA = re.compile(r"cudnn_generated_\w*?sdpa_(sm\d+)_\w*?"
                          r"(\d+)x(\d+)x(\d+)_(\d+)x(\d+)x(\d+)_cga(\d+)x(\d+)x(\d+)")
+_MMA_WORD = re.compile(r"_(wgmma|wmma|hmma|mma)_")
 _FA2_TRAITS = re.compile(r"Flash_(?:fwd|bwd)_kernel_traits\w*<\s*(\d+),\s*(\d+),\s*(\d+)")
 _FMHA = re.compile(r"fmha_cutlass[FB]_\w*?_(\d+)x(\d+)_\w*?(sm\d+)")
 _SM_WORD = re.compile(r"(?<![a-z])sm_?(\d{2,3})(?![0-9])")
@@ -145,8 +146,9 @@ def _attention(name: str):
     m = _CUDNN_SDPA.search(name)
     if m:
         g = m.groups()
-        return _row("cudnn_sdpa", (int(g[2]), int(g[3]), int(g[4])), (int(g[8]), int(g[9])),
-                    arch=g[0], mma=_arch_mma(g[0], g[1]))
+        word = _MMA_WORD.search(name)
+        return _row("cudnn_sdpa", (int(g[1]), int(g[2]), int(g[3])), (int(g[7]), int(g[8])),
+                    arch=g[0], mma=_arch_mma(g[0], word.group(1) if word else None))
     if "sdpa" in name and "cudnn" in name:
         arch = _SM_WORD.search(name)
         arch = f"sm{arch.group(1)}" if arch else None

@@ -93,8 +93,8 @@ def _path_check(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
     checks.na(np.asarray(claimed.isna(), dtype=bool), "")
     checks.na(unknown, "needs the gmma/hmma instruction or op counters")
     agrees = np.where(claims_gmma, shows_gmma, shows_hmma)
-    checks.passed(agrees & behind, lambda a, c: f"{a} kernel on a {c} device: name and counters "
-                  "agree it skips the newer path", figures["arch_path"], device.cc(kernels))
+    checks.passed(agrees & behind, lambda a, c, s: f"{a} kernel on a {c} device: the counters show "
+                  + ("gmma" if s == 0 else "hmma and no gmma"), figures["arch_path"], device.cc(kernels), shown)
     checks.passed(agrees)
     checks.failed(~agrees, lambda a, s: f"the name says {a}, the counters show "
                   + ("gmma", "hmma", "no MMA")[s], figures["arch_path"], shown)
@@ -126,7 +126,7 @@ def _choice(row) -> str:
     text = row.kernel_family if isinstance(row.kernel_family, str) else "unknown"
     if isinstance(row.tile, str):
         text += f" {row.tile}"
-    if row.split_k is True:
+    if not pd.isna(row.split_k) and bool(row.split_k):
         text += f" split-K {row.split_k_factor:.0f}" if row.split_k_factor >= 2 else " split-K"
     if isinstance(row.arch_path, str):
         text += f" ({row.arch_path})"
