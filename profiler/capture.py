@@ -236,16 +236,22 @@ def _numeric(array: pa.Array, lenient: bool = False) -> pa.Array | None:
     return pc.cast(cleaned, pa.float64())
 
 
-def _ints(series: pd.Series) -> pd.Series:
-    return pd.to_numeric(series.astype("string").str.replace(",", "", regex=False),
-                         errors="coerce").astype("Int64")
+def _ints(values) -> pd.Series:
+    """Integers from text cells ("1,056" too); anything else is <NA>."""
+    index = values.index if isinstance(values, pd.Series) else None
+    if index is not None:
+        values = pa.array(values.astype("string").to_numpy(na_value=None), pa.string())
+    text = pc.utf8_trim_whitespace(pc.replace_substring(values.cast(pa.string()), ",", ""))
+    whole = pc.fill_null(pc.match_substring_regex(text, r"^[-+]?\d{1,18}$"), False)
+    numbers = pc.cast(pc.if_else(whole, text, pa.scalar(None, pa.string())), pa.int64())
+    return pd.Series(numbers.to_pandas().to_numpy(), dtype="Int64", index=index)
 
 
-def _xyz(series: pd.Series, prefix: str) -> pd.DataFrame:
-    parts = series.astype("string").str.extract(r"\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
-    out = pd.DataFrame(index=series.index)
-    for axis, column in zip("xyz", parts.columns):
-        out[f"{prefix}_{axis}"] = pd.to_numeric(parts[column]).astype("Int64")
+def _xyz(values, prefix: str) -> pd.DataFrame:
+    """"(256, 1, 1)" -> prefix_x, prefix_y, prefix_z and their product."""
+    parts = pc.extract_regex(pc.fill_null(values.cast(pa.string()), ""),
+                             r"\(\s*(?P<x>\d+)\s*,\s*(?P<y>\d+)\s*,\s*(?P<z>\d+)\s*\)")
+    out = pd.DataFrame({f"{prefix}_{axis}": _ints(pc.struct_field(parts, axis)) for axis in "xyz"})
     total_name = "block_threads" if prefix == "block" else "grid_blocks"
     out[total_name] = out[f"{prefix}_x"] * out[f"{prefix}_y"] * out[f"{prefix}_z"]
     return out
@@ -307,26 +313,24 @@ class Classifier:
 
 
 def _identity_frame(table: pa.Table, classifier: Classifier) -> pd.DataFrame:
-    columns = {name: table.column(name).to_pandas() for name in table.column_names
-               if name in IDENTITY_COLUMNS or name.startswith((PUSH_POP_PREFIX, START_STOP_PREFIX))}
-    raw = pd.DataFrame(columns)
-    frame = pd.DataFrame(index=raw.index)
-    frame["kernel_id"] = _ints(raw["ID"])  # rows whose ID is not a number are dropped by callers
+    """Identity and derived columns from the identity cells of a block (strings)."""
+    present = set(table.column_names)
+    frame = pd.DataFrame({"kernel_id": _ints(table.column("ID"))})  # callers drop <NA> IDs
     for source, target in IDENTITY_COLUMNS.items():
-        if source == "ID" or source not in raw:
+        if source == "ID" or source not in present:
             continue
+        column = table.column(source)
         if target in INT_IDENTITY:
-            frame[target] = _ints(raw[source])
-        elif target == "block_size":
-            frame = frame.join(_xyz(raw[source], "block"))
-        elif target == "grid_size":
-            frame = frame.join(_xyz(raw[source], "grid"))
+            frame[target] = _ints(column)
+        elif target in ("block_size", "grid_size"):
+            frame = frame.join(_xyz(column, target.split("_")[0]))
         else:
-            frame[target] = raw[source].astype("string")
-    push_pop = next((c for c in raw.columns if c.startswith(PUSH_POP_PREFIX)), None)
-    cells = raw[push_pop] if push_pop else pd.Series([""] * len(raw), index=raw.index)
-    processes = frame["process_id"] if "process_id" in frame else pd.Series([0] * len(raw))
-    names = frame["kernel_name"] if "kernel_name" in frame else pd.Series([""] * len(raw))
+            frame[target] = pd.Series(column.to_pandas(), dtype="string")
+    push_pop = next((c for c in table.column_names if c.startswith(PUSH_POP_PREFIX)), None)
+    blank = pd.Series([""] * len(frame), index=frame.index)
+    cells = pd.Series(table.column(push_pop).to_pandas(), index=frame.index) if push_pop else blank
+    processes = frame["process_id"] if "process_id" in frame else blank
+    names = frame["kernel_name"] if "kernel_name" in frame else blank
     return frame.join(classifier.derive(cells, names, processes))
 
 
@@ -392,16 +396,14 @@ def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None =
 
 
 class _RawConverter:
-    """CSV blocks of a raw capture -> Arrow tables of one schema.
+    """CSV blocks of a raw capture -> Arrow tables of one schema, one Arrow parse per block.
 
-    Fast path: numbers are quoted with thousands separators ("18,720"), which Arrow's CSV parser
-    cannot read as numbers. In a block where every cell is quoted, a comma that is not between
-    two quotes is a thousands separator or sits inside text, so the block is copied with those
-    commas removed and Arrow parses the metrics natively; the identity columns and text metrics
-    are read from the original bytes. Any doubt (an unquoted cell, a row count that differs, a
-    value that does not parse) sends the block down the plain path: strings, then per column.
-    A metric's type is fixed by the first block; later text in a numeric column becomes null,
-    and a note says so.
+    Arrow parses most metric columns as numbers natively. Its parser knows no thousands
+    separators, so a column holding "18,720" arrives as text and is converted here (separators
+    removed, then cast). The first block decides each column's type: number, number with
+    separators, or text. A later block that breaks that (a separator where none was, text in a
+    numeric column) is read again as strings and converted column by column; text in a numeric
+    column then becomes null, and a note says so.
     """
 
     _NULLS = ["", "n/a", "N/A", "-", "nan", "NaN"]
@@ -412,14 +414,14 @@ class _RawConverter:
         self.identity = [n for n in self.names
                          if n in IDENTITY_COLUMNS or n.startswith((PUSH_POP_PREFIX, START_STOP_PREFIX))]
         self.metrics = [n for n in self.names if n not in self.identity]
-        self.numeric: list[str] | None = None  # fixed by the first block
-        self.text: list[str] = []
+        self.types: dict[str, pa.DataType] | None = None  # how each column is read, from block 1
+        self.numeric: set[str] = set()  # metric columns stored as float64
         self.units: dict[str, str] = {}
         self.classifier = Classifier(shapes)
         self.skipped_rows = 0
         self.notes: list[str] = []
 
-    def _read(self, data: bytes, columns: list[str], types: dict | None) -> pa.Table:
+    def _read(self, data: bytes, types: dict) -> pa.Table:
         skipped = []
 
         def skip(row) -> str:  # a program line that looked like a row
@@ -432,75 +434,73 @@ class _RawConverter:
                 read_options=pacsv.ReadOptions(column_names=self.names, block_size=BLOCK_BYTES),
                 parse_options=pacsv.ParseOptions(newlines_in_values=False, invalid_row_handler=skip),
                 convert_options=pacsv.ConvertOptions(
-                    include_columns=columns, column_types=types or {}, null_values=self._NULLS,
+                    column_types=types, null_values=self._NULLS,
                     strings_can_be_null=True, quoted_strings_can_be_null=True))
         except pa.ArrowInvalid as err:
             if "UTF8" in str(err):
                 raise BadInput(f"{self.path} {_NOT_UTF8}") from None
             raise
-        self._last_skipped = len(skipped)
+        self.skipped_rows += len(skipped)
         return table
 
+    def _numbers(self, table: pa.Table) -> dict[str, pa.Array]:
+        """float64 for every numeric metric column of a block read with self.types."""
+        out = {}
+        for name in self.numeric:
+            column = table.column(name)
+            if column.type == pa.float64():
+                out[name] = column
+                continue
+            try:  # thousands separators
+                out[name] = pc.cast(pc.replace_substring(column, ",", ""), pa.float64())
+            except pa.ArrowInvalid:
+                out[name] = _numeric(column.combine_chunks(), lenient=True)
+                self.notes.append(f"{name}: text in a numeric column, kept as null")
+        return out
+
+    def _decide_types(self, block: bytes) -> pa.Table:
+        table = self._read(block, {n: pa.string() for n in self.identity})  # Arrow infers metrics
+        self.types = {n: pa.string() for n in self.identity}
+        for name in self.metrics:
+            column = table.column(name)
+            kind = column.type
+            if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind):
+                self.types[name] = pa.float64()
+                self.numeric.add(name)
+            else:
+                self.types[name] = pa.string()
+                if _numeric(column.cast(pa.string()).combine_chunks()) is not None:
+                    self.numeric.add(name)  # numbers with thousands separators
+        return table.cast(pa.schema([pa.field(n, self.types[n]) for n in self.names]))
+
     def convert(self, block: bytes, unit_row: dict) -> pa.Table:
-        try:
-            numbers = self._fast_numbers(block)
-        except pa.ArrowInvalid:
-            numbers = None
-        strings = self._read(block, self.identity + (self.text if numbers is not None else self.metrics),
-                             {n: pa.string() for n in self.names})
-        skipped = self._last_skipped
-        if numbers is None or numbers.num_rows != strings.num_rows:
-            numbers = self._slow_numbers(strings)
-        self.skipped_rows += skipped
-        identity = _identity_frame(strings.select(self.identity), self.classifier)
+        if self.types is None:
+            table = self._decide_types(block)
+        else:
+            try:
+                table = self._read(block, self.types)
+            except pa.ArrowInvalid:  # this block breaks block 1's types: strings, column by column
+                table = self._read(block, {n: pa.string() for n in self.names})
+        numbers = self._numbers(table)
+        identity = _identity_frame(table.select(self.identity), self.classifier)
         valid = identity["kernel_id"].notna()
         if not valid.all():  # a program line that looked like a row
             self.skipped_rows += int((~valid).sum())
             mask = pa.array(valid.to_numpy())
-            identity, strings, numbers = identity[valid], strings.filter(mask), numbers.filter(mask)
+            identity, table = identity[valid], table.filter(mask)
+            numbers = {n: pc.filter(v, mask) for n, v in numbers.items()}
         out = pa.Table.from_pandas(identity.astype({"kernel_id": "int64"}), preserve_index=False)
         for name in self.metrics:
             base_unit, factor = to_base(unit_row.get(name, ""))
-            if name in self.text:
-                values = strings.column(name)
-                self.units.setdefault(name, unit_row.get(name, ""))
-            else:
-                values = numbers.column(name)
+            if name in self.numeric:
+                values = numbers[name]
                 values = pc.multiply(values, factor) if factor != 1.0 else values
                 self.units.setdefault(name, base_unit)
+            else:
+                values = table.column(name).cast(pa.string())
+                self.units.setdefault(name, unit_row.get(name, ""))
             out = out.append_column(name, values)
         return out
-
-    def _fast_numbers(self, block: bytes) -> pa.Table | None:
-        if b",," in block or b",\n" in block or b"\n," in block or block.startswith(b","):
-            return None  # an unquoted cell: commas are not all delimiters between quotes
-        stripped = block.replace(b'","', b'"\x1f"').replace(b",", b"").replace(b"\x1f", b",")
-        if self.numeric is None:
-            table = self._read(stripped, self.metrics, None)  # let Arrow infer, once
-            self.numeric = [f.name for f in table.schema
-                            if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
-                            or pa.types.is_null(f.type)]
-            self.text = [n for n in self.metrics if n not in set(self.numeric)]
-            return table.select(self.numeric).cast(pa.schema(
-                [pa.field(n, pa.float64()) for n in self.numeric]))
-        return self._read(stripped, self.numeric, {n: pa.float64() for n in self.numeric})
-
-    def _slow_numbers(self, strings: pa.Table) -> pa.Table:
-        """Per column from strings: numbers with separators, blanks and n/a as null."""
-        columns = {}
-        for name in self.metrics:
-            raw = strings.column(name).combine_chunks()
-            values = _numeric(raw)
-            if self.numeric is not None and name in self.numeric and values is None:
-                values = _numeric(raw, lenient=True)
-                self.notes.append(f"{name}: text in a numeric column, kept as null")
-            if values is not None:
-                columns[name] = values
-        if self.numeric is None:
-            self.numeric = list(columns)
-            self.text = [n for n in self.metrics if n not in columns]
-        return pa.table({n: columns.get(n, pa.nulls(strings.num_rows, pa.float64()))
-                         for n in self.numeric})
 
 
 # --- details page ------------------------------------------------------------------------------
