@@ -245,7 +245,8 @@ def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, na
         base = _views_of_run(the_store, baseline)[2] if baseline else None
     if (phase or role) and filter_input(data, phase, role).kernels.empty:
         raise BadInput(f"run {row['id']} has no kernels in phase {phase or 'any'}, role {role or 'any'}")
-    size = _write_html(output, data, base, phase, role)
+    with Console(stderr=True).status(f"writing {output}"):
+        size = _write_html(output, data, base, phase, role)
     if format == Format.json:
         typer.echo(json.dumps({"report": str(output), "bytes": size, "run": row["id"],
                                "baseline": base.run["id"] if base else None}))

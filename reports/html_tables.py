@@ -238,16 +238,16 @@ def kernel_table(kernels: pd.DataFrame, checks: pd.DataFrame) -> str:
         return '<p class="na">No kernels.</p>'
     present = [(c, label, f) for c, label, f in KERNEL_COLUMNS if c in kernels.columns]
     headers = ["#", "phase", "role", "kind", "kernel", "NVTX"] + [l for _, l, _ in present] + list(VIEW_IDS)
-    rows = []
-    for idx, k in kernels.iterrows():
-        row = [esc(k.get("id")), esc(k.get("phase")), esc(k.get("role")), esc(k.get("kind")),
-               f"<code>{esc(short_name(k.get('name')))}</code>", esc(_nvtx_text(k.get("nvtx_stack")))]
-        for column, _, formatter in present:
-            value = k.get(column)
-            row.append(esc("\u2014" if is_missing(value) else formatter(value)))
-        row += [badge(checks.at[idx, v], checks.at[idx, f"detail_{v}"]) for v in VIEW_IDS]
-        rows.append(row)
-    return _table(headers, rows, "kernels")
+    # Column by column (each a list of escaped cells), then zipped into rows: no per-cell lookups.
+    names = {n: f"<code>{esc(short_name(n))}</code>" for n in col(kernels, "name").dropna().unique()}
+    columns = [[esc(v) for v in col(kernels, c)] for c in ("id", "phase", "role", "kind")]
+    columns.append([names.get(n, "") for n in col(kernels, "name")])
+    columns.append([esc(_nvtx_text(v)) for v in col(kernels, "nvtx_stack")])
+    for column, _, formatter in present:
+        columns.append([esc("\u2014" if is_missing(v) else formatter(v)) for v in kernels[column]])
+    for view in VIEW_IDS:
+        columns.append([badge(st, detail) for st, detail in zip(checks[view], checks[f"detail_{view}"])])
+    return _table(headers, [list(row) for row in zip(*columns)], "kernels")
 
 
 def _nvtx_text(stack: Any) -> str:
