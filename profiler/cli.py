@@ -265,11 +265,14 @@ def demo(output: Path = typer.Option(Path("smlens-demo.html"), "--output", "-o",
     from importlib.resources import as_file, files
     from profiler.capture import parse_shapes_file
     from profiler.store import Store
+    from rich.console import Console
+    from reports.terminal import print_views
 
     bundled = files("profiler") / "data"
     with as_file(bundled / "h200_targeted_raw.csv.gz") as capture, \
             as_file(bundled / "h200_shapes.txt") as shapes, \
-            tempfile.TemporaryDirectory(prefix="smlens-demo-") as folder:
+            tempfile.TemporaryDirectory(prefix="smlens-demo-") as folder, \
+            Console(stderr=True).status("ingesting the bundled H200 capture, computing the views"):
         the_store = Store(Path(folder) / "store")
         row, _ = the_store.ingest(capture, name="h200-demo", tags={"source": "bundled"},
                                   shapes=parse_shapes_file(shapes))
@@ -279,34 +282,8 @@ def demo(output: Path = typer.Option(Path("smlens-demo.html"), "--output", "-o",
         typer.echo(json.dumps({"report": str(output), "bytes": size,
                                "views": json.loads(result.to_json(run=run["id"]))}))
     else:
-        _print_views(result, run)
-        typer.echo(f"wrote {output} ({size / 1e6:.1f} MB): open it in a browser")
-
-
-def _print_views(result, run: dict) -> None:
-    """The views command's printer when it is there; else the gap, its first table."""
-    try:
-        from reports.terminal import print_views
-    except ImportError:
-        print_views = None
-    if print_views is not None:
         print_views(result, run)
-        return
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{run['name']}: the gap, headline to useful tensor work (%)",
-                  box=box.SIMPLE_HEAD, padding=(0, 1))
-    for column in ("phase", "role", "time", "headline", "active", "tensor", "useful"):
-        table.add_column(column, justify="left" if column in ("phase", "role") else "right",
-                         no_wrap=True)
-    for row in result.gap.itertuples(index=False):
-        cells = [f"{v:.3g}" if v == v else "n/a" for v in (
-            row.time_share_pct, row.sm_throughput_pct, row.sm_active_pct, row.tensor_pipe_pct,
-            row.useful_tensor_pct)]
-        table.add_row(row.phase, row.role, *cells)
-    Console().print(table)
+        typer.echo(f"wrote {output} ({size / 1e6:.1f} MB): open it in a browser")
 
 
 # --- profile, doctor ---------------------------------------------------------------------------
