@@ -183,7 +183,9 @@ def export_command(ncu: str, report: str | Path) -> list[str]:
 
 # --- reading ncu's progress -----------------------------------------------------------------
 
-_PROFILING = re.compile(r'==PROF== Profiling "(?P<name>.*)"(?: - (?P<id>\d+))?:')
+# `... - 12: 0%...`, or with --launch-count `... - 0 (1/3): 0%...`
+_PROFILING = re.compile(r'==PROF== Profiling "(?P<name>.*)"(?: - (?P<id>\d+))?'
+                        r'(?: \((?P<index>\d+)/(?P<total>\d+)\))?:')
 _PASSES = re.compile(r"-\s*(?P<passes>\d+)\s+pass(?:es)?")
 _APP_ERROR = re.compile(r"==ERROR== The application returned an error code \((?P<code>-?\d+)\)")
 _NO_GPU_SIGNS = ("no CUDA-capable device", "Found no NVIDIA driver", "No CUDA GPUs are available",
@@ -198,6 +200,7 @@ class Event:
     kernel: str | None = None
     passes: int | None = None
     percent: int | None = None   # of the current kernel's replay passes
+    total: int | None = None     # kernels ncu will profile, when it says (--launch-count)
 
 
 class ProgressReader:
@@ -236,7 +239,8 @@ class ProgressReader:
             name = match.group("name") if match else None
             if name != self._current:
                 self._current, self._marks_seen = name, 0
-                events.append(Event("started", line, kernel=name))
+                total = int(match.group("total")) if match and match.group("total") else None
+                events.append(Event("started", line, kernel=name, total=total))
             progress = line[match.end():] if match else ""
             marks = progress.count("%") + progress.count(".")
             if marks > self._marks_seen:
@@ -417,31 +421,55 @@ def read_raw_csv(path: Path) -> tuple[list[str], list[str], list[list[str]]]:
 
 def merge_raw_csvs(paths: Iterable[Path], out: Path) -> int:
     """Concatenate raw-page CSVs of several ncu runs into one, the union of their columns, kernel
-    IDs renumbered so they stay unique and in run order. Returns the number of kernels."""
+    IDs renumbered so they stay unique and in run order. A column whose unit differs between the
+    files (`us` in one, `ns` in another) is converted to its base unit. Returns the kernel count."""
+    from profiler.units import to_base
+
     parts = [read_raw_csv(Path(p)) for p in paths]
     parts = [p for p in parts if p[0]]
     if not parts:
         return 0
     header: list[str] = []
-    units: dict[str, str] = {}
+    seen_units: dict[str, set] = {}
     for cols, unit_row, _ in parts:
         for i, name in enumerate(cols):
-            if name not in units:
+            if name not in seen_units:
                 header.append(name)
-                units[name] = unit_row[i] if i < len(unit_row) else ""
+                seen_units[name] = set()
+            seen_units[name].add(unit_row[i] if i < len(unit_row) else "")
+    units = {name: next(iter(found)) if len(found) == 1 else to_base(sorted(found)[0])[0]
+             for name, found in seen_units.items()}
     count, next_id = 0, 0
     with open(out, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle, quoting=csv.QUOTE_ALL, lineterminator="\n")
         writer.writerow(header)
         writer.writerow([units[name] for name in header])
-        for cols, _, rows in parts:
+        for cols, unit_row, rows in parts:
             index = {name: i for i, name in enumerate(cols)}
-            base = next_id
+            factors = {}
+            for name, i in index.items():
+                unit = unit_row[i] if i < len(unit_row) else ""
+                if unit != units[name]:
+                    base, factor = to_base(unit)
+                    factors[name] = factor if base == units[name] else None
+            base_id = next_id
             for row in rows:
                 cells = {name: (row[i] if i < len(row) else "") for name, i in index.items()}
-                kernel_id = base + int(cells["ID"])
+                for name, factor in factors.items():
+                    cells[name] = _scaled(cells[name], factor)
+                kernel_id = base_id + int(cells["ID"])
                 cells["ID"] = str(kernel_id)
                 next_id = max(next_id, kernel_id + 1)
                 writer.writerow([cells.get(name, "") for name in header])
                 count += 1
     return count
+
+
+def _scaled(cell: str, factor: float | None) -> str:
+    """A number as ncu prints it (`4,280.24`) times `factor`; text, or an unknown unit, is emptied
+    rather than mislabelled."""
+    try:
+        value = float(cell.replace(",", ""))
+    except ValueError:
+        return cell if cell.strip() in ("", "n/a") else ""
+    return "" if factor is None else f"{value * factor:.15g}"

@@ -124,8 +124,8 @@ def plan_workload(config: decoder.WorkloadConfig, metrics: list[str], dedup: boo
         notes.append("dedup: layer_0 of each phase and decode step "
                      f"{decoder.representative_decode_step(config.decode_steps)} are profiled; the "
                      "other layers and steps launch the same kernels and are not replayed")
-    notes.append("expected kernel counts are lower bounds: a GEMM may add a split-K reduce kernel, "
-                 "decode attention a reduction kernel")
+    notes.append("expected kernel counts are estimates: a GEMM may add a split-K reduce kernel, "
+                 "and other torch or library versions may launch other kernels")
     return ProfilePlan(title, invocations, metrics, expected, skipped, regions, notes)
 
 
@@ -222,7 +222,9 @@ class _Progress:
         if self._progress is None or self._task is None:
             return
         for event in events:
-            if event.kind == "pass":
+            if event.kind == "started" and event.total:
+                self._progress.update(self._task, total=event.total)
+            elif event.kind == "pass":
                 self._progress.update(self._task, passes=f"{_short(event.kernel)} {event.percent}%")
             elif event.kind == "done":
                 task = self._progress.tasks[self._task]
