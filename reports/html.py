@@ -235,6 +235,20 @@ def _ceiling_text(ceilings: dict) -> str:
     return ", ".join(parts) or "none known"
 
 
+NO_FIGURE = "Nothing to draw: the capture lacks the metrics of this figure (its views are n/a)."
+
+
+def _has_data(figure: Optional[dict]) -> bool:
+    """A figure with at least one value to draw (all missing would render blank)."""
+    if figure is None:
+        return False
+    for trace in figure["data"]:
+        axis = "x" if trace.get("orientation") == "h" else "y"
+        if trace.get("mode") != "lines" and any(v is not None for v in trace.get(axis, [])):
+            return True
+    return False
+
+
 def _known(value: Any) -> bool:
     return not is_missing(value) and value != ""
 
@@ -291,11 +305,13 @@ def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
     nav = []
     for s in _sections(data, baseline):
         nav.append(f'<a href="#{esc(s.anchor)}">{esc(s.title.split(":")[0])}</a>')
+        s.figure = s.figure if _has_data(s.figure) else None
+        s.second_figure = s.second_figure if _has_data(s.second_figure) else None
         if s.figure is not None:
             figures[f"fig-{s.anchor}"] = s.figure
             figure = _figure_div(f"fig-{s.anchor}", s.figure)
         else:
-            figure = f'<p class="na">{esc(s.empty_note)}</p>' if s.empty_note else ""
+            figure = f'<p class="na">{esc(s.empty_note or NO_FIGURE)}</p>' if s.anchor != "selection" else ""
         if s.second_figure is not None:
             figures[f"fig-{s.anchor}-2"] = s.second_figure
             figure += _figure_div(f"fig-{s.anchor}-2", s.second_figure)

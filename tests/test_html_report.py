@@ -311,3 +311,19 @@ def test_hostile_names_and_messages_stay_text(tmp_path):
     assert "<" not in blob[len('id="smlens-figures">'):]
     hovers = [t for f in figures_of(text).values() for tr in f["data"] for t in tr.get("text", [])]
     assert hovers and not any(re.search(r"<(?!br>)", h) for h in hovers)
+
+
+def test_a_capture_with_only_times_draws_no_blank_figures():
+    """Only identity columns and gpu__time_duration: every other figure says n/a, none is empty."""
+    from profiler.capture import read_capture
+    from views.registry import compute_views
+
+    kernels = read_capture(DATA / "decode12_raw.csv").kernels
+    kernels = kernels[[c for c in kernels.columns if "__" not in c or c == "gpu__time_duration.sum"]]
+    text = report.render_report(report.from_views(compute_views(kernels), {"id": "m"}, kernels))
+    assert list(figures_of(text)) == ["fig-time"]
+    page = Page(text)
+    for section in ("gap", "tensor", "occupancy", "waves", "stalls", "roofline"):
+        assert f'<section id="{section}">' in text
+        assert any("n/a" in t for _, t in page.sections[section]["asides"])
+    assert text.count(report.NO_FIGURE) == 4
