@@ -220,6 +220,58 @@ def _write_html(output: Path, data, baseline=None, phase=None, role=None) -> int
         raise BadInput(f"cannot write {output}: {err.strerror or err}") from None
 
 
+class ViewsFormat(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+@command
+def views(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name or 'latest'."),
+          phase: Optional[List[str]] = typer.Option(None, "--phase", help="Only this phase (repeatable)."),
+          role: Optional[List[str]] = typer.Option(None, "--role", help="Only this role (repeatable)."),
+          kernel: Optional[str] = typer.Option(None, "--kernel",
+                                               help="Only kernels whose name matches this regular expression."),
+          view: Optional[List[str]] = typer.Option(None, "--view",
+                                                   help="Only these views, V1..V8 (repeatable, or V2,V3)."),
+          store: Optional[Path] = StoreOpt,
+          format: ViewsFormat = typer.Option(ViewsFormat.table, "--format")):
+    """The eight counter-validated views of a run: the gap per phase and role, then each view."""
+    import re
+    from rich.console import Console
+    from profiler.errors import BadInput
+    from profiler.store import Store
+    from reports.terminal import kernels_csv, print_views
+    from views.registry import compute_views, input_columns, view_ids
+
+    for value in phase or []:
+        _check_filter(value, None)
+    for value in role or []:
+        _check_filter(None, value)
+    try:
+        ids = view_ids(view)
+        if kernel:
+            re.compile(kernel)
+    except ValueError as err:
+        raise BadInput(f"--view: {err}") from None
+    except re.error as err:
+        raise BadInput(f"--kernel {kernel!r} is not a regular expression ({err})") from None
+    the_store = Store(store_path(store), create=False)
+    row = the_store.run(run)
+    with Console(stderr=True).status("computing the views"):
+        kernels = the_store.kernels(row["id"], columns=input_columns(ids))
+        result = compute_views(kernels, ids).filter(phase=phase, role=role, kernel=kernel)
+    if result.kernels.empty:
+        raise BadInput(f"run {row['id']} has no kernels for --phase {phase or 'any'}, --role "
+                       f"{role or 'any'}, --kernel {kernel or 'any'}")
+    if format == ViewsFormat.json:
+        typer.echo(result.to_json(run=row["id"]))
+    elif format == ViewsFormat.csv:
+        sys.stdout.write(kernels_csv(result))
+    else:
+        print_views(result, row)
+
+
 ReportOut = typer.Option(Path("smlens-report.html"), "--output", "-o", help="HTML file to write.")
 
 
@@ -399,6 +451,79 @@ def doctor(ncu: Optional[str] = typer.Option(None, help="ncu executable (default
             table.add_row(c.name, f"[{colour[c.status]}]{c.status}[/]", c.detail, c.fix)
         Console().print(table)
     raise typer.Exit(doc.exit_code(checks))
+
+
+# --- bench: the determinism benchmark ----------------------------------------------------------
+
+bench_app = typer.Typer(no_args_is_help=True, help="Deterministic FP32-FMA GEMMs: bits and speed.")
+app.add_typer(bench_app, name="bench")
+
+
+def _bench_command(func):
+    """Register a bench subcommand; SmlensError becomes one stderr line and its exit code."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except SmlensError as err:
+            fail(str(err), err.exit_code)
+        except KeyboardInterrupt:
+            fail("interrupted", 130)
+
+    return bench_app.command()(wrapper)
+
+
+@_bench_command
+def determinism(model: str = typer.Option("llama-3.1-8b", help="Model whose four projections to run."),
+                batches: str = typer.Option("1..256", help="Batch sizes for batch invariance, e.g. 1..256 or 1,2,4."),
+                repeats: int = typer.Option(50, min=1, help="Runs per digest set and timed replays per case."),
+                impl: str = typer.Option("det,layercast,cublas_bf16,bi_tc", help="Implementations (det first)."),
+                layer: bool = typer.Option(True, help="Also time a decoder layer: prefill 2048 + 32 decode steps."),
+                timing: bool = typer.Option(True, help="Time each projection (decode M=1,8,16, prefill 2048)."),
+                seed: int = typer.Option(0, help="Input seed (inputs are drawn on the CPU: the same everywhere)."),
+                out: Optional[Path] = typer.Option(None, "--out", help="Write the JSON result here."),
+                format: Format = typer.Option(Format.table, "--format")):
+    """Bits (batch invariance, run to run, CPU reference) and speed against the baselines, on the GPU."""
+    import json
+    from profiler import bench
+    from profiler.workloads import deterministic as det
+    impls = [i.strip() for i in impl.split(",") if i.strip()]
+    bad = [i for i in impls if i not in det.IMPLS]
+    if bad or not impls:
+        raise SmlensError(f"--impl: unknown {', '.join(bad) or 'empty list'}; choose from {', '.join(det.IMPLS)}")
+    batch_list = bench.parse_batches(batches)
+    from profiler.workloads.models import get_model
+    get_model(model)  # unknown model: a clear error before the GPU is touched
+    if out is not None and out.exists() and out.is_dir():
+        raise SmlensError(f"--out {out} is a folder; give a file name")
+    from rich.console import Console
+    err = Console(stderr=True)
+    with err.status("starting") as status:
+        result = bench.run_determinism(model, batch_list, repeats, impls, layer=layer, timing=timing, seed=seed,
+                                       progress=lambda m: status.update(m), command=" ".join(sys.argv))
+    if out is not None:
+        out.write_text(json.dumps(result, indent=1))
+    if format == Format.json:
+        typer.echo(json.dumps(result))
+    else:
+        bench.render_result(result)
+
+
+@_bench_command
+def compare(a: Path = typer.Argument(..., help="Result of `smlens bench determinism --out` on one GPU."),
+            b: Path = typer.Argument(..., help="The same on another GPU (or software stack)."),
+            format: Format = typer.Option(Format.table, "--format")):
+    """Did two runs give the same bits? Exit 0 when the det kernels' bits match, 1 when they differ."""
+    import json
+    from profiler import bench
+    cmp = bench.compare_results(bench.load_result(a), bench.load_result(b))
+    if format == Format.json:
+        typer.echo(json.dumps(cmp))
+    else:
+        bench.render_comparison(cmp)
+    if cmp["same_bits_by_impl"].get("det") is False:
+        raise typer.Exit(1)
 
 
 def main() -> None:

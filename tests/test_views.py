@@ -315,7 +315,11 @@ def test_filter_recomputes_groups(targeted):
     assert set(only.kernels["phase"]) == {"decode"}
     assert only.kernels["kernel_name"].str.startswith("nvjet").all()
     assert set(only.groups["role"]) == {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
-    assert only.groups["time_share_pct"].sum() == pytest.approx(100)
+    qkv = only.groups[only.groups["role"] == "qkv_proj"].iloc[0]
+    assert qkv["kernels"] == 8
+    # time shares stay shares of the whole run
+    assert only.groups["time_share_pct"].sum() == pytest.approx(
+        100 * only.kernels["time_ns"].sum() / targeted.kernels["time_ns"].sum())
 
 
 # --- missing metrics: n/a, never wrong numbers ---------------------------------------------------

@@ -56,6 +56,17 @@ def required_metrics(view_ids_=None) -> list[str]:
     return list(seen)
 
 
+# The gap (headline -> useful) reads these views' figures: they are computed whatever is asked.
+GAP_VIEWS = ("V1", "V2", "V3", "V4", "V5", "V6")
+
+
+def input_columns(view_ids_=None) -> list[str]:
+    """The kernels-table columns the views (and the gap) read: identity, metrics, device attributes.
+    A store reads only these (the others of a `--set full` capture are thousands)."""
+    ids = sorted(set(view_ids(view_ids_)) | set(GAP_VIEWS))
+    return list(dict.fromkeys(list(IDENTITY) + required_metrics(ids) + device.DEVICE_METRICS))
+
+
 def _json_value(value):
     if value is None or value is pd.NA or value is pd.NaT:
         return None
@@ -82,6 +93,7 @@ class ViewsResult:
     selection: pd.DataFrame  # V8: what ran per phase and role, and what changed
     devices: pd.DataFrame  # the device constants the views used, and where they came from
     view_ids: list[str] = field(default_factory=list)
+    total_time_ns: float = float("nan")  # of the whole run: time shares stay shares of it after filter()
 
     def filter(self, phase=None, role=None, kernel=None) -> "ViewsResult":
         """The kernels of some phases, roles or names (a regular expression), with groups, gap and
@@ -94,7 +106,7 @@ class ViewsResult:
         if kernel:
             pattern = re.compile(kernel)
             mask &= self.kernels["kernel_name"].astype(str).str.contains(pattern, na=False).to_numpy()
-        return _assemble(self.kernels[mask], self.view_ids, self.devices)
+        return _assemble(self.kernels[mask], self.view_ids, self.devices, self.total_time_ns)
 
     def validation_summary(self) -> pd.DataFrame:
         rows = []
@@ -143,7 +155,7 @@ def _as_list(value) -> list:
 
 def _group_spec(ids: list[str]):
     figures, sums, ratios = [], [], {}
-    for view in ids:
+    for view in [v for v in VIEWS if v in ids or v in GAP_VIEWS]:
         module = VIEWS[view]
         figures += getattr(module, "GROUP_FIGURES", [])
         sums += getattr(module, "GROUP_SUMS", [])
@@ -151,13 +163,17 @@ def _group_spec(ids: list[str]):
     return figures, sums, ratios
 
 
-def _assemble(kernels: pd.DataFrame, ids: list[str], devices: pd.DataFrame) -> ViewsResult:
+def _assemble(kernels: pd.DataFrame, ids: list[str], devices: pd.DataFrame,
+              total_time_ns: float | None = None) -> ViewsResult:
     figures, sums, ratios = _group_spec(ids)
-    groups, phases = grouping.groups_and_phases(kernels, figures, sums, ratios, ids)
+    if total_time_ns is None:
+        time_ns = kernels["time_ns"].to_numpy(dtype=float)
+        total_time_ns = float(time_ns.sum()) if len(time_ns) and not np.isnan(time_ns).any() else float("nan")
+    groups, phases = grouping.groups_and_phases(kernels, figures, sums, ratios, ids, total_time_ns)
     gap = gap_module.gap(grouping.order(pd.concat([groups, phases], ignore_index=True)))
     selection = (v8_selection.selection(kernels) if "V8" in ids else
                  pd.DataFrame(columns=v8_selection.SELECTION_COLUMNS))
-    return ViewsResult(kernels, groups, gap, selection, devices, ids)
+    return ViewsResult(kernels, groups, gap, selection, devices, ids, total_time_ns)
 
 
 def _devices(kernels: pd.DataFrame, result: pd.DataFrame) -> pd.DataFrame:
@@ -223,7 +239,7 @@ def compute_views(kernels: pd.DataFrame, view_ids_=None) -> ViewsResult:
 
 def _compute(kernels: pd.DataFrame, ids: list[str]) -> ViewsResult:
     names = None
-    if any(v in _USES_NAMES for v in ids) or "kind" not in kernels.columns:
+    if any(v in _USES_NAMES for v in set(ids) | set(GAP_VIEWS)) or "kind" not in kernels.columns:
         names = kernel_names.parse_names(kernels["kernel_name"])
 
     parts = {c: kernels[c] for c in IDENTITY if c in kernels.columns}
@@ -233,13 +249,16 @@ def _compute(kernels: pd.DataFrame, ids: list[str]) -> ViewsResult:
     parts["time_ns"] = pd.Series(metric(kernels, "gpu__time_duration.sum"), index=kernels.index)
 
     figure_frames, validation = [], {}
-    for view in ids:
+    # the gap's views always run (their figures feed it); only the requested ones are validated
+    for view in [v for v in VIEWS if v in ids or v in GAP_VIEWS]:
         module = VIEWS[view]
         compute_names, validate_names = _USES_NAMES.get(view, (False, False))
         figures = module.compute(kernels, names=names) if compute_names else module.compute(kernels)
+        figure_frames.append(figures.drop(columns=[c for c in figures if c in parts]))
+        if view not in ids:
+            continue
         checked = (module.validate(kernels, figures, names=names) if validate_names
                    else module.validate(kernels, figures))
-        figure_frames.append(figures.drop(columns=[c for c in figures if c in parts]))
         validation[f"validation_{view}"] = checked["status"]
         validation[f"validation_detail_{view}"] = checked["detail"]
     columns = dict(parts)

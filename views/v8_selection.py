@@ -143,10 +143,13 @@ def selection(result_kernels: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=SELECTION_COLUMNS)
     # group first (few distinct combinations), then name each choice once
     grouped = (table.groupby(keys, sort=False, dropna=False, observed=True)
-               .agg(kernels=("time_ns", "size"), time_ns=("time_ns", "sum")).reset_index())
+               .agg(kernels=("time_ns", "size"), timed=("time_ns", "count"), time_ns=("time_ns", "sum"))
+               .reset_index())
+    grouped["time_ns"] = grouped["time_ns"].where(grouped["timed"] == grouped["kernels"])  # unknown: NaN
     grouped["choice"] = [_choice(row) for row in grouped.itertuples(index=False)]
     grouped = (grouped.groupby(["role", "phase", "kind", "choice"], sort=False, observed=True)
-               .agg(kernels=("kernels", "sum"), time_ns=("time_ns", "sum")).reset_index())
+               .agg(kernels=("kernels", "sum"), time_ns=("time_ns", lambda t: t.sum(min_count=len(t))))
+               .reset_index())
     for column in ("role", "phase", "kind"):
         grouped[column] = grouped[column].astype(object)
     rank = {p: i for i, p in enumerate(PHASE_ORDER)}

@@ -1,0 +1,116 @@
+"""`smlens views` over a store holding the real H200 captures, and the terminal printer."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from profiler.cli import app
+from reports.terminal import num, print_views, short_name
+from tests.conftest import DATA
+from views.registry import compute_views
+
+runner = CliRunner()
+SHAPES = Path(__file__).parents[1] / "profiler" / "data" / "h200_shapes.txt"
+
+
+def smlens(*args):
+    result = runner.invoke(app, [str(a) for a in args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("views") / "store"
+    for file, name in (("targeted_raw.csv", "targeted"), ("sections_raw.csv", "sections")):
+        code, _, err = smlens("ingest", DATA / file, "--store", path, "--name", name, "--shapes", SHAPES)
+        assert code == 0, err
+    return path
+
+
+def test_table_starts_with_the_gap_then_each_view(store):
+    code, out, err = smlens("views", "targeted", "--store", store)
+    assert code == 0, err
+    assert out.index("The gap") < out.index("Validations") < out.index("V1 Time and SM activity") \
+        < out.index("V8 Kernel selection")
+    assert "NVIDIA H200: CC 9.0, 132 SMs, 1.98 GHz, DRAM peak 4.8 TB/s (dram__throughput)" in out
+    words = " ".join(out.split())  # the terminal wraps long cells
+    # the one V6 failure is shown with its discrepancy
+    assert "stall reasons add to 23.42 warps per issue, ncu counts 26.31 (-11.0 %)" in words
+    assert "split-K 3" in words and "* cublaslt_nvjet" in words
+
+
+def test_filters_and_view_choice(store):
+    code, out, err = smlens("views", "targeted", "--store", store, "--phase", "decode", "--role", "qkv_proj",
+                            "--view", "V3", "--format", "json")
+    assert code == 0, err
+    document = json.loads(out)
+    assert len(document["kernels"]) == 8
+    assert {k["validations"]["V3"] for k in document["kernels"]} == {"pass"}
+    assert all(set(k["validations"]) == {"V3"} for k in document["kernels"])
+    assert {k["fill"] for k in document["kernels"]} == {0.5}
+    gap = [g for g in document["gap"] if g["role"] == "qkv_proj"][0]
+    assert gap["sm_throughput_pct"] == pytest.approx(6.0, abs=0.1)  # the gap is there with any view
+
+
+def test_kernel_regex_and_csv(store):
+    code, out, err = smlens("views", "targeted", "--store", store, "--kernel", "^nvjet_.*splitK", "--format", "csv")
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert len(rows) == 8
+    assert {r["validation_V3"] for r in rows} == {"pass"}
+    assert {r["split_k_factor"] for r in rows} == {"3.0"}
+    assert rows[0]["nvtx_stack"] == "<default domain>:decode > <default domain>:down_proj"
+
+
+def test_sections_run_prints_na_not_zero(store):
+    code, out, err = smlens("views", "sections", "--store", store, "--format", "json")
+    assert code == 0, err
+    kernel = json.loads(out)["kernels"][45]
+    assert kernel["tensor_ops"] is None and kernel["sm_active_pct"] is None and kernel["mma_path"] is None
+    code, out, _ = smlens("views", "sections", "--store", store, "--view", "V2")
+    assert code == 0
+    v2 = out[out.index("V2 Tensor-pipe utilization"):]
+    assert "n/a" in v2 and " 0 " not in v2.split("\n")[4]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--view", "V9"], "unknown view 'V9'"),
+    (["--kernel", "["], "is not a regular expression"),
+    (["--phase", "prefil"], "--phase prefil: expected one of"),
+    (["--role", "mlp"], "--role mlp: expected one of"),
+    (["--kernel", "no_such_kernel"], "has no kernels for"),
+    (["no_such_run"], "no run 'no_such_run'"),
+])
+def test_bad_input_is_one_line_and_exit_2(store, args, message):
+    code, out, err = smlens("views", *args, "--store", store)
+    assert code == 2
+    assert err.startswith("smlens: ") and message in err and err.count("\n") == 1
+    assert "Traceback" not in out + err
+
+
+def test_no_store_is_exit_2(tmp_path):
+    code, _, err = smlens("views", "--store", tmp_path / "nothing")
+    assert code == 2 and "no smlens store here" in err
+
+
+def test_printer_fits_80_columns(targeted_capture):
+    result = compute_views(targeted_capture.kernels)
+    console = Console(width=80, record=True, file=io.StringIO())
+    print_views(result, {"name": "targeted", "id": "abc"}, console=console)
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert any(line.startswith("  qkv_proj") for line in lines)
+
+
+def test_number_and_name_formatting():
+    assert num(float("nan")) == "n/a" and num(None) == "n/a" and num(0.0) == "0"
+    assert num(4795.2) == "4,795" and num(0.4889) == "0.489"
+    name = ("void at::<unnamed>::vectorized_layer_norm_kernel<c10::BFloat16, float, 1>(int, T2, const T1 *)")
+    assert short_name(name) == "at::vectorized_layer_norm_kernel"
+    assert short_name("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT") == "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"
