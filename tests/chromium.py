@@ -14,7 +14,7 @@ import time
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--remote-debugging-pipe"]
+         "--disable-dev-shm-usage", "--remote-debugging-pipe"]
 
 
 def find_chromium():
