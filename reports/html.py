@@ -187,7 +187,7 @@ def _sections(data: ReportInput, base: Optional[ReportInput]) -> list:
                                               ("sm_imbalance", "SM balance", fmt)], bg, False), ("V5",)),
         Section("stalls", "Stall signature",
                 "Why resident warps did not issue, as shares of stalled warp-cycles per family.",
-                fig_stalls(g), group_table(g, [(c, f, fmt) for f, c in stall_columns(g).items()]
+                fig_stalls(g), group_table(g, [(c, f, _share) for f, c in stall_columns(g).items()]
                                            + [("issue_active_pct", "issue active", _pct)], bg, False),
                 ("V6",), "No stall figures in these results."),
         Section("roofline", "Memory traffic and roofline",

@@ -327,3 +327,16 @@ def test_a_capture_with_only_times_draws_no_blank_figures():
         assert f'<section id="{section}">' in text
         assert any("n/a" in t for _, t in page.sections[section]["asides"])
     assert text.count(report.NO_FIGURE) == 4
+
+
+def test_stall_families_are_shares_of_stalled_cycles(targeted):
+    result, text, page = targeted
+    table = page.table("stalls")
+    groups = result.groups.set_index(["phase", "role"])
+    for _, row in table.iterrows():
+        shares = [float(row[f].rstrip(" %")) for f in ("memory", "compute", "tensor", "sync", "scheduling")]
+        assert sum(shares) == pytest.approx(100, abs=0.5)  # the five families cover every reason
+        expected = groups.loc[(row["phase"], row["role"]), "stall_memory_share"] * 100
+        assert row["memory"] == f"{expected:.3g} %"
+    stacked = figures_of(text)["fig-stalls"]["data"]
+    assert [t["name"] for t in stacked] == ["memory", "compute", "tensor", "sync", "scheduling"]
