@@ -73,12 +73,20 @@ def equals(kernels: pd.DataFrame, name: str, *values: str) -> np.ndarray:
 
 def group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     """One integer per distinct combination of `columns` (nulls are a value of their own), numbered
-    in order of first appearance. Cheaper than a groupby on categorical and integer columns."""
+    0..k-1. Cheaper than a groupby on categorical and integer columns."""
     key = np.zeros(len(frame), dtype=np.int64)
+    span = 1
     for column in columns:
         codes, uniques = pd.factorize(frame[column], use_na_sentinel=False)
         key = key * (len(uniques) + 1) + codes
-    return pd.factorize(key)[0] if columns else key
+        span *= len(uniques) + 1
+    if not columns or len(key) == 0:
+        return key
+    if span <= 4 * len(key) + 1024:  # small key space: number the keys present without hashing
+        present = np.zeros(span, dtype=np.int64)
+        present[key] = 1
+        return (np.cumsum(present) - 1)[key]
+    return pd.factorize(key)[0]
 
 
 def safe_div(numerator, denominator) -> np.ndarray:

@@ -59,9 +59,14 @@ def partials(kernels: pd.DataFrame, figures: list[str], sums: list[str],
     if "top_stall" in kernels.columns:
         stall = kernels["top_stall"]
         categories = list(stall.cat.categories)
-        stall_codes = stall.cat.codes.to_numpy()
+        stall_codes = stall.cat.codes.to_numpy().astype(np.int64)
+        known = stall_codes >= 0
+        width = len(categories)
+        # one pass: time per (group, top stall)
+        times = np.bincount(codes[known] * width + stall_codes[known], weights=weight[known],
+                            minlength=size * width).reshape(size, width)
         for index, reason in enumerate(categories):
-            out[f"top_stall={reason}__time"] = _bin(codes, np.where(stall_codes == index, weight, 0.0), size)
+            out[f"top_stall={reason}__time"] = times[:, index]
     for view in view_ids:
         column = f"validation_{view}"
         if column in kernels.columns:

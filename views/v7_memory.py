@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from views import device, v2_tensor, v3_fill
-from views.common import Checks, categorical, combine, metric, safe_div
+from views.common import Checks, categorical, combine, metric, safe_div, shared
 
 ID = "V7"
 TITLE = "Memory traffic and roofline"
@@ -47,6 +47,10 @@ def implied_peak(dram_bytes: np.ndarray, time_ns: np.ndarray, dram_pct: np.ndarr
 def device_dram_peak(kernels: pd.DataFrame, implied: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(peak bytes/s per row, its source): the median implied peak of the row's device, else the
     memory clock and bus width attributes."""
+    return shared(kernels, "device_dram_peak", lambda: _device_dram_peak(kernels, implied))
+
+
+def _device_dram_peak(kernels: pd.DataFrame, implied: np.ndarray) -> tuple[np.ndarray, pd.Categorical]:
     key = device.device_key(kernels)
     median = pd.Series(implied).groupby(key).transform("median").to_numpy()
     attributes = device.dram_peak_from_attributes(kernels)
