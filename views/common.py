@@ -8,7 +8,7 @@ A metric a capture lacks reads as an all-NaN column, never as zeros.
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
