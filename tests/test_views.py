@@ -443,3 +443,20 @@ def test_decode12_shapes_from_nvtx_and_a_persistent_grid(data_dir):
     gate_up = gemm[gemm["shape_n"] == 28672].iloc[0]
     assert gate_up["persistent"] == True and gate_up["tile_count"] == 224  # noqa: E712
     assert math.isclose(gate_up["waves"], 1.0)
+
+
+def test_raw_and_details_exports_of_one_report_give_the_same_views(data_dir):
+    """decode12: one .ncu-rep exported as the raw and the details page (details rounds values to
+    the display precision, e.g. 4.13 µs for 4,128 ns, and carries no device attributes)."""
+    from profiler.capture import read_capture
+
+    raw = compute_views(read_capture(data_dir / "decode12_raw.csv").kernels).kernels
+    details = compute_views(read_capture(data_dir / "decode12_details.csv").kernels).kernels
+    for view in VIEWS:
+        assert list(raw[f"validation_{view}"]) == list(details[f"validation_{view}"]), view
+    for column in ("mma_path", "tile", "kernel_family", "occupancy_limiter", "top_stall", "arch_path"):
+        assert raw[column].astype(object).fillna("-").tolist() == details[column].astype(object).fillna("-").tolist()
+    for column in ("fill", "tensor_ops", "sm_active_pct", "waves", "dram_bytes"):
+        assert details[column].to_numpy() == pytest.approx(raw[column].to_numpy(), rel=0.01, nan_ok=True)
+    # without device attributes the H200's boost clock comes from the compute-capability table
+    assert (details["validation_V1"] == "pass").all()

@@ -17,14 +17,16 @@ from views.common import categorical, first_metric, group_codes, metric, shared
 # every wgmma kernel). 9.0 hmma: an Ampere-style mma.sync kernel on Hopper fills the pipe at 2/3 of
 # that, seen (the decode SDPA kernel: 2731). 8.0: A100's 312 TFLOP/s over 108 SMs at 1.41 GHz.
 ARCH = {
-    "8.0": {"max_warps_per_sm": 64, "fp32_flops_per_cycle_per_sm": 128,
+    "8.0": {"max_warps_per_sm": 64, "fp32_flops_per_cycle_per_sm": 128, "max_clock_hz": 1.41e9,
             "tensor_ops_per_cycle_per_sm": {"hmma": 2048.0}},
     "8.6": {"max_warps_per_sm": 48, "fp32_flops_per_cycle_per_sm": 256},
     "8.9": {"max_warps_per_sm": 48, "fp32_flops_per_cycle_per_sm": 256},
-    "9.0": {"max_warps_per_sm": 64, "fp32_flops_per_cycle_per_sm": 256,
+    "9.0": {"max_warps_per_sm": 64, "fp32_flops_per_cycle_per_sm": 256, "max_clock_hz": 1.98e9,
             "tensor_ops_per_cycle_per_sm": {"gmma": 4096.0, "hmma": 4096.0 * 2 / 3},
             "hfma2_mma_inst_per_cycle_per_sm": 2.0},
 }
+# max_clock_hz: the highest boost clock of the family's data-centre parts (A100; H100 SXM, H200), a
+# ceiling for captures that carry no device__attribute_max_gpu_frequency_khz (a details export).
 # hfma2_mma_inst_per_cycle_per_sm: a non-MMA instruction on the tensor pipe (HFMA2.MMA, issued by
 # bf16 elementwise code) keeps it busy half a cycle. Seen on the H200: 0.497 busy cycles per
 # instruction, median over 94 kernels with no MMA ops.
@@ -117,8 +119,12 @@ def max_warps_per_sm(kernels: pd.DataFrame) -> np.ndarray:
 
 
 def max_clock_hz(kernels: pd.DataFrame) -> np.ndarray:
-    return shared(kernels, "max_clock_hz", lambda: _to_hz(first_metric(
-        kernels, "device__attribute_max_gpu_frequency_khz", "device__attribute_clock_rate")))
+    def make():
+        counted = _to_hz(first_metric(kernels, "device__attribute_max_gpu_frequency_khz",
+                                      "device__attribute_clock_rate"))
+        return np.where(np.isnan(counted), _arch_lookup(kernels, lambda a: a.get("max_clock_hz", np.nan)),
+                        counted)
+    return shared(kernels, "max_clock_hz", make)
 
 
 def dram_peak_from_attributes(kernels: pd.DataFrame) -> np.ndarray:

@@ -48,7 +48,8 @@ def validate(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
     low, high = CLOCK_FLOOR_SHARE * top, CLOCK_CEILING_SHARE * top
     checks = Checks(len(kernels))
     checks.na(np.isnan(clock), "needs sm__cycles_elapsed.avg and gpu__time_duration.sum")
-    checks.na(np.isnan(top), "the device's boost clock is unknown (no device__attribute_max_gpu_frequency_khz)")
+    checks.na(np.isnan(top), "the device's boost clock is unknown (no device__attribute_max_gpu_frequency_khz, "
+                             "and its compute capability is not in the table)")
     inside = (clock >= low) & (clock <= high)
     checks.passed(inside)
     checks.failed(~inside, lambda c, lo, hi: f"SM clock {c:.3g} GHz (cycles/time) outside "
