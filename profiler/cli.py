@@ -49,8 +49,8 @@ def command(func):
             fail(str(err), err.exit_code)
         except KeyboardInterrupt:
             fail("interrupted", 130)
-        except BrokenPipeError:  # `smlens ... | head`
-            sys.stderr.close()
+        except BrokenPipeError:  # `smlens ... | head`: stop quietly, and keep the final flush quiet too
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(0)
 
     return app.command()(wrapper)
