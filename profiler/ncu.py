@@ -195,7 +195,7 @@ _NO_GPU_SIGNS = ("no CUDA-capable device", "Found no NVIDIA driver", "No CUDA GP
 
 @dataclass
 class Event:
-    kind: str          # "started", "pass", "done", "connected", "error", "warning", "output"
+    kind: str          # started, pass, done, cut (stopped mid-kernel), connected, error, warning, output
     text: str = ""
     kernel: str | None = None
     passes: int | None = None
@@ -249,9 +249,14 @@ class ProgressReader:
                 events.append(Event("pass", line, kernel=name, percent=min(100, (marks - 1) * 10)))
             passes = _PASSES.search(progress)
             if complete:
-                self.kernels_done += 1
-                self.passes_last = int(passes.group("passes")) if passes else None
-                events.append(Event("done", line, kernel=name, passes=self.passes_last))
+                # A kernel cut short (Ctrl-C, time limit) ends its line without "100%"; ncu does
+                # not keep it in the report.
+                if "100%" in progress:
+                    self.kernels_done += 1
+                    self.passes_last = int(passes.group("passes")) if passes else None
+                    events.append(Event("done", line, kernel=name, passes=self.passes_last))
+                else:
+                    events.append(Event("cut", line, kernel=name))
                 self._current, self._marks_seen = None, 0
             return events
         if not complete:
@@ -407,8 +412,10 @@ def diagnose(result: RunResult, what: str = "the workload") -> NcuError | None:
 # --- the raw CSV ------------------------------------------------------------------------------
 
 def read_raw_csv(path: Path) -> tuple[list[str], list[str], list[list[str]]]:
-    """(header, units, rows) of a raw-page CSV, skipping anything before the header row."""
-    with open(path, newline="", encoding="utf-8", errors="replace") as handle:
+    """(header, units, rows) of a raw-page CSV (gzip too), skipping anything before the header."""
+    import gzip
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", newline="", encoding="utf-8", errors="replace") as handle:
         lines = handle.read().splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), None)
     if start is None:

@@ -195,3 +195,35 @@ def test_progress_line_with_launch_count():
     started = [e for e in events if e.kind == "started"][0]
     assert started.kernel == "vectorized_elementwise_kernel" and started.total == 3
     assert [e.passes for e in events if e.kind == "done"] == [1]
+
+
+RUNS = DATA / "h200_runs"
+
+
+@pytest.mark.parametrize("log, kernels, passes", [
+    ("llama-3.1-8b-b8-p512-cold.log", 17, 20), ("llama-3.1-8b-b8-p512-warm_decode.log", 37, 20)])
+def test_real_ncu_output(log, kernels, passes):
+    """ncu's own lines from the H200 runs: every kernel counted, its passes, the report path."""
+    reader = ncu.ProgressReader()
+    text = (RUNS / log).read_text()
+    events = []
+    for i in range(0, len(text), 37):
+        events += reader.feed(text[i:i + 37])
+    events += reader.close()
+    assert reader.kernels_done == kernels and reader.passes_last == passes
+    assert sum(e.kind == "connected" for e in events) == 1
+    assert reader.report_paths and reader.report_paths[0].endswith(".ncu-rep")
+    assert reader.errors == [] and reader.app_exit_code is None
+    # the program's own line (the workload's JSON summary) is kept for error messages
+    assert any('"workload": "decoder"' in line for line in reader.output_tail)
+
+
+def test_real_time_limited_run():
+    """The H200 run stopped by --time-limit: SIGINT cut the 23rd kernel short, ncu kept 22."""
+    reader = ncu.ProgressReader()
+    events = reader.feed((RUNS / "time-limited-partial.log").read_text()) + reader.close()
+    _, _, rows = ncu.read_raw_csv(RUNS / "time-limited-partial.csv.gz")
+    assert reader.kernels_done == len(rows) == 22
+    assert [e.kind for e in events].count("cut") == 1
+    error = ncu.diagnose(ncu.RunResult(-2, reader, timed_out=True))
+    assert error.exit_code == ncu.EXIT_TIME_LIMIT and "after 22 kernel(s)" in str(error)
