@@ -416,7 +416,7 @@ def profile(program: Optional[List[str]] = typer.Argument(
                                    {**tags, **({"repeat": str(i + 1)} if repeat > 1 else {}), **user_tags},
                                    ncu_path, time_limit, keep_dir, progress=not quiet)
             outcomes.append(outcome)
-            if format == Format.table:
+            if format == Format.table and outcome.failure is None:
                 typer.echo(prof.summary_line(outcome), err=True)
             if outcome.failure is not None:
                 break

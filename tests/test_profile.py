@@ -1,0 +1,270 @@
+"""`smlens profile` and `smlens doctor` end to end on a machine with no GPU: a fake `ncu` and
+`nvidia-smi` (tests/fakes) stand in, replaying a real H200 capture and running the real program.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from profiler import ncu
+from profiler.cli import app
+from profiler.store import Store
+
+FAKES = Path(__file__).parent / "fakes"
+CAPTURE = Path(__file__).parent / "data" / "h200_runs" / "dedup-reference-all-layers.csv.gz"
+runner = CliRunner()
+TINY = ["--model", "tiny", "--layers", "2", "--prompt", "8", "--decode-steps", "2"]
+QUICK = [sys.executable, "-c", "print('app ran')"]
+
+
+@pytest.fixture
+def fake_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(ncu, "NCU_FALLBACKS", ())
+    monkeypatch.setenv("FAKE_NCU_CSV", str(CAPTURE))
+    monkeypatch.setenv("FAKE_NCU_ARGS_LOG", str(tmp_path / "ncu-args.jsonl"))
+    for name in ("FAKE_NCU_MODE", "FAKE_SMI_MODE", "SMLENS_NCU", "SMLENS_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def smlens(*args):
+    result = runner.invoke(app, [str(a) for a in args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def ncu_calls(tmp_path):
+    log = tmp_path / "ncu-args.jsonl"
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return [c for c in calls if "--version" not in c and "--import" not in c]
+
+
+def one_line_error(err: str, code_text: str):
+    assert err.startswith("smlens: ") and code_text in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+# --- the plan --------------------------------------------------------------------------------
+
+def test_plan_needs_no_ncu_and_no_gpu(monkeypatch, tmp_path):
+    from views.registry import required_metrics
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither ncu nor nvidia-smi
+    monkeypatch.setattr(ncu, "NCU_FALLBACKS", ())
+    code, out, _ = smlens("profile", "--plan", "--layers", "4", "--batch", "8", "--decode-steps", "3")
+    assert code == 0
+    assert out.count("ncu run ") == 2
+    assert "--cache-control all" in out and "--cache-control none" in out
+    assert "--nvtx-include smlens@cold_prefill/layer_0/" in out
+    assert "--nvtx-include smlens@warm_prefill/layer_0/ --nvtx-include smlens@decode/step_1/layer_0/" in out
+    assert "--clock-control none" in out and "--phases cold_prefill" in out
+    # 17 per prefill layer, 18 per decode layer-step; 4 layers, 3 steps
+    assert f"≈{17 + 17 + 18} kernel(s) profiled, ≈{17 * 3 + 17 * 3 + 18 * 11} skipped" in out
+    assert f"<METRICS> = {len(required_metrics())} metric(s)" in out
+
+    code, out, _ = smlens("profile", "--plan", "--views", "V1,V5", "--format", "json")
+    plans = json.loads(out)
+    assert len(plans) == 1 and plans[0]["metrics"] == required_metrics(["V1", "V5"])
+    cold, warm = plans[0]["invocations"]
+    assert (cold["cache_control"], warm["cache_control"]) == ("all", "none")
+    metrics_arg = cold["command"][cold["command"].index("--metrics") + 1]
+    assert metrics_arg.split(",") == required_metrics(["V1", "V5"])
+
+
+def test_plan_sweeps_batches_and_prompts():
+    code, out, _ = smlens("profile", "--plan", "--batch", "1,8", "--prompt", "128,512", "--format", "json")
+    titles = [p["title"] for p in json.loads(out)]
+    assert code == 0 and len(titles) == 4
+    assert "batch 8, prompt 128" in titles[2]
+
+
+def test_plan_for_any_program():
+    code, out, _ = smlens("profile", "--plan", "--graph-profiling", "node", "--nvtx-include", "vllm@decode/",
+                          "--launch-count", "40", "--format", "json", "--", "python3", "serve.py", "--tp", "1")
+    (plan,) = json.loads(out)
+    (inv,) = plan["invocations"]
+    assert code == 0 and inv["command"][-4:] == ["python3", "serve.py", "--tp", "1"]
+    assert inv["cache_control"] == "all" and plan["expected_kernels"] == 40
+    text = " ".join(inv["command"])
+    assert "--graph-profiling node" in text and "--nvtx-include vllm@decode/" in text
+    assert any("kernel-name classifier" in n for n in plan["notes"])
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--batch", "0"], "--batch"), (["--batch", "eight"], "--batch"), (["--model", "gpt-9"], "unknown model"),
+    (["--cache-control", "sometimes"], "--cache-control"), (["--nvtx-include", "a/"], "after `--`"),
+    (["--metrics", "@/no/such/file"], "no such file"), (["--views", "V9"], "--views"),
+    (["--phases", "prefill"], "phases"), (["--repeat", "0"], "--repeat"),
+])
+def test_bad_options(args, words):
+    code, _, err = smlens("profile", "--plan", *args)
+    assert code == 2
+    one_line_error(err, words)
+
+
+# --- running (fake ncu) ----------------------------------------------------------------------
+
+def test_profile_builtin_workload(fake_env):
+    """Two ncu runs (cache flushed for the cold prefill only), one stored run, dedup counted."""
+    store = fake_env / "store"
+    code, out, err = smlens("profile", *TINY, "--store", store, "--format", "json", "--quiet",
+                            "--tag", "ci=yes")
+    assert code == 0, err
+    (outcome,) = json.loads(out)
+    # the fake replays the H200 capture's rows under the filters: layer 0 of each prefill (17 each)
+    # and layer 0 of decode step 1 (20)
+    assert outcome["kernels"] == 17 + 17 + 20 and not outcome["partial"]
+    assert outcome["skipped_duplicates"] == 17 * 1 + 17 * 1 + 20 * 3
+    cold, warm = ncu_calls(fake_env)
+    assert cold[cold.index("--cache-control") + 1] == "all"
+    assert warm[warm.index("--cache-control") + 1] == "none"
+    assert [cold[i + 1] for i, a in enumerate(cold) if a == "--nvtx-include"] == ["smlens@cold_prefill/layer_0/"]
+    assert [warm[i + 1] for i, a in enumerate(warm) if a == "--nvtx-include"] == [
+        "smlens@warm_prefill/layer_0/", "smlens@decode/step_1/layer_0/"]
+    assert cold[cold.index("--phases") + 1] == "cold_prefill"
+    assert warm[warm.index("--phases") + 1] == "warm_prefill,decode"
+    runs = Store(store, create=False).runs()
+    assert len(runs) == 1 and runs["name"].iloc[0] == "tiny-b1-p8" and not runs["partial"].iloc[0]
+    tags = json.loads(runs["tags"].iloc[0])
+    assert tags["model"] == "tiny" and tags["ci"] == "yes" and tags["dedup"] == "true"
+    kernels = Store(store, create=False).kernels("latest", columns=["phase", "role", "kernel_id"])
+    assert kernels.groupby("phase").size().to_dict() == {"cold_prefill": 17, "warm_prefill": 17, "decode": 20}
+    assert kernels["kernel_id"].is_unique
+
+
+def test_profile_a_program_repeated(fake_env):
+    store = fake_env / "store"
+    code, out, err = smlens("profile", "--store", store, "--format", "json", "--quiet", "--repeat", "2",
+                            "--metrics", "gpu__time_duration.sum", "--", *QUICK)
+    assert code == 0, err
+    outcomes = json.loads(out)
+    assert [o["name"].rsplit("-", 1)[1] for o in outcomes] == ["r1", "r2"]
+    assert all(o["kernels"] == 149 and o["skipped_duplicates"] is None for o in outcomes)
+    runs = Store(store, create=False).runs()
+    assert sorted(json.loads(t)["repeat"] for t in runs["tags"]) == ["1", "2"]
+    (call, _) = ncu_calls(fake_env)
+    assert call[call.index("--metrics") + 1] == "gpu__time_duration.sum" and "--nvtx-include" not in call
+
+
+@pytest.mark.parametrize("env, code, words", [
+    ({"FAKE_SMI_MODE": "none"}, ncu.EXIT_NO_GPU, "no NVIDIA GPU"),
+    ({"FAKE_NCU_MODE": "nogpu"}, ncu.EXIT_NO_GPU, "no usable NVIDIA GPU"),
+    ({"FAKE_NCU_MODE": "perm"}, ncu.EXIT_COUNTER_PERMISSION, "ERR_NVGPUCTRPERM"),
+    ({"FAKE_NCU_MODE": "badopt"}, ncu.EXIT_NCU_FAILED, "unrecognised option"),
+])
+def test_environment_failures_store_nothing(fake_env, monkeypatch, env, code, words):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    store = fake_env / "store"
+    got, _, err = smlens("profile", "--store", store, "--quiet", "--", *QUICK)
+    assert got == code
+    one_line_error(err, words)
+    assert not (store / "runs.parquet").exists()
+
+
+def test_no_ncu(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(ncu, "NCU_FALLBACKS", ())
+    monkeypatch.delenv("SMLENS_NCU", raising=False)
+    code, _, err = smlens("profile", "--quiet", "--", *QUICK)
+    assert code == ncu.EXIT_NO_NCU
+    one_line_error(err, "ncu (Nsight Compute) not found on PATH")
+
+
+def test_nothing_matched(fake_env):
+    code, _, err = smlens("profile", "--store", fake_env / "s", "--quiet", "--nvtx-include", "nobody@x/",
+                          "--", *QUICK)
+    assert code == ncu.EXIT_NOTHING_PROFILED
+    one_line_error(err, "profiled no kernel")
+
+
+def test_workload_crash_keeps_what_was_profiled(fake_env):
+    store = fake_env / "store"
+    crash = [sys.executable, "-c", "import sys; print('CUDA error: an illegal memory access', "
+             "file=sys.stderr); sys.exit(3)"]
+    code, _, err = smlens("profile", "--store", store, "--quiet", "--", *crash)
+    assert code == ncu.EXIT_WORKLOAD_FAILED
+    one_line_error(err, "failed with exit code 3")
+    assert "illegal memory access" in err and "marked partial" in err
+    runs = Store(store, create=False).runs()
+    assert bool(runs["partial"].iloc[0]) and runs["kernel_count"].iloc[0] == 149
+
+
+def test_time_limit_keeps_what_was_profiled(fake_env, monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_MODE", "hang")
+    store = fake_env / "store"
+    started = time.monotonic()
+    code, _, err = smlens("profile", "--store", store, "--quiet", "--time-limit", "2", "--", *QUICK)
+    assert code == ncu.EXIT_TIME_LIMIT and time.monotonic() - started < 30
+    one_line_error(err, "time limit reached after 1 kernel(s)")
+    runs = Store(store, create=False).runs()
+    assert bool(runs["partial"].iloc[0]) and runs["kernel_count"].iloc[0] == 1
+
+
+def test_ctrl_c_keeps_what_was_profiled(fake_env):
+    """SIGINT to smlens (ncu runs in its own session, so only smlens gets the terminal's Ctrl-C):
+    smlens passes it to ncu, which saves its report; the run is stored partial; exit 130."""
+    store = fake_env / "store"
+    env = dict(os.environ, FAKE_NCU_MODE="hang", PYTHONPATH=str(Path(__file__).parent.parent))
+    proc = subprocess.Popen([sys.executable, "-m", "profiler.cli", "profile", "--store", str(store),
+                             "--quiet", "--", *QUICK], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    log = fake_env / "ncu-args.jsonl"
+    deadline = time.monotonic() + 60
+    while not (log.exists() and ncu_calls(fake_env)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.5)  # the fake has profiled its kernel and waits
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == ncu.EXIT_INTERRUPTED
+    one_line_error(err, "interrupted after 1 kernel(s)")
+    runs = Store(store, create=False).runs()
+    assert bool(runs["partial"].iloc[0]) and runs["kernel_count"].iloc[0] == 1
+
+
+# --- doctor ------------------------------------------------------------------------------------
+
+def test_doctor(fake_env, monkeypatch):
+    code, out, _ = smlens("doctor", "--format", "json")
+    checks = {c["name"]: c for c in json.loads(out)}
+    assert checks["ncu"]["status"] == "ok" and "2025.3.1.0" in checks["ncu"]["detail"]
+    assert checks["gpu"]["detail"].startswith("0: NVIDIA H200, driver 580.159.04, cc 9.0")
+    assert checks["views"]["status"] == "ok"
+    assert code == (0 if all(c["status"] != "problem" for c in checks.values()) else
+                    next(c["exit_code"] for c in checks.values() if c["status"] == "problem"))
+    monkeypatch.setenv("FAKE_SMI_MODE", "none")
+    code, out, _ = smlens("doctor", "--format", "json")
+    gpu = {c["name"]: c for c in json.loads(out)}["gpu"]
+    assert gpu["status"] == "problem" and "driver" in gpu["fix"]
+    assert code == ncu.EXIT_NO_GPU
+
+
+def test_doctor_deep_permission(fake_env, monkeypatch):
+    from profiler import doctor
+    assert doctor.check_permission(ncu.find_ncu(), deep=True).status in ("ok", "warn")
+    monkeypatch.setenv("FAKE_NCU_MODE", "perm")
+    check = doctor.check_permission(ncu.find_ncu(), deep=True)
+    assert check.status == "problem" and check.exit_code == ncu.EXIT_COUNTER_PERMISSION
+
+
+def test_doctor_reads_the_driver_setting(tmp_path, monkeypatch):
+    from profiler import doctor
+    params = tmp_path / "params"
+    params.write_text("ResmanDebugLevel: 4294967295\nRmProfilingAdminOnly: 1\n")
+    monkeypatch.setattr(doctor, "PARAMS", params)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    check = doctor.check_permission(None)
+    assert check.status == "problem" and "NVreg_RestrictProfilingToAdminUsers=0" in check.fix
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert doctor.check_permission(None).status == "ok"
+    params.write_text("RmProfilingAdminOnly: 0\n")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert doctor.check_permission(None).status == "ok"
