@@ -37,12 +37,16 @@ def tile_variant(cfg):
 G, T = det.GemvConfig, det.TileConfig
 # (rows_per_thread, vec_n, warps_m, warps_n[, rows, stages])
 DECODE_CONFIGS = {
-    1: [G(1, 2, 1, 4), G(1, 4, 1, 4), G(1, 2, 1, 8), G(1, 1, 1, 8), G(1, 4, 1, 2), G(1, 8, 1, 1), G(1, 2, 1, 4, 32, 3),
+    1: [G(1, 2, 1, 4, pairs=False), G(1, 2, 1, 4), G(1, 4, 1, 4), G(1, 2, 1, 8), G(1, 1, 1, 8), G(1, 4, 1, 2), G(1, 8, 1, 1), G(1, 2, 1, 4, 32, 3),
         G(1, 2, 1, 4, 16, 6)],
-    8: [G(2, 8, 4, 1), G(1, 8, 8, 1), G(2, 4, 4, 1), G(4, 4, 2, 2), G(8, 2, 1, 4), G(8, 4, 1, 2), G(2, 8, 4, 1, 16, 6)],
-    16: [G(4, 8, 4, 1), G(2, 8, 8, 1), G(4, 4, 4, 1), G(8, 4, 2, 2), G(8, 8, 2, 1), G(4, 4, 4, 2), G(16, 2, 1, 4),
+    8: [G(2, 8, 4, 1, pairs=False), G(2, 8, 4, 1), G(1, 8, 8, 1), G(2, 4, 4, 1), G(4, 4, 2, 2), G(8, 2, 1, 4), G(8, 4, 1, 2), G(2, 8, 4, 1, 16, 6)],
+    16: [G(4, 8, 4, 1, pairs=False), G(4, 8, 4, 1), G(2, 8, 8, 1), G(4, 4, 4, 1), G(8, 4, 2, 2), G(8, 8, 2, 1), G(4, 4, 4, 2), G(16, 2, 1, 4),
          G(4, 8, 4, 1, 16, 6)],
 }
+# call 3: after the defaults were fixed, a few more for the notes
+EXTRA_DECODE = {16: [G(16, 4, 1, 2), G(8, 4, 2, 2, 16, 3), G(8, 4, 2, 2, 8, 4), G(8, 4, 2, 4), G(8, 8, 2, 1, 16, 3)]}
+EXTRA_PREFILL = {"64x64_reg_w2": T(64, 64, 16, 8, 4, 4, 8, 2, 1), "128x32_reg_w4": T(128, 32, 16, 8, 4, 4, 8, 4, 1),
+                 "128x64_reg_bk8": T(128, 64, 8, 8, 4, 4, 8, 4, 1)}
 PREFILL_CONFIGS = {
     "128x64_tsm": T(128, 64, 16, 8, 4, 4, 8, 4, 1, total_smem=True),
     "128x64_reg": T(128, 64, 16, 8, 4, 4, 8, 4, 1),
@@ -55,24 +59,29 @@ PREFILL_CONFIGS = {
 }
 
 
+EXTRA = False
+MS = (1, 8, 16, 2048)
+
+
 def cfg_name(c):
-    return f"g{c.rows_per_thread}x{c.vec_n}_w{c.warps_m}x{c.warps_n}_r{c.rows}s{c.stages}"
+    return f"g{c.rows_per_thread}x{c.vec_n}_w{c.warps_m}x{c.warps_n}_r{c.rows}s{c.stages}" + ("" if c.pairs else "_plain")
 
 
 def decode_variants(M):
     v = {"det": lambda x, lin: lin(x, "det")}
-    for c in DECODE_CONFIGS[M]:
+    for c in (EXTRA_DECODE.get(M, []) if EXTRA else DECODE_CONFIGS[M]):
         v[cfg_name(c)] = gemv_variant(c)
     base = det.GEMV_CONFIGS[det._next_pow2(M)]
-    v["nofold"] = gemv_variant(base, fold=False)
-    v["chain128"] = gemv_variant(base, chain_k=128)
-    v["chain512"] = gemv_variant(base, chain_k=512)
+    if not EXTRA:
+        v["nofold"] = gemv_variant(base, fold=False)
+        v["chain128"] = gemv_variant(base, chain_k=128)
+        v["chain512"] = gemv_variant(base, chain_k=512)
     return v
 
 
 def prefill_variants():
     v = {"det": lambda x, lin: lin(x, "det")}
-    for name, c in PREFILL_CONFIGS.items():
+    for name, c in (EXTRA_PREFILL if EXTRA else PREFILL_CONFIGS).items():
         v[name] = tile_variant(c)
     return v
 
@@ -126,7 +135,7 @@ def time_all(out, quick, repeats):
         inp = bench.Inputs(bench.ShapeCase(role, N, K), 2048, seed=0)
         copies = max(1, math.ceil(bench.L2_ROTATE_BYTES / (N * K * 2)) + 1)
         lins = [det.Linear(inp.w)] + [det.Linear(inp.w.clone()) for _ in range(copies - 1)]
-        for M in (1, 8, 16, 2048):
+        for M in MS:
             x = inp.x[:M].contiguous()
             variants = dict(decode_variants(M) if M <= 16 else prefill_variants())
             variants.update(BASELINES)
@@ -182,7 +191,12 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--skip", default="", help="comma list of: bits,timing,layer,ceilings")
+    ap.add_argument("--extra", action="store_true", help="time the EXTRA_* configurations only")
+    ap.add_argument("--ms", default="1,8,16,2048", help="M values to time")
     args = ap.parse_args()
+    global EXTRA, MS
+    EXTRA = args.extra
+    MS = tuple(int(m) for m in args.ms.split(","))
     skip = set(args.skip.split(","))
     out = {"env": bench.versions(), "chain_k": det.CHAIN_K}
     print(json.dumps(out["env"]), flush=True)

@@ -317,7 +317,8 @@ def test_gluon_decode_kernel_is_fp32_fma_without_tensor_cores(gluon_ready):
                            {"x_ptr": "*fp32", "wt_ptr": "*bf16", "part_ptr": "*fp32", "M": "i32", "N": "i32",
                             "K": "i32", "stride_xm": "i32"},
                            dict(CHAIN=det.CHAIN_K, TM=cfg.rows_per_thread, VN=cfg.vec_n, WM=cfg.warps_m,
-                                WN=cfg.warps_n, R=cfg.rows, STAGES=cfg.stages, EVEN_M=True, EVEN_N=True),
+                                WN=cfg.warps_n, R=cfg.rows, STAGES=cfg.stages, EVEN_M=True, EVEN_N=True,
+                                PAIRS=cfg.pairs),
                            cfg.warps, gluon=True)
     assert sass.count("FFMA") >= cfg.rows * cfg.rows_per_thread * cfg.vec_n
     assert "LDGSTS" in sass                      # cp.async ring

@@ -43,7 +43,7 @@ import numpy as np
 
 CHAIN_K = 256          # k per FMA chain: with K this fixes every output element's reduction order
 GEMV_MAX_M = 16        # M up to this runs the split-K decode kernel, above it the tile kernel
-K_MULTIPLE = 16        # the fast kernels need K % 16 == 0; other K run the portable kernel
+K_MULTIPLE = 32        # the fast kernels need K % 32 == 0; other K run the portable kernel
 
 IMPLS = ("det", "layercast", "cublas_bf16", "bi_tc")
 IMPL_TITLES = {
@@ -84,6 +84,7 @@ class GemvConfig:
     warps_n: int
     rows: int = 16
     stages: int = 4
+    pairs: bool = True       # bf16 weights: upcast 32-bit pairs with one shift or mask each
     kind: str = "gemv"
 
     @property
@@ -137,18 +138,18 @@ class TileConfig:
 
 
 # The constants. Changing one changes speed, never bits: the order is fixed by CHAIN_K alone.
-GEMV_CONFIGS = {
-    1: GemvConfig(rows_per_thread=1, vec_n=2, warps_m=1, warps_n=4),
-    2: GemvConfig(rows_per_thread=1, vec_n=4, warps_m=2, warps_n=2),
-    4: GemvConfig(rows_per_thread=1, vec_n=8, warps_m=4, warps_n=1),
-    8: GemvConfig(rows_per_thread=2, vec_n=8, warps_m=4, warps_n=1),
-    16: GemvConfig(rows_per_thread=4, vec_n=8, warps_m=4, warps_n=1),
+GEMV_CONFIGS = {   # picked from the H200 sweeps (benchmarks/DETERMINISM_NOTES.md)
+    1: GemvConfig(rows_per_thread=1, vec_n=2, warps_m=1, warps_n=4, rows=32, stages=3),
+    2: GemvConfig(rows_per_thread=2, vec_n=2, warps_m=1, warps_n=4),
+    4: GemvConfig(rows_per_thread=4, vec_n=2, warps_m=1, warps_n=4),
+    8: GemvConfig(rows_per_thread=8, vec_n=2, warps_m=1, warps_n=4),
+    16: GemvConfig(rows_per_thread=8, vec_n=4, warps_m=2, warps_n=2),
 }
 TILE_CONFIGS = {
     # M <= 64: a shorter tile wastes fewer rows
-    64: TileConfig(64, 128, 16, 8, 4, 4, 8, 2, 2, total_smem=True),
-    # larger M
-    0: TileConfig(128, 64, 16, 8, 4, 4, 8, 4, 1, total_smem=True),
+    64: TileConfig(64, 128, 16, 8, 4, 4, 8, 2, 2),
+    # larger M: two programs of 4 warps per SM beat one of 8 (each barrier stops fewer warps)
+    0: TileConfig(128, 64, 16, 8, 4, 4, 8, 4, 1),
 }
 SMEM_LIMIT_BYTES = 99 * 1024   # the smallest per-block shared memory among Ampere, Ada and Hopper
 
@@ -354,13 +355,15 @@ if HAVE_GLUON:
     def det_gemv_fma_kernel(x_ptr, wt_ptr, part_ptr, M, N, K, stride_xm,
                             CHAIN: gl.constexpr, TM: gl.constexpr, VN: gl.constexpr,
                             WM: gl.constexpr, WN: gl.constexpr, R: gl.constexpr, STAGES: gl.constexpr,
-                            EVEN_M: gl.constexpr, EVEN_N: gl.constexpr):
+                            EVEN_M: gl.constexpr, EVEN_N: gl.constexpr, PAIRS: gl.constexpr = False):
         """One chain j of BN columns for all BM rows: part[j, m, n] = FMA chain over k in chain j.
 
         W^T rows stream through a shared-memory ring (cp.async, STAGES buffers of R rows) that the
         WM x WN warps of the program share: warps along M take different rows of x, warps along N
         different columns, so that each warp's instruction stream stays short.
-        x: [M, K] FP32 (row stride stride_xm); wt: W^T [K, N] 16-bit; part: [S, M, N] FP32."""
+        x: [M, K] FP32 (row stride stride_xm); wt: W^T [K, N] 16-bit; part: [S, M, N] FP32.
+        PAIRS (bf16 only): read W^T as 32-bit pairs and upcast with one shift or mask per element,
+        even and odd columns in two accumulators (same FMAs, same order)."""
         NW: gl.constexpr = WM * WN
         BM: gl.constexpr = TM * WM
         BN: gl.constexpr = VN * 32 * WN
@@ -404,7 +407,13 @@ if HAVE_GLUON:
 
         offs_m = gl.arange(0, BM, layout=gl.SliceLayout(1, L))
         mmask = offs_m < M
-        acc = gl.full([BM, BN], 0.0, gl.float32, L)
+        L2: gl.constexpr = gl.BlockedLayout([TM, VN // 2 if VN > 1 else 1], [1, 32], [WM, WN], [1, 0])
+        if PAIRS:
+            prs = ring._reinterpret(gl.int32, [STAGES * R, BN // 2], RL)
+            acc = gl.full([BM, BN // 2], 0.0, gl.float32, L2)
+            acc_hi = gl.full([BM, BN // 2], 0.0, gl.float32, L2)
+        else:
+            acc = gl.full([BM, BN], 0.0, gl.float32, L)
         for i in range(steps):
             # refill the buffer read in the previous step: everyone is past it after the barrier
             gl.thread_barrier()
@@ -416,14 +425,30 @@ if HAVE_GLUON:
             gl.thread_barrier()
             base = (i % STAGES) * R
             for r in gl.static_range(R):
-                w = rows.index(base + r).load(gl.SliceLayout(0, L)).to(gl.float32)
-                xk = xrows.index(i * R + r).load(gl.SliceLayout(1, L))
-                acc = gl.fma(gl.expand_dims(xk, 1), gl.expand_dims(w, 0), acc)
+                if PAIRS:
+                    u = prs.index(base + r).load(gl.SliceLayout(0, L2))
+                    lo = (u << 16).to(gl.float32, bitcast=True)
+                    hi = (u & -65536).to(gl.float32, bitcast=True)
+                    xk = gl.expand_dims(xrows.index(i * R + r).load(gl.SliceLayout(1, L2)), 1)
+                    acc = gl.fma(xk, gl.expand_dims(lo, 0), acc)
+                    acc_hi = gl.fma(xk, gl.expand_dims(hi, 0), acc_hi)
+                else:
+                    w = rows.index(base + r).load(gl.SliceLayout(0, L)).to(gl.float32)
+                    xk = xrows.index(i * R + r).load(gl.SliceLayout(1, L))
+                    acc = gl.fma(gl.expand_dims(xk, 1), gl.expand_dims(w, 0), acc)
         cp_async.wait_group(0)
 
-        offs_n = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, L))
-        out = part_ptr + j * M * N + gl.expand_dims(offs_m, 1) * N + gl.expand_dims(offs_n, 0)
-        gl.store(out, acc, mask=gl.expand_dims(mmask, 1) & gl.expand_dims(offs_n < N, 0))
+        if PAIRS:
+            offs_p = pid_n * BN + 2 * gl.arange(0, BN // 2, layout=gl.SliceLayout(0, L2))
+            offs_m2 = gl.arange(0, BM, layout=gl.SliceLayout(1, L2))
+            out = part_ptr + j * M * N + gl.expand_dims(offs_m2, 1) * N + gl.expand_dims(offs_p, 0)
+            omask = gl.expand_dims(offs_m2 < M, 1) & gl.expand_dims(offs_p < N, 0)
+            gl.store(out, acc, mask=omask)
+            gl.store(out + 1, acc_hi, mask=omask)
+        else:
+            offs_n = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, L))
+            out = part_ptr + j * M * N + gl.expand_dims(offs_m, 1) * N + gl.expand_dims(offs_n, 0)
+            gl.store(out, acc, mask=gl.expand_dims(mmask, 1) & gl.expand_dims(offs_n < N, 0))
 
     @gluon.jit
     def det_gemm_fma_kernel(xt_ptr, wt_ptr, bias_ptr, y_ptr, M, N, K,
@@ -621,7 +646,8 @@ def _launch_gemv(x, wt, bias, cfg: GemvConfig, chain_k: int, fold: bool = True):
     grid = (triton.cdiv(N, cfg.block_n), S)
     det_gemv_fma_kernel[grid](x, wt, part, M, N, K, x.stride(0), CHAIN=chain_k, TM=cfg.rows_per_thread,
                               VN=cfg.vec_n, WM=cfg.warps_m, WN=cfg.warps_n, R=cfg.rows, STAGES=cfg.stages,
-                              EVEN_M=(M == cfg.block_m), EVEN_N=(N % cfg.block_n == 0), num_warps=cfg.warps)
+                              EVEN_M=(M == cfg.block_m), EVEN_N=(N % cfg.block_n == 0),
+                              PAIRS=cfg.pairs and cfg.vec_n > 1 and wt.dtype == torch.bfloat16, num_warps=cfg.warps)
     if part is y:
         return y
     if not fold:           # benchmarks: the partials alone
