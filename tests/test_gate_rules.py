@@ -18,8 +18,9 @@ def test_example_gate_toml_reads_and_matches_the_defaults_it_documents():
     assert {r.label for r in DEFAULT_RULES} == set(by_label)
     for default in DEFAULT_RULES:
         written = by_label[default.label]
-        assert (written.figure, written.worse, written.relative_pct, written.min_effect, written.by) == \
-            (default.figure, default.worse, default.relative_pct, default.min_effect, default.by)
+        fields = ("figure", "worse", "relative_pct", "min_effect", "by", "min_time_share_pct",
+                  "statistic", "alpha", "on_validation_fail")
+        assert [getattr(written, f) for f in fields] == [getattr(default, f) for f in fields]
         assert written.required  # a rule someone wrote must find its figure
 
 
