@@ -264,6 +264,7 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
     """
     from profiler.store import Store
 
+    store = Store(store_path)  # a bad --store fails now, before minutes of profiling
     started = time.monotonic()
     deadline = started + time_limit_s if time_limit_s else None
     workdir = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="smlens-profile-"))
@@ -299,7 +300,6 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
             raise NcuError("ncu profiled no kernel: the NVTX filters or --launch-* options matched "
                            "nothing (is the program annotated? see `smlens profile --plan`)",
                            ncu_mod.EXIT_NOTHING_PROFILED)
-        store = Store(store_path)
         row, _new = store.ingest(merged, name=name, tags=tags, ncu_version=version,
                                  partial=failure is not None)
         skipped = _skipped(plan, store, row["id"])

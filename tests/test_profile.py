@@ -11,7 +11,6 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -268,3 +267,12 @@ def test_doctor_reads_the_driver_setting(tmp_path, monkeypatch):
     params.write_text("RmProfilingAdminOnly: 0\n")
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     assert doctor.check_permission(None).status == "ok"
+
+
+def test_bad_store_fails_before_profiling(fake_env):
+    not_a_store = fake_env / "file.txt"
+    not_a_store.write_text("x")
+    code, _, err = smlens("profile", "--store", not_a_store, "--quiet", "--", *QUICK)
+    assert code == 2
+    one_line_error(err, "is a file, not a store folder")
+    assert ncu_calls(fake_env) == []
