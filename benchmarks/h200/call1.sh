@@ -38,9 +38,11 @@ cat $W/doctor.json
 python3 - <<'PY'
 import json, pandas as pd, glob, os
 W = os.environ["OUT"] + "/w"
-for n in ("nodedup", "dedup", "limited"):
+for n in ("nodedup", "dedup", "dedup2", "limited"):
     try:
-        print(n, json.dumps(json.load(open(f"{W}/{n}.json")))[:1500])
+        for o in json.load(open(f"{W}/{n}.json")):
+            print(n, {k: o[k] for k in ("kernels", "skipped_duplicates", "partial", "seconds", "failure")},
+                  [(i["label"], i["seconds"], i["kernels"], i["passes_per_kernel"], i["returncode"]) for i in o["invocations"]])
     except Exception as e:
         print(n, "no json", e)
 from profiler.store import Store
@@ -50,6 +52,7 @@ for _, r in s.runs().iterrows():
     print(r["name"], r["kernel_count"], r["partial"])
     print(k.groupby(["phase", "role"]).size().to_string())
 PY
+head -c 1500 $W/direct_stdout.txt; echo ---; head -c 1500 $W/direct_stderr.txt; cat $W/probes.txt 2>/dev/null; cat $W/times.txt
 rm -rf $W/store
 find $W -name "*.ncu-rep" -size +5M -delete
 cd $OUT && tar czf call1.tgz w && rm -rf w
