@@ -54,7 +54,8 @@ PUSH_POP_PREFIX = "thread Domain:Push/Pop_Range"
 START_STOP_PREFIX = "Id:Domain:Start/Stop_Range"
 DETAILS_COLUMNS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
 INT_IDENTITY = ("process_id", "device", "context", "stream")
-DERIVED_COLUMNS = ("nvtx_stack", "phase", "role", "role_source", "kind", "shape_m", "shape_n", "shape_k")
+DERIVED_COLUMNS = ("nvtx_stack", "phase", "role", "role_source", "kind", "shape_m", "shape_n", "shape_k",
+                   *nvtx.ATTENTION_KEYS.values())
 
 # The details page of ncu's sections names metrics for people; these are the ones the views read.
 DISPLAY_NAME_METRICS = {
@@ -279,7 +280,7 @@ class Classifier:
                                columns=list(DERIVED_COLUMNS[1:]))
         derived.insert(0, "nvtx_stack", [stack for stack, _ in pairs])
         derived["phase"] = self._assign_prefill(list(derived["phase"]), list(processes))
-        for column in ("shape_m", "shape_n", "shape_k"):
+        for column in ("shape_m", "shape_n", "shape_k", *nvtx.ATTENTION_KEYS.values()):
             derived[column] = derived[column].astype("Int64")
         return self._apply_shapes(derived)
 

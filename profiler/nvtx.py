@@ -25,6 +25,10 @@ _ROLE_ALIASES = {
     "activation": "elementwise", "kv_cache": "elementwise",
 }
 _SHAPE = re.compile(r"\b([MNK])\s*=\s*(\d+)")
+# attention ranges: `attention B=8 H=32 KVH=8 Sq=1 Skv=513 D=128 causal=0`
+ATTENTION_KEYS = {"B": "attn_batch", "H": "attn_heads", "Sq": "attn_q_len", "Skv": "attn_kv_len",
+                  "D": "attn_head_dim", "causal": "attn_causal"}
+_ATTENTION = re.compile(r"\b(B|H|Sq|Skv|D|causal)\s*=\s*(\d+)")
 
 # Kind from the kernel name alone; first match wins, so the specific patterns come first.
 _KIND_PATTERNS = [
@@ -33,7 +37,7 @@ _KIND_PATTERNS = [
     ("gemm", re.compile(r"nvjet|gemm|cutlass|xmma|matmul|\bmm_|_mm\b|gemv|dot_kernel", re.I)),
     ("elementwise", re.compile(
         r"elementwise|vectorized|norm|reduce|catarray|copy|rotary|rope|silu|gelu|softmax|"
-        r"activation|fill|distribution|index|scatter|gather|unrolled", re.I)),
+        r"activation|fill|distribution|index|scatter|gather|unrolled|roll", re.I)),
 ]
 
 
@@ -102,6 +106,12 @@ def shape_of(entry: str | None) -> tuple[int | None, int | None, int | None]:
     return (found.get("M"), found.get("N"), found.get("K"))
 
 
+def attention_shape_of(entry: str | None) -> dict:
+    """attn_batch, attn_heads, attn_q_len, attn_kv_len, attn_head_dim, attn_causal (None if absent)."""
+    found = dict(_ATTENTION.findall(_message(entry))) if entry else {}
+    return {column: (int(found[key]) if key in found else None) for key, column in ATTENTION_KEYS.items()}
+
+
 def kind_of(kernel_name: str) -> str:
     for kind, pattern in _KIND_PATTERNS:
         if pattern.search(kernel_name or ""):
@@ -125,7 +135,7 @@ def classify(stack: list[str], kernel_name: str) -> dict:
         role, source = role_from_kind(kind), "name"
     shape_m, shape_n, shape_k = shape_of(entry)
     return {"phase": phase_of(stack), "role": role, "role_source": source, "kind": kind,
-            "shape_m": shape_m, "shape_n": shape_n, "shape_k": shape_k}
+            "shape_m": shape_m, "shape_n": shape_n, "shape_k": shape_k, **attention_shape_of(entry)}
 
 
 def assign_prefill(phases: list[str], processes: list) -> list[str]:

@@ -157,3 +157,23 @@ def test_shapes_file(tmp_path):
     path.write_text("nonsense 1 2\n")
     with pytest.raises(BadInput, match="expected"):
         parse_shapes_file(path)
+
+
+def test_attention_shape_from_nvtx_and_its_fill(data_dir):
+    """Real H200 capture of Llama-3.1-8B at batch 8: the attention range carries B H Sq Skv D."""
+    from views.registry import compute_views
+
+    kernels = read_capture(data_dir / "h200_runs" / "llama-3.1-8b-b8-p512.csv.gz").kernels
+    prefill = kernels[(kernels.phase == "warm_prefill") & (kernels.kind == "attention")].iloc[0]
+    assert (prefill.attn_batch, prefill.attn_heads, prefill.attn_q_len, prefill.attn_kv_len,
+            prefill.attn_head_dim, prefill.attn_causal) == (8, 32, 512, 512, 128, 1)
+    figures = compute_views(kernels).kernels.set_index("kernel_id")
+    # causal prefill: useful = 4·B·H·S²·D / 2; the flash kernel computes whole diagonal tiles
+    row = figures.loc[prefill.kernel_id]
+    assert row["fill"] == pytest.approx(4 * 8 * 32 * 512 * 512 * 128 / 2 / row["tensor_ops"])
+    assert 0.5 < row["fill"] <= 1.0
+    decode = kernels[(kernels.phase == "decode") & (kernels.kind == "attention")]
+    assert set(decode.attn_q_len) == {1} and set(decode.attn_causal) == {0}
+    # the flash-decoding reduce has no MMA ops: no fill, not a fill of zero
+    reduce = figures.loc[decode.kernel_id].query("tensor_ops == 0")
+    assert len(reduce) and reduce["fill"].isna().all()

@@ -23,7 +23,8 @@ VIEWS = {m.ID: m for m in (v1_time, v2_tensor, v3_fill, v4_occupancy, v5_waves, 
 _USES_NAMES = {"V3": (True, True), "V7": (False, True), "V8": (True, False)}
 
 IDENTITY = ("kernel_id", "kernel_name", "nvtx_stack", "phase", "role", "role_source", "kind", "shape_m",
-            "shape_n", "shape_k", "grid_blocks", "block_threads", "device", "cc", "process_id", "run_id")
+            "shape_n", "shape_k", "attn_batch", "attn_heads", "attn_q_len", "attn_kv_len", "attn_head_dim",
+            "attn_causal", "grid_blocks", "block_threads", "device", "cc", "process_id", "run_id")
 # VIEWS.md "Machine-readable output": the keys every kernel carries (null when not computed).
 JSON_KERNEL_KEYS = ("id", "name", "phase", "role", "time_ns", "sm_active_pct", "sm_throughput_pct",
                     "kind", "tensor_pipe_pct", "tensor_ops", "mma_path", "fill", "useful_tensor_pct",

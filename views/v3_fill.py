@@ -1,6 +1,7 @@
 """V3 Fragment fill: how much of the tensor work is useful.
 
-fill = useful FLOPs (2·M·N·K for a GEMM) / the tensor ops counted. Tensor cores work in whole
+fill = useful FLOPs (2·M·N·K for a GEMM; 4·B·H·Sq·Skv·D for attention, halved when causal) / the
+tensor ops counted. Tensor cores work in whole
 tiles, so a batch-4 decode GEMM on an 8-wide tile multiplies padding half the time. The validation
 predicts the fill from the tile in the kernel's name (tiles.py) and the problem shape alone.
 `useful_tensor_pct` = tensor_pipe_pct · fill is the figure the headline should have been.
@@ -53,13 +54,22 @@ def shapes(kernels: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tuple(metric(kernels, c) for c in ("shape_m", "shape_n", "shape_k"))
 
 
+def attention_flops(kernels: pd.DataFrame) -> np.ndarray:
+    """4·B·H·Sq·Skv·D (QKᵀ and PV), halved when causal; NaN without an attention shape."""
+    b, h, sq, skv, d, causal = (metric(kernels, c) for c in (
+        "attn_batch", "attn_heads", "attn_q_len", "attn_kv_len", "attn_head_dim", "attn_causal"))
+    return 4 * b * h * sq * skv * d * np.where(causal == 1, 0.5, 1.0)
+
+
 def compute(kernels: pd.DataFrame, names: pd.DataFrame | None = None) -> pd.DataFrame:
     names = _names(kernels, names)
     ops = v2_tensor.tensor_ops(kernels)
     pipe = metric(kernels, v2_tensor.TENSOR_PIPE)
     m, n, k = shapes(kernels)
     gemm = kind_is(kernels, names, "gemm")
-    useful = np.where(gemm, 2 * m * n * k, np.nan)
+    # the attention's matrix work sits in its tensor kernel; a flash-decoding reduce has no MMA ops
+    attention = kind_is(kernels, names, "attention") & (ops > 0)
+    useful = np.where(gemm, 2 * m * n * k, np.where(attention, attention_flops(kernels), np.nan))
     geo = geometry(kernels, names)
     padded = geo["padded_m"].to_numpy() * geo["padded_n"].to_numpy() * geo["padded_k"].to_numpy()
     # no MMA ops: no useful tensor work, a measured zero (a GEMM on CUDA cores, an elementwise kernel)
@@ -80,8 +90,8 @@ def validate(kernels: pd.DataFrame, figures: pd.DataFrame, names: pd.DataFrame |
     m, _, _ = shapes(kernels)
     ops = v2_tensor.tensor_ops(kernels)
     checks = Checks(len(kernels))
-    checks.na(kind_is(kernels, names, "attention"), "attention: the fill needs B, H, Sq, Skv and D, "
-                                                     "which the kernels table does not carry")
+    checks.na(kind_is(kernels, names, "attention"), "attention: no tile model predicts its fill "
+                                                     "(the figure itself comes from B, H, Sq, Skv, D)")
     checks.na(~kind_is(kernels, names, "gemm"), "not a GEMM")
     checks.na(np.isnan(m), "no problem shape: give M= N= K= in the role's NVTX range or --shapes")
     checks.na(np.isnan(ops), "no sm__ops_path_tensor_* counters")
