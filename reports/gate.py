@@ -67,10 +67,25 @@ class GroupFigure:
 
 
 def _group_indices(frame: pd.DataFrame, by: Sequence[str]) -> dict[tuple, np.ndarray]:
-    keys = frame[list(by)].astype("object")
-    keys = keys.where(keys.notna(), UNKNOWN).astype(str)
-    indices = keys.groupby(list(by), sort=True).indices
-    return {(k if isinstance(k, tuple) else (k,)): v for k, v in indices.items()}
+    """{(phase, role, ...): row positions}. Factorised per column, never cast row by row to text:
+    a 100,000-kernel run groups in milliseconds. Null keys read as `unknown`."""
+    codes, labels = [], []
+    for column in by:
+        code, uniques = pd.factorize(frame[column], use_na_sentinel=True)
+        names = [str(u) for u in uniques] + [UNKNOWN]
+        codes.append(np.where(code < 0, len(names) - 1, code))
+        labels.append(names)
+    if not len(frame):
+        return {}
+    combined = np.ravel_multi_index(codes, [len(names) for names in labels])
+    uniques, inverse = np.unique(combined, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.cumsum(np.bincount(inverse, minlength=len(uniques)))[:-1]
+    groups: dict[tuple, np.ndarray] = {}
+    for flat, rows in zip(uniques, np.split(order, bounds)):
+        key = tuple(names[i] for names, i in zip(labels, np.unravel_index(flat, [len(n) for n in labels])))
+        groups[key] = np.sort(np.concatenate([groups[key], rows])) if key in groups else rows
+    return dict(sorted(groups.items()))
 
 
 def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
@@ -78,17 +93,26 @@ def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
         else np.full(len(frame), np.nan)
 
 
-def _reduce(frame: pd.DataFrame, rule: Rule) -> dict[tuple, GroupFigure]:
+def _is(frame: pd.DataFrame, column: str, value: str) -> np.ndarray:
+    return (frame[column] == value).to_numpy(dtype=bool, na_value=False)
+
+
+def _reduce(frame: pd.DataFrame, rule: Rule, groups: dict[tuple, np.ndarray]) -> dict[tuple, GroupFigure]:
     time = _column(frame, "time_ns")
     text = rule.how == "mode"
     values = (frame[rule.figure].to_numpy(dtype=object) if text else _column(frame, rule.figure)) \
         if rule.figure in frame else None
     views = [v for v in rule.checked_views if f"validation_{v}" in frame]
-    statuses = {v: frame[f"validation_{v}"].astype(str).to_numpy() for v in views}
-    details = {v: (frame[f"validation_detail_{v}"].astype(str).to_numpy()
-                   if f"validation_detail_{v}" in frame else np.full(len(frame), "")) for v in views}
+    failing = {v: _is(frame, f"validation_{v}", "fail") for v in views}
+    not_applicable = {v: _is(frame, f"validation_{v}", "n/a") for v in views}
+
+    def detail(view: str, row: int) -> str:
+        column = f"validation_detail_{view}"
+        value = frame[column].iat[row] if column in frame else ""
+        return "" if _is_na(value) else str(value)
+
     out = {}
-    for key, rows in _group_indices(frame, rule.by).items():
+    for key, rows in groups.items():
         weight = time[rows]
         group_time = float(np.nansum(weight)) if np.isfinite(weight).any() else math.nan
         if values is None:
@@ -102,12 +126,11 @@ def _reduce(frame: pd.DataFrame, rule: Rule) -> dict[tuple, GroupFigure]:
             value = _weighted_mean(values[rows], weight)
         failed, na_views = {}, {}
         for view in views:
-            status = statuses[view][rows]
-            bad = np.flatnonzero(status == "fail")
+            bad = rows[failing[view][rows]]
             if len(bad):
-                failed[view] = (len(bad), details[view][rows][bad[0]])
-            if (status == "n/a").all():
-                na_views[view] = details[view][rows][0]
+                failed[view] = (len(bad), detail(view, int(bad[0])))
+            if not_applicable[view][rows].all():
+                na_views[view] = detail(view, int(rows[0]))
         out[key] = GroupFigure(value, group_time, len(rows), failed, na_views)
     return out
 
@@ -356,7 +379,7 @@ def _compare_group(rule: Rule, comp: Comparison, base: list[GroupFigure], cur: l
 
 
 def compare_rule(rule: Rule, baseline: Sequence[Run], current: Sequence[Run],
-                 problems: list[str], warnings: list[str]) -> list[Comparison]:
+                 problems: list[str], warnings: list[str], cache: dict | None = None) -> list[Comparison]:
     """Every group of one rule, compared; could-not-judge reasons go into `problems`."""
     for side, runs in (("baseline", baseline), ("current", current)):
         for run in runs:
@@ -365,8 +388,16 @@ def compare_rule(rule: Rule, baseline: Sequence[Run], current: Sequence[Run],
                 problems.append(f"{rule.label}: {side} run {run.label} has no "
                                 f"{', '.join(missing)} column to group by")
                 return []
-    reduced = {"baseline": [_reduce(run.kernels, rule) for run in baseline],
-               "current": [_reduce(run.kernels, rule) for run in current]}
+    cache = {} if cache is None else cache
+
+    def grouped(run: Run) -> dict[tuple, np.ndarray]:
+        key = (id(run.kernels), rule.by)  # the rules share groupings: each is made once per run
+        if key not in cache:
+            cache[key] = _group_indices(run.kernels, rule.by)
+        return cache[key]
+
+    reduced = {"baseline": [_reduce(run.kernels, rule, grouped(run)) for run in baseline],
+               "current": [_reduce(run.kernels, rule, grouped(run)) for run in current]}
     total_time = float(np.median([sum(g.time_ns for g in groups.values() if np.isfinite(g.time_ns))
                                   for groups in reduced["baseline"]]))
     found = _Problems(rule)
@@ -449,8 +480,9 @@ def run_gate(baseline: Sequence[Run], current: Sequence[Run],
     appeared: list[dict] = []
     disappeared: list[dict] = []
     if not problems:
+        cache: dict = {}
         for rule in rules:
-            comparisons += compare_rule(rule, baseline, current, problems, warnings)
+            comparisons += compare_rule(rule, baseline, current, problems, warnings, cache)
         appeared, disappeared = kernel_changes(baseline, current)
     alpha = min((r.alpha for r in rules), default=0.05)
     method = describe_method(len(baseline), len(current), alpha) if baseline and current else ""
