@@ -370,8 +370,13 @@ def _compare_group(rule: Rule, comp: Comparison, base: list[GroupFigure], cur: l
             for _, _, cause, *_ in blocking:
                 problems.add(cause, comp.group_label)
             return
-        both = "on both sides, compared like for like: " if len(one_sided) < len(failures) else ""
-        warnings.append(f"{rule.label}: {comp.group_label}: {both}{text}")
+        total_runs = len(base) + len(cur)
+        for view in sides:  # one line per view: how many runs, and the first discrepancy
+            failed = [f for f in failures if f[0] == view]
+            where = "on both sides, compared like for like" if len(sides[view]) == 2 else \
+                f"on the {next(iter(sides[view]))} side, compared anyway"
+            warnings.append(f"{rule.label}: {comp.group_label}: validation {view} fails {where} "
+                            f"({len(failed)} of {total_runs} runs; {failed[0][5]})")
     if rule.how == "mode":
         _text_comparison(comp, [str(v) for v in base_ok], [str(v) for v in cur_ok])
     else:

@@ -116,14 +116,24 @@ def render_table(result: GateResult, limit: int = 40):
         parts.append(Text(f"warning: {warning}", style="dim"))
     rows = shown(result)
     if rows:
+        # the method line says how rows were decided; p and notes get columns only when some row has one
+        with_p = any(c.p_value is not None for c in rows[:limit])
+        with_note = any(c.note for c in rows[:limit])
         table = Table(show_header=True, header_style="bold", expand=False)
-        for column in ("status", "rule", "group", "baseline", "current", "change", "threshold", "test"):
-            table.add_column(column, overflow="fold")
+        for column in ("status", "rule", "group", "baseline", "current", "change", "threshold") + \
+                (("p",) if with_p else ()) + (("note",) if with_note else ()):
+            table.add_column(column, overflow="fold",
+                             justify="right" if column in ("baseline", "current", "change", "p") else "left")
         for comp in rows[:limit]:
-            table.add_row(Text(comp.status, style=_STYLE.get(comp.status, "")), comp.rule.label,
-                          comp.group_label, format_value(comp.baseline_center, comp.rule.unit),
-                          format_value(comp.current_center, comp.rule.unit), format_change(comp),
-                          threshold_text(comp), comp.note or comp.test)
+            cells = [Text(comp.status, style=_STYLE.get(comp.status, "")), comp.rule.label,
+                     comp.group_label, format_value(comp.baseline_center, comp.rule.unit),
+                     format_value(comp.current_center, comp.rule.unit), format_change(comp),
+                     threshold_text(comp)]
+            if with_p:
+                cells.append("" if comp.p_value is None else f"{comp.p_value:.3g}")
+            if with_note:
+                cells.append(comp.note)
+            table.add_row(*cells)
         parts.append(table)
         if len(rows) > limit:
             parts.append(Text(f"… {len(rows) - limit} more rows: see --format json or --markdown",
