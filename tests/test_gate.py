@@ -99,6 +99,15 @@ def test_a_validation_failing_on_one_side_blocks_the_figures_of_its_view(targete
     blocked = find(result, "top_stall_share", "decode/elementwise/aten")
     assert blocked.status == "cannot judge" and "23.42" in blocked.note
     assert find(result, "top_stall_share", "decode/qkv_proj/cublaslt_nvjet").status in ("pass", "regression", "improved")
+    warned = run_gate([Run("small", baseline)], [Run("llama8b", decode12)],
+                      parse_rules({"defaults": {"min_time_share_pct": 0, "on_validation_fail": "warn"},
+                                   "rule": [{"figure": "top_stall_share", "worse": "higher"}]}))
+    # compared anyway: the 8B layer's elementwise kernels stall more on their top reason
+    assert not warned.problems and warned.exit_code == 1
+    assert find(warned, "top_stall_share", "decode/elementwise/aten").status == "regression"
+    assert warned.warnings == ["top_stall_share: decode/elementwise/aten: validation V6 fails on the "
+                               "baseline side, compared anyway (1 of 2 runs; stall reasons add to 23.42 "
+                               "warps per issue, ncu counts 26.31 (-11.0 %))"]
 
 
 def test_a_validation_failing_on_both_sides_is_compared_like_for_like_unless_strict(targeted):
