@@ -550,8 +550,12 @@ def compare_results(a: dict, b: dict) -> dict:
 
 # --- terminal output ----------------------------------------------------------------------------
 
+_SHORT = {"det": "det", "layercast": "LayerCast", "cublas_bf16": "cuBLAS", "bi_tc": "BI-TC"}
+
+
 def render_result(result: dict, console=None) -> None:
     """Bits, speed and targets of one run as rich tables that fit a terminal."""
+    from rich import box
     from rich.console import Console
     from rich.table import Table
     con = console or Console()
@@ -560,8 +564,9 @@ def render_result(result: dict, console=None) -> None:
               f"torch {env.get('torch', '?')}, triton {env.get('triton', '?')}, CUDA {env.get('cuda_runtime', '?')}); "
               f"chain {result.get('chain_k')} k, batches {result['batches'][0]}..{result['batches'][1]}, "
               f"{result.get('repeats')} repeats")
-    bits = Table(title="bits", title_justify="left")
-    for col in ("impl", "role", "batches changing row 0", "changing any row", "run-to-run digests", "CPU reference"):
+    bits = Table(title="bits: batch sizes that change row 0 / any row; distinct digests over the repeats",
+                 title_justify="left", box=box.SIMPLE_HEAD)
+    for col in ("impl", "role", "row 0", "any row", "digests", "CPU reference"):
         bits.add_column(col, justify="left" if col in ("impl", "role") else "right", no_wrap=True)
     for e in result.get("bits", []):
         bi = e["batch_invariance"]
@@ -569,17 +574,19 @@ def render_result(result: dict, console=None) -> None:
         ref = e.get("reference")
         ref_cell = "-" if ref is None else ("equal" if ref["equal"] else f"[red]{ref['mismatches']} differ[/]")
         colour = "green" if bi["row0_changed"] == 0 else "yellow"
-        bits.add_row(e["impl"], e["role"], f"[{colour}]{bi['row0_changed']}/{bi['batches']}[/]",
+        bits.add_row(_SHORT.get(e["impl"], e["impl"]), e["role"].replace("_proj", ""),
+                     f"[{colour}]{bi['row0_changed']}/{bi['batches']}[/]",
                      f"{bi['rows_changed']}/{bi['batches']}", r2r, ref_cell)
     con.print(bits)
     if result.get("timing"):
         impls = list(result.get("impls", {}))
-        speed = Table(title="median us (det speedup)", title_justify="left")
-        speed.add_column("role")
+        speed = Table(title="median us per call (det's speedup over each)", title_justify="left",
+                      box=box.SIMPLE_HEAD)
+        speed.add_column("role", no_wrap=True)
         speed.add_column("M", justify="right")
         for i in impls:
-            speed.add_column(i, justify="right", no_wrap=True)
-        speed.add_column("det % of weight roofline", justify="right")
+            speed.add_column(_SHORT.get(i, i), justify="right", no_wrap=True)
+        speed.add_column("roof", justify="right")
         for row in result["timing"]:
             cells = []
             for i in impls:
@@ -588,15 +595,17 @@ def render_result(result: dict, console=None) -> None:
                     cells.append("-")
                     continue
                 sp = row.get("det_speedup", {}).get(i)
-                cells.append(f"{t['median_us']:.1f}" + (f" ({sp:.2f}x)" if sp else ""))
+                cells.append(f"{t['median_us']:.1f}" + (f" {sp:.2f}x" if sp else ""))
             d = row["by_impl"].get("det")
-            share = f"{100 * d['weight_roofline_share']:.0f}%" if d else "-"
-            speed.add_row(row["role"], str(row["M"]), *cells, share)
+            # share of the bf16 weight-read floor: meaningful where decode is bound by it
+            share = f"{100 * d['weight_roofline_share']:.0f}%" if d and row["M"] <= 64 else "-"
+            speed.add_row(row["role"].replace("_proj", ""), str(row["M"]), *cells, share)
         con.print(speed)
+        con.print("roof: det's share of the time to read the bf16 weights once at 4.8 TB/s")
     lay = result.get("layer", {}).get("by_impl", {})
     if lay:
         t = Table(title=f"decoder layer: prefill {result['layer']['prompt']} + {result['layer']['decode_steps']} "
-                        "decode steps (ms)", title_justify="left")
+                        "decode steps (ms)", title_justify="left", box=box.SIMPLE_HEAD)
         for col in ("impl", "prefill", "decode", "total", "vs LayerCast"):
             t.add_column(col, justify="left" if col == "impl" else "right")
         for impl, r in lay.items():
@@ -605,11 +614,12 @@ def render_result(result: dict, console=None) -> None:
         con.print(t)
     targets = result.get("targets", [])
     if targets:
-        t = Table(title="targets", title_justify="left")
+        t = Table(title="targets", title_justify="left", box=box.SIMPLE_HEAD)
         for col in ("target", "role", "M", "value", ""):
             t.add_column(col, justify="left" if col in ("target", "role") else "right")
         for g in targets:
-            t.add_row(g["target"], g["role"], "" if g["M"] is None else str(g["M"]), f"{g['value']:.2f}",
+            t.add_row(g["target"], g["role"].replace("_proj", ""), "" if g["M"] is None else str(g["M"]),
+                      f"{g['value']:.2f}",
                       "[green]pass[/]" if g["pass"] else "[red]miss[/]")
         con.print(t)
 
