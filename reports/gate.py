@@ -414,9 +414,11 @@ def compare_rule(rule: Rule, baseline: Sequence[Run], current: Sequence[Run],
         cur = [groups[key] for groups in reduced["current"] if key in groups]
         labels = {"baseline": [r.label for r, g in zip(baseline, reduced["baseline"]) if key in g],
                   "current": [r.label for r, g in zip(current, reduced["current"]) if key in g]}
-        times = [g.time_ns for g in (base or cur) if np.isfinite(g.time_ns)]
-        if times and total_time > 0:
-            comp.time_share_pct = float(np.median(times)) / total_time * 100
+        # the larger side's time against the baseline's total: a group that grew is never "small"
+        medians = [float(np.median(t)) for t in ([g.time_ns for g in side if np.isfinite(g.time_ns)]
+                                                 for side in (base, cur)) if t]
+        if medians and total_time > 0:
+            comp.time_share_pct = max(medians) / total_time * 100
         if not base or not cur:
             comp.status = "disappeared" if base else "appeared"
             comp.baseline, comp.current = [g.value for g in base], [g.value for g in cur]

@@ -170,3 +170,18 @@ def test_a_rule_on_a_text_figure_flags_a_changed_choice(targeted, decode12):
     attention = find(result, "tile", "decode/attention")
     assert (attention.baseline_center, attention.current_center) == ("16x128x128", "64x64x128")
     assert find(result, "tile", "decode/qkv_proj").current_center == "64x8x64"
+
+
+def test_a_small_group_that_grew_is_judged_not_skipped(targeted):
+    """cold_prefill/o_proj/aten is 0.59 % of the capture's time: under a 1 % floor it is not gated,
+    unless the current run's time for it crosses the floor."""
+    rule = Rule("time_ns", "higher", relative_pct=10, min_effect=2000, min_time_share_pct=1, name="time")
+    grown = targeted.copy()
+    residual = (grown["phase"] == "cold_prefill") & (grown["role"] == "o_proj") & (grown["kernel_family"] == "aten")
+    grown.loc[residual, "time_ns"] *= 5
+    same = run_gate([Run("b", targeted)], [Run("c", targeted)], [rule])
+    assert find(same, "time", "cold_prefill/o_proj/aten").status == "small"
+    result = run_gate([Run("b", targeted)], [Run("c", grown)], [rule])
+    slower = find(result, "time", "cold_prefill/o_proj/aten")
+    assert slower.status == "regression" and slower.baseline_center == 15648.0
+    assert slower.current_center == 5 * 15648.0 and result.exit_code == 1
