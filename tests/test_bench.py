@@ -3,11 +3,9 @@ the decoder layer's cache, target evaluation, the comparison of two results, the
 the H200 result brought back (tests/data/h200_det/, see its README)."""
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 from typer.testing import CliRunner
 

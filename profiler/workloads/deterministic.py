@@ -23,8 +23,9 @@ equal to it are the evidence for "the same on every IEEE-compliant GPU".
 The GPU kernels need torch and triton (the `gpu` extra). The fast ones are written in Gluon
 (triton.experimental.gluon, Triton >= 3.5) because plain Triton gives no control over which thread
 holds which accumulator, and its FMA lowering of `tl.dot` is an order of magnitude short of both
-limits (DETERMINISM.md). `det_linear(..., impl="portable")` is a plain-Triton kernel with the same
-order that runs anywhere Triton runs, including `TRITON_INTERPRET=1` on a CPU.
+limits (DETERMINISM.md). `portable_linear` (`Linear(w)(x, "portable")`) is a plain-Triton kernel
+with the same order that runs anywhere Triton runs, including `TRITON_INTERPRET=1` on a CPU; without
+Gluon, `det_linear` falls back to it.
 
 Run as a workload (NVTX ranges of the `smlens` domain, role ranges carrying `M= N= K=`):
 
