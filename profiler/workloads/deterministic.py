@@ -262,12 +262,15 @@ def reference_linear_longdouble(x, w, bias=None, chain_k: int = CHAIN_K) -> np.n
 
 # --- GPU side: everything below needs torch and triton --------------------------------------------
 
-try:  # CPU-only installs and CI may have neither
+try:  # CPU-only installs and CI may have neither; torch alone runs the baselines and the layer
     import torch
+except ImportError:  # pragma: no cover - exercised where torch is absent
+    torch = None
+try:
     import triton
     import triton.language as tl
 except ImportError:  # pragma: no cover - exercised where triton is absent
-    torch = triton = tl = None
+    triton = tl = None
 
 gluon = gl = cp_async = None
 if triton is not None:
