@@ -6,8 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-# torch: the CPU build, for the workload tests (decoder stack and deterministic GEMM reference)
-.venv/bin/pip install -q torch==2.13.0
+# torch: the CPU build, for the workload tests (decoder stack and deterministic GEMM reference);
+# triton: its interpreter runs the deterministic kernel on the CPU, and it compiles the sm_90 kernels
+.venv/bin/pip install -q torch==2.13.0 triton==3.6.0
 .venv/bin/pip install -q -e '.[dev]'
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   apt-get update -qq
