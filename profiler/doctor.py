@@ -52,6 +52,9 @@ def check_ncu(explicit: str | None = None) -> tuple[Check, str | None]:
     if major and major < 2023:
         return Check("ncu", "warn", f"{path} {version}",
                      "ncu before 2023 lacks some metrics the views read: update Nsight Compute"), path
+    unseen = ncu_mod.version_warning(version)
+    if unseen:
+        return Check("ncu", "warn", f"{path} {version}", unseen), path
     return Check("ncu", "ok", f"{path} {version}"), path
 
 

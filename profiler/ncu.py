@@ -73,6 +73,19 @@ def find_ncu(explicit: str | None = None) -> str:
         EXIT_NO_NCU)
 
 
+# ncu versions whose metric names and CSV layout smlens has been checked against (tests/data captures)
+SEEN_VERSIONS = ("2025.3.1",)
+
+
+def version_warning(version: str | None) -> str | None:
+    """A line for a user whose ncu smlens has not met: metric names and the CSV layout can move."""
+    if version is None or any(version == v or version.startswith(v + ".") for v in SEEN_VERSIONS):
+        return None
+    return (f"ncu {version} has not been seen by smlens (checked: {', '.join(SEEN_VERSIONS)}): "
+            "if a view says n/a for lack of a metric, `ncu --query-metrics` shows this version's "
+            "names; views still compute from what the capture has")
+
+
 def ncu_version(ncu: str) -> str | None:
     """`2025.3.1.0` from `ncu --version`, or None when it cannot be read."""
     try:

@@ -1,0 +1,52 @@
+"""Reading .ncu-rep through `ncu --import` when ncu is on PATH, and ncu versions smlens has not seen."""
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from profiler import ncu
+from profiler.capture import read_capture
+from profiler.errors import BadInput
+from tests.conftest import DATA
+
+
+def _fake_ncu(folder, body: str):
+    path = folder / "ncu"
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+def test_ncu_rep_goes_through_ncu_import_when_ncu_is_on_path(tmp_path, monkeypatch):
+    # this stand-in answers `--import REPORT --csv --page raw` with the report's real raw export
+    log = tmp_path / "args"
+    _fake_ncu(tmp_path, f'echo "$@" > {log}\ncat {DATA / "decode12_raw.csv"}\n')
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    capture = read_capture(DATA / "decode12.ncu-rep.gz")
+    assert capture.source_format == "ncu-rep"
+    args = log.read_text().split()
+    assert args[0] == "--import" and args[1].endswith(".ncu-rep") and args[2:] == ["--csv", "--page", "raw"]
+    kernels = capture.kernels.set_index("kernel_id")
+    assert len(kernels) == 12 and kernels.loc[2, "shape_n"] == 6144
+    # the same numbers as the module reader gives with no ncu at all
+    monkeypatch.setenv("PATH", "/nonexistent")
+    module = read_capture(DATA / "decode12.ncu-rep.gz").kernels.set_index("kernel_id")
+    assert kernels.loc[2, "dram__bytes_read.sum"] == module.loc[2, "dram__bytes_read.sum"] == 50382080.0
+
+
+def test_ncu_import_failure_is_bad_input(tmp_path, monkeypatch):
+    _fake_ncu(tmp_path, 'echo "==ERROR== Failed to open report" >&2\nexit 1\n')
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(BadInput, match="could not import the report: ==ERROR== Failed to open report"):
+        read_capture(DATA / "decode12.ncu-rep.gz")
+
+
+@pytest.mark.parametrize("version, unseen", [("2025.3.1.0", False), ("2025.3.1", False),
+                                             ("2026.1.0.0", True), ("2025.3.10.0", True)])
+def test_versions_not_seen_before_say_so(version, unseen):
+    warning = ncu.version_warning(version)
+    assert (warning is not None) == unseen
+    if unseen:
+        assert version in warning and "2025.3.1" in warning and "--query-metrics" in warning
