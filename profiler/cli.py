@@ -38,8 +38,8 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def command(func):
-    """Register a command whose SmlensError turns into one stderr line and its exit code."""
+def guarded(func):
+    """The command body with every SmlensError turned into one stderr line and its exit code."""
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -53,7 +53,12 @@ def command(func):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(0)
 
-    return app.command()(wrapper)
+    return wrapper
+
+
+def command(func):
+    """Register a top-level command (see `guarded`)."""
+    return app.command()(guarded(func))
 
 
 # --- store: ingest, runs, show, rm ------------------------------------------------------------
@@ -343,8 +348,15 @@ def demo(output: Path = typer.Option(Path("smlens-demo.html"), "--output", "-o",
 @command
 def profile(program: Optional[List[str]] = typer.Argument(
                 None, help="After `--`: a program to profile instead of the built-in decoder workload."),
+            workload: str = typer.Option("decoder", help="Built-in workload: decoder (layers of a "
+                                         "model) or det-gemm (the deterministic GEMMs and baselines "
+                                         "on the model's projections, one run per --impl)."),
             model: str = typer.Option("llama-3.1-8b", help="Built-in workload: llama-3.1-8b, "
                                       "llama-3.1-70b, qwen2.5-7b, mistral-7b, gemma-2-9b, tiny."),
+            tokens: Optional[str] = typer.Option(None, help="det-gemm: GEMM rows M, e.g. 1,16,2048 "
+                                                 "(default); M <= 64 is decode, more is prefill."),
+            impl: Optional[str] = typer.Option(None, help="det-gemm: det, cublas_bf16, layercast, "
+                                               "bi_tc, portable (default det,cublas_bf16)."),
             layers: int = typer.Option(2, help="Decoder layers in the stack."),
             batch: str = typer.Option("1", help="Batch size(s), e.g. 1,8,32: one run each."),
             prompt: str = typer.Option("512", help="Prompt length(s), e.g. 512,2048: one run each."),
@@ -391,7 +403,8 @@ def profile(program: Optional[List[str]] = typer.Argument(
                              prompt=prompt, decode_steps=decode_steps, dtype=dtype, phases=phases,
                              dedup=dedup, cache_control=cache_control, graph_profiling=graph_profiling,
                              nvtx_include=nvtx_include, launch_skip=launch_skip,
-                             launch_count=launch_count, kernel_name=kernel_name)
+                             launch_count=launch_count, kernel_name=kernel_name,
+                             workload=workload, tokens=tokens, impl=impl)
     if plan:
         try:
             ncu_path = ncu_mod.find_ncu(ncu)
@@ -409,7 +422,7 @@ def profile(program: Optional[List[str]] = typer.Argument(
     for the_plan, default_name, tags in plans:
         for i in range(repeat):
             run_name = (name if name and len(plans) == 1 else
-                        f"{name}-{default_name}" if name else default_name)
+                        f"{name}-{the_plan.variant or default_name}" if name else default_name)
             run_name += f"-r{i + 1}" if repeat > 1 else ""
             keep_dir = keep / run_name if keep else None
             outcome = prof.execute(the_plan, store_path(store), run_name,
@@ -460,18 +473,7 @@ app.add_typer(bench_app, name="bench")
 
 
 def _bench_command(func):
-    """Register a bench subcommand; SmlensError becomes one stderr line and its exit code."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except SmlensError as err:
-            fail(str(err), err.exit_code)
-        except KeyboardInterrupt:
-            fail("interrupted", 130)
-
-    return bench_app.command()(wrapper)
+    return bench_app.command()(guarded(func))
 
 
 @_bench_command

@@ -68,6 +68,7 @@ class ProfilePlan:
     skipped_estimate: int | None       # kernels left out as duplicates (layers, decode steps)
     regions: list = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    variant: str | None = None          # what tells this plan's run from its siblings' (det-gemm: the impl)
 
     def commands(self, ncu: str = "ncu", full: bool = False) -> list[list[str]]:
         return [ncu_mod.build_command(ncu, self.metrics, inv, f"<reports>/{inv.report_stem()}",
@@ -147,6 +148,82 @@ def plan_command(program: list[str], metrics: list[str], cache_control: str = "a
     if not nvtx_includes and not launch_count:
         notes.append("no --nvtx-include or --launch-count: every kernel of the program is profiled")
     return ProfilePlan(f"{shlex.join(program)}", [inv], metrics, launch_count, None, [], notes)
+
+
+# --- the det-gemm workload --------------------------------------------------------------------
+
+WORKLOADS = ("decoder", "det-gemm")
+DET_TOKENS_DEFAULT = "1,16,2048"
+DET_IMPLS_DEFAULT = "det,cublas_bf16"
+# Kernels per GEMM call, for the plan's estimate: det launches its split-K partials and their
+# fixed-order fold (M <= 16) or the x transpose and its tile kernel; cuBLAS bf16 the bf16 cast of x
+# and the GEMM (maybe a split-K reduce); LayerCast the FP32 cast of W and the SGEMM.
+_DET_KERNELS_PER_GEMM = {"portable": 1}
+# The decoder's options as profiler/cli.py defaults them: det-gemm refuses any other value rather
+# than ignore it.
+_DECODER_DEFAULTS = {"--layers": 2, "--batch": "1", "--prompt": "512", "--decode-steps": 2,
+                     "--dtype": "bf16", "--phases": "cold_prefill,warm_prefill,decode"}
+
+
+def _det_program(model: str, tokens: list[int], impl: str) -> list[str]:
+    return [sys.executable, "-m", "profiler.workloads.deterministic", "--model", model,
+            "--tokens", ",".join(str(t) for t in tokens), "--impl", impl]
+
+
+def plan_det_gemm(model: str, tokens: list[int], impl: str, metrics: list[str],
+                  cache_control: str = "auto", graph_profiling: str | None = None) -> ProfilePlan:
+    """One ncu run of `profiler.workloads.deterministic` with one implementation: each of the
+    model's four projections at each M, inside `smlens:<phase>` / `smlens:impl=<impl>` /
+    `smlens:<role> M= N= K= impl=<impl>`. The include filters name the phase ranges only, so each
+    case's warm-up call (compilation, library heuristics), made outside any range, is not profiled."""
+    from profiler.workloads import deterministic as det
+
+    cases = det.model_cases(model, tokens)
+    phases = tuple(dict.fromkeys(c.phase for c in cases))
+    cache = "all" if cache_control == "auto" else cache_control
+    per_gemm = _DET_KERNELS_PER_GEMM.get(impl, 2)
+    inv = Invocation(label=impl, program=_det_program(model, tokens, impl), cache_control=cache,
+                     nvtx_includes=[f"{decoder.DOMAIN}@{phase}/" for phase in phases],
+                     graph_profiling=graph_profiling, expected_kernels=per_gemm * len(cases),
+                     phases=phases)
+    title = (f"det-gemm {model}, M = {','.join(str(t) for t in tokens)}: {len(cases)} GEMM(s) "
+             f"with {impl} = {det.IMPL_TITLES.get(impl, impl)}")
+    notes = ["one ncu run and one stored run per implementation (tag impl=...): compare two with "
+             "`smlens gate --baseline <cublas_bf16 run> --current <det run>`",
+             "each case's warm-up call runs outside the NVTX ranges and is not profiled"]
+    if cache == "all":
+        notes.append("--cache-control all: caches flushed before every replay pass, so weights come "
+                     "from DRAM as in a model whose other layers evicted them (a 4096x4096 bf16 "
+                     "weight would otherwise stay in a 50 MB L2)")
+    notes.append(f"expected kernel counts are estimates: about {per_gemm} kernel(s) per GEMM call")
+    return ProfilePlan(title, [inv], metrics, per_gemm * len(cases), None, [], notes, variant=impl)
+
+
+def _det_gemm_plans(metrics: list[str], model: str, tokens: str | None, impl: str | None,
+                    cache_control: str, graph_profiling: str | None,
+                    decoder_options: dict) -> list[tuple[ProfilePlan, str, dict]]:
+    from profiler.workloads import deterministic as det
+    from profiler.workloads.models import get_model
+
+    changed = [opt for opt, value in decoder_options.items() if value != _DECODER_DEFAULTS[opt]]
+    if changed:
+        raise BadInput(f"{', '.join(changed)}: decoder workload only; --workload det-gemm takes "
+                       "--tokens (GEMM rows M) and --impl")
+    token_list = parse_int_list(tokens or DET_TOKENS_DEFAULT, "--tokens")
+    impls = [i.strip() for i in (impl or DET_IMPLS_DEFAULT).split(",") if i.strip()]
+    known = det.IMPLS + ("portable",)
+    bad = [i for i in impls if i not in known]
+    if bad or not impls:
+        raise BadInput(f"--impl {impl!r}: unknown {', '.join(bad) or 'empty list'}; choose from "
+                       f"{', '.join(known)}")
+    shape = get_model(model)
+    plans = []
+    for one in dict.fromkeys(impls):
+        plan = plan_det_gemm(shape.id, token_list, one, metrics, cache_control, graph_profiling)
+        tags = {"workload": "det-gemm", "model": shape.id, "impl": one, "impls": ",".join(impls),
+                "tokens": ",".join(str(t) for t in token_list)}
+        plans.append((plan, f"det-gemm-{shape.id}-{one}", tags))
+    return plans
 
 
 # --- running ----------------------------------------------------------------------------------
@@ -270,6 +347,8 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
     workdir = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="smlens-profile-"))
     workdir.mkdir(parents=True, exist_ok=True)
     version = ncu_mod.ncu_version(ncu)
+    if ncu_mod.version_warning(version):
+        print(f"smlens: note: {ncu_mod.version_warning(version)}", file=sys.stderr)
     reports: list[InvocationReport] = []
     csvs: list[Path] = []
     failure: NcuError | None = None
@@ -380,15 +459,24 @@ def build_plans(program: list[str] | None, metrics: list[str], *, model: str, la
                 batch: str, prompt: str, decode_steps: int, dtype: str, phases: str,
                 dedup: bool, cache_control: str, graph_profiling: str | None,
                 nvtx_include: list[str] | None, launch_skip: int | None,
-                launch_count: int | None, kernel_name: str | None) -> list[tuple[ProfilePlan, str, dict]]:
-    """(plan, default run name, tags) for the program, or for each batch and prompt of the
-    built-in workload."""
+                launch_count: int | None, kernel_name: str | None, workload: str = "decoder",
+                tokens: str | None = None, impl: str | None = None
+                ) -> list[tuple[ProfilePlan, str, dict]]:
+    """(plan, default run name, tags) for the program, for each batch and prompt of the built-in
+    decoder workload, or for each implementation of the det-gemm workload."""
     from profiler.workloads.models import get_model
 
     if cache_control not in ("auto", "all", "none"):
         raise BadInput(f"--cache-control {cache_control!r}: auto, all or none")
     if graph_profiling not in (None, "node", "graph"):
         raise BadInput(f"--graph-profiling {graph_profiling!r}: node or graph")
+    if workload not in WORKLOADS:
+        raise BadInput(f"--workload {workload!r}: {' or '.join(WORKLOADS)}")
+    if program and workload != "decoder":
+        raise BadInput("--workload names a built-in workload; a program after `--` is profiled as "
+                       "it is: give one or the other")
+    if workload != "det-gemm" and (tokens or impl):
+        raise BadInput("--tokens and --impl apply to --workload det-gemm")
     if program:
         plan = plan_command(program, metrics, cache_control, nvtx_include, graph_profiling,
                             launch_skip, launch_count, kernel_name)
@@ -397,6 +485,10 @@ def build_plans(program: list[str] | None, metrics: list[str], *, model: str, la
     if nvtx_include or launch_skip or launch_count or kernel_name:
         raise BadInput("--nvtx-include, --launch-skip, --launch-count and --kernel-name apply to a "
                        "program given after `--`; the built-in workload picks its own ranges")
+    if workload == "det-gemm":
+        return _det_gemm_plans(metrics, model, tokens, impl, cache_control, graph_profiling,
+                               {"--layers": layers, "--batch": batch, "--prompt": prompt,
+                                "--decode-steps": decode_steps, "--dtype": dtype, "--phases": phases})
     shape = get_model(model)
     phase_list = tuple(p.strip() for p in phases.split(",") if p.strip())
     plans = []
