@@ -265,7 +265,7 @@ class Classifier:
     def __init__(self, shapes: dict | None = None):
         self.shapes = shapes or {}
         self._cache: dict = {}
-        self._prefill_state: tuple[set, dict] = (set(), {})
+        self._prefill = nvtx.PrefillOrder()
 
     def _one(self, cell: str, kernel_name: str) -> tuple:
         key = (cell, kernel_name)
@@ -279,24 +279,10 @@ class Classifier:
         derived = pd.DataFrame([info for _, info in pairs], index=cells.index,
                                columns=list(DERIVED_COLUMNS[1:]))
         derived.insert(0, "nvtx_stack", [stack for stack, _ in pairs])
-        derived["phase"] = self._assign_prefill(list(derived["phase"]), list(processes))
+        derived["phase"] = self._prefill.assign(list(derived["phase"]), list(processes))
         for column in ("shape_m", "shape_n", "shape_k", *nvtx.ATTENTION_KEYS.values()):
             derived[column] = derived[column].astype("Int64")
         return self._apply_shapes(derived)
-
-    def _assign_prefill(self, phases: list[str], processes: list) -> list[str]:
-        seen, current = self._prefill_state
-        out = []
-        for phase, process in zip(phases, processes):
-            if phase == "prefill":
-                if current.get(process) is None:
-                    current[process] = "warm_prefill" if process in seen else "cold_prefill"
-                    seen.add(process)
-                phase = current[process]
-            else:
-                current[process] = None
-            out.append(phase)
-        return out
 
     def _apply_shapes(self, derived: pd.DataFrame) -> pd.DataFrame:
         """Fill shapes the NVTX messages lack from a `--shapes` mapping: "phase/role" or "role"."""

@@ -83,7 +83,7 @@ def canonical_role(word: str) -> str | None:
 
 
 def phase_of(stack: list[str]) -> str:
-    """`prefill` alone is returned as-is: cold or warm is decided by order (see assign_prefill)."""
+    """`prefill` alone is returned as-is: cold or warm is decided by order (see PrefillOrder)."""
     for entry in stack:
         word = _first_word(entry)
         if word in PHASES or word == "prefill":
@@ -138,19 +138,24 @@ def classify(stack: list[str], kernel_name: str) -> dict:
             "shape_m": shape_m, "shape_n": shape_n, "shape_k": shape_k, **attention_shape_of(entry)}
 
 
-def assign_prefill(phases: list[str], processes: list) -> list[str]:
-    """Turn bare `prefill` into cold_prefill (the first contiguous prefill stretch of a process,
-    in launch order) or warm_prefill (every later one)."""
-    seen_prefill: set = set()
-    current: dict = {}  # process -> label of the prefill stretch it is in, or None
-    out = []
-    for phase, process in zip(phases, processes):
-        if phase == "prefill":
-            if current.get(process) is None:
-                current[process] = "warm_prefill" if process in seen_prefill else "cold_prefill"
-                seen_prefill.add(process)
-            phase = current[process]
-        else:
-            current[process] = None
-        out.append(phase)
-    return out
+class PrefillOrder:
+    """Bare `prefill` -> cold_prefill for a process's first contiguous prefill stretch (in launch
+    order), warm_prefill for every later one. Holds its state, so a capture read in blocks gets
+    the same answer as one read whole."""
+
+    def __init__(self):
+        self.seen: set = set()       # processes that had a prefill stretch
+        self.current: dict = {}      # process -> label of the stretch it is in, or None
+
+    def assign(self, phases: list[str], processes: list) -> list[str]:
+        out = []
+        for phase, process in zip(phases, processes):
+            if phase == "prefill":
+                if self.current.get(process) is None:
+                    self.current[process] = "warm_prefill" if process in self.seen else "cold_prefill"
+                    self.seen.add(process)
+                phase = self.current[process]
+            else:
+                self.current[process] = None
+            out.append(phase)
+        return out

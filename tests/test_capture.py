@@ -177,3 +177,15 @@ def test_attention_shape_from_nvtx_and_its_fill(data_dir):
     # the flash-decoding reduce has no MMA ops: no fill, not a fill of zero
     reduce = figures.loc[decode.kernel_id].query("tensor_ops == 0")
     assert len(reduce) and reduce["fill"].isna().all()
+
+
+def test_small_blocks_give_the_same_table(data_dir, monkeypatch):
+    """A capture streamed in many blocks (types fixed by the first, cold/warm prefill carried
+    across blocks) equals the capture read in one."""
+    import profiler.capture as capture_module
+
+    whole = read_capture(data_dir / "targeted_raw.csv").kernels
+    monkeypatch.setattr(capture_module, "BLOCK_BYTES", 20_000)
+    blocks = read_capture(data_dir / "targeted_raw.csv").kernels
+    pd.testing.assert_frame_equal(blocks, whole)
+    assert blocks.groupby("phase").size()["warm_prefill"] == 22
