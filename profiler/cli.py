@@ -315,8 +315,7 @@ def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, na
 def demo(output: Path = typer.Option(Path("smlens-demo.html"), "--output", "-o",
                                      help="HTML file to write."),
          format: Format = typer.Option(Format.table, "--format")):
-    """No GPU needed: ingest a bundled real H200 capture into a temporary store, print its views,
-    and write its report."""
+    """No GPU needed: a bundled real H200 capture into a temporary store, its views and its report."""
     import json
     import tempfile
     from importlib.resources import as_file, files
