@@ -539,7 +539,7 @@ def _read_details(path: Path, shapes: dict | None, notes: list) -> tuple[pd.Data
     frame = frame.assign(number=numbers * scale, is_number=is_number, base_unit=base_unit)
     units: dict[str, str] = {}
     columns = {}
-    for name, group in frame.groupby("column", sort=False):
+    for name, group in frame.groupby("column", sort=False, observed=True):
         ids = _ints(group["ID"]).astype("int64")
         if group["is_number"].all():
             columns[name] = pd.Series(group["number"].to_numpy(), index=ids)

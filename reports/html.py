@@ -215,7 +215,7 @@ def _drop_lone_all(gap: pd.DataFrame) -> pd.DataFrame:
     """A phase's `all` row says nothing new when the phase has one role."""
     if gap.empty or "role" not in gap.columns:
         return gap
-    roles = gap[gap["role"] != "all"].groupby("phase")["role"].nunique()
+    roles = gap[gap["role"] != "all"].groupby("phase", observed=True)["role"].nunique()
     lone = gap["phase"].map(roles).fillna(0) <= 1
     return gap[~((gap["role"] == "all") & lone)]
 

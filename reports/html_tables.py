@@ -146,9 +146,9 @@ def limiter_table(kernels: pd.DataFrame) -> str:
         return '<p class="na">No occupancy limiter in these results.</p>'
     rows = []
     frame = kernels.assign(_t=num(kernels, "time_ns").fillna(0))
-    for (phase, role), g in sort_groups(frame).groupby(["phase", "role"], sort=False):
+    for (phase, role), g in sort_groups(frame).groupby(["phase", "role"], sort=False, observed=True):
         shares = g.groupby(g["occupancy_limiter"].astype("object").map(
-            lambda v: "n/a" if is_missing(v) else str(v)))["_t"].sum()
+            lambda v: "n/a" if is_missing(v) else str(v)), observed=True)["_t"].sum()
         total = shares.sum()
         text = ", ".join(f"{name} {share / total * 100:.0f} %" if total else name
                          for name, share in shares.sort_values(ascending=False).items())
@@ -185,11 +185,11 @@ def selection_table(kernels: pd.DataFrame) -> str:
     keys["_behind"] = col(frame, "arch_behind_device").map(lambda v: not is_missing(v) and bool(v))
     keys["phase"], keys["role"] = frame["phase"], frame["role"]
     keys["_t"] = num(frame, "time_ns").fillna(0)
-    chosen = (keys.groupby(["role", "phase"] + columns + ["_behind"], sort=False, dropna=False)
+    chosen = (keys.groupby(["role", "phase"] + columns + ["_behind"], sort=False, dropna=False, observed=True)
               .agg(kernels=("_t", "size"), time=("_t", "sum")).reset_index())
     chosen = sort_groups(chosen, role_first=True)
     rows, previous_by_role = [], {}
-    for (role, phase), g in chosen.groupby(["role", "phase"], sort=False):
+    for (role, phase), g in chosen.groupby(["role", "phase"], sort=False, observed=True):
         g = g.sort_values("time", ascending=False)
         choices = {tuple(r[c] for c in columns) for _, r in g.iterrows()}
         previous = previous_by_role.get(role)
@@ -264,7 +264,7 @@ def names_table(kernels: pd.DataFrame) -> str:
     if kernels.empty or "name" not in kernels.columns:
         return ""
     frame = kernels.assign(_t=num(kernels, "time_ns").fillna(0))
-    agg = frame.groupby("name", sort=False).agg(count=("_t", "size"), time=("_t", "sum"))
+    agg = frame.groupby("name", sort=False, observed=True).agg(count=("_t", "size"), time=("_t", "sum"))
     agg = agg.sort_values("time", ascending=False)
     rows = [[esc(count), esc(fmt_time_ns(time)), f"<code>{esc(name)}</code>"]
             for name, count, time in zip(agg.index, agg["count"], agg["time"])]

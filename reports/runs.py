@@ -63,7 +63,7 @@ def run_summary(run: dict, kernels: pd.DataFrame, metric_count: int) -> dict:
     """The run's row plus kernel counts and time per phase and role."""
     record = run_record(run)
     time_column = "gpu__time_duration.sum"
-    groups = kernels.groupby(["phase", "role"], dropna=False)
+    groups = kernels.groupby(["phase", "role"], dropna=False, observed=True)
     summary = groups.size().rename("kernels").to_frame()
     if time_column in kernels:
         summary["time_ns"] = groups[time_column].sum(min_count=1)

@@ -166,7 +166,7 @@ def _mode(kernels: pd.DataFrame, column: str, unless: Optional[str] = None) -> d
         frame = frame.assign(time=frame["time"] + np.where(frame["value"] == unless, 0.0, 1e30))
     if frame.empty:
         return {}
-    weights = frame.groupby(["phase", "role", "value"], sort=False)["time"].sum().reset_index()
+    weights = frame.groupby(["phase", "role", "value"], sort=False, observed=True)["time"].sum().reset_index()
     best = weights.sort_values("time", ascending=False, kind="stable").drop_duplicates(["phase", "role"])
     return {(p, r): v for p, r, v in zip(best["phase"], best["role"], best["value"])}
 

@@ -3,6 +3,7 @@
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -21,6 +22,8 @@ from profiler.store import Store
 FAKES = Path(__file__).parent / "fakes"
 CAPTURE = Path(__file__).parent / "data" / "h200_runs" / "dedup-reference-all-layers.csv.gz"
 runner = CliRunner()
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="the built-in workload runs torch")
 TINY = ["--model", "tiny", "--layers", "2", "--prompt", "8", "--decode-steps", "2"]
 QUICK = [sys.executable, "-c", "print('app ran')"]
 
@@ -111,6 +114,7 @@ def test_bad_options(args, words):
 
 # --- running (fake ncu) ----------------------------------------------------------------------
 
+@needs_torch
 def test_profile_builtin_workload(fake_env):
     """Two ncu runs (cache flushed for the cold prefill only), one stored run, dedup counted."""
     store = fake_env / "store"

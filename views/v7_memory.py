@@ -52,7 +52,7 @@ def device_dram_peak(kernels: pd.DataFrame, implied: np.ndarray) -> tuple[np.nda
 
 def _device_dram_peak(kernels: pd.DataFrame, implied: np.ndarray) -> tuple[np.ndarray, pd.Categorical]:
     key = device.device_key(kernels)
-    median = pd.Series(implied).groupby(key).transform("median").to_numpy()
+    median = pd.Series(implied).groupby(key, observed=True).transform("median").to_numpy()
     attributes = device.dram_peak_from_attributes(kernels)
     source = categorical(np.where(~np.isnan(median), 0, np.where(~np.isnan(attributes), 1, -1)),
                          ["dram__throughput", "device attributes"])

@@ -156,8 +156,8 @@ def selection(result_kernels: pd.DataFrame) -> pd.DataFrame:
     grouped["phase_rank"] = grouped["phase"].map(rank).fillna(len(rank))
     grouped = grouped.sort_values(["role", "phase_rank", "kind"], kind="stable")
     # what the role ran in its first phase; anything else later is a change
-    first_phase = grouped.groupby("role")["phase_rank"].transform("min")
-    first_choices = grouped[grouped["phase_rank"] == first_phase].groupby("role")["choice"].agg(frozenset)
+    first_phase = grouped.groupby("role", observed=True)["phase_rank"].transform("min")
+    first_choices = grouped[grouped["phase_rank"] == first_phase].groupby("role", observed=True)["choice"].agg(frozenset)
     firsts = grouped["role"].map(first_choices)
     grouped["changed"] = [c not in f for c, f in zip(grouped["choice"], firsts)]
     return grouped[SELECTION_COLUMNS].reset_index(drop=True)
