@@ -142,8 +142,8 @@ def test_layercast_casts_the_weights_on_every_call(figures):
     k = figures["layercast"]
     casts = k[k["kind"] == "elementwise"]
     assert len(casts) == 12 and (casts["dram_bytes"] >= 2 * casts["shape_n"] * casts["shape_k"]).all()
-    det_bytes = figures["det"].groupby(["phase", "role"])["dram_bytes"].sum()
-    layercast_bytes = k.groupby(["phase", "role"])["dram_bytes"].sum()
+    det_bytes = figures["det"].groupby(["phase", "role"], observed=True)["dram_bytes"].sum()
+    layercast_bytes = k.groupby(["phase", "role"], observed=True)["dram_bytes"].sum()
     decode = layercast_bytes.loc["decode"] / det_bytes.loc["decode"]
     assert (decode > 2).all(), decode
 
@@ -214,7 +214,7 @@ def test_profile_det_gemm_into_the_store_then_gate(fake_det, monkeypatch):
                                                   "ci": "yes"}
     kernels = Store(store, create=False).kernels("det-gemm-llama-3.1-8b-det",
                                                   columns=["phase", "role", "shape_m", "kernel_name"])
-    assert kernels.groupby("phase").size().to_dict() == {"decode": 16, "warm_prefill": 8}
+    assert kernels.groupby("phase", observed=True).size().to_dict() == {"decode": 16, "warm_prefill": 8}
     # the tag selects the runs for the gate: cuBLAS as the baseline, det as the change
     result = runner.invoke(app, ["gate", "--baseline", "tag:impl=cublas_bf16", "--current", "tag:impl=det",
                                  "--store", str(store), "--format", "json"])
