@@ -146,12 +146,15 @@ def _header_cells(line: bytes) -> list[str] | None:
 # --- raw page ---------------------------------------------------------------------------------
 
 
-def _row_chunks(stream, header: list[str], first_rest: bytes, found: dict) -> Iterator[bytes]:
+def _row_chunks(stream, header: list[str], first_rest: bytes, found: dict,
+                filter_lines: bool = True) -> Iterator[bytes]:
     """The data rows, in blocks of whole lines; the units row goes to found["units"].
 
     A data row starts with `"<ID>",` (ncu puts ID first; in a reordered file any quoted line may be
-    one). ncu's `==PROF==` lines and the program's own output are skipped wherever they fall, and
-    counted in found["noise"]. A last row without its line end is a capture cut off mid-row.
+    one). With `filter_lines`, ncu's `==PROF==` lines and the program's own output are dropped
+    wherever they fall and counted in found["noise"]; without it the caller's parser must skip them
+    (the raw reader's does: their cells do not match the header, or their ID is no number). A last
+    row without its line end is a capture cut off mid-row.
     """
     id_index = header.index("ID")
     is_row = _ROW_START.match if id_index == 0 else (lambda line: line.lstrip().startswith(b'"'))
@@ -178,11 +181,11 @@ def _row_chunks(stream, header: list[str], first_rest: bytes, found: dict) -> It
                 found["noise"] += 1
         if not units_checked:
             block, units_checked = _take_units_row(block, header, id_index, found), True
-        lines_total = block.count(b"\n")
-        quoted = block.count(b'\n"') + block.startswith(b'"') - block.endswith(b'\n"')
-        if lines_total and quoted == lines_total and b"\r" not in block:
-            yield block  # every line is a row: the common case, no Python loop over lines
-        elif block.strip():
+        if not block or block.isspace():
+            pass
+        elif not filter_lines:
+            yield block
+        else:
             kept = []
             for line in block.split(b"\n"):
                 if is_row(line):
@@ -275,7 +278,7 @@ class Classifier:
         return self._cache[key]
 
     def derive(self, cells: pd.Series, names: pd.Series, processes: pd.Series) -> pd.DataFrame:
-        pairs = [self._one(c, n) for c, n in zip(cells.fillna(""), names.fillna(""))]
+        pairs = [self._one(c, n) for c, n in zip(cells.fillna("").tolist(), names.fillna("").tolist())]
         derived = pd.DataFrame([info for _, info in pairs], index=cells.index,
                                columns=list(DERIVED_COLUMNS[1:]))
         derived.insert(0, "nvtx_stack", [stack for stack, _ in pairs])
@@ -367,16 +370,15 @@ def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None =
         header, rest = _find_header(stream, path)
         converter = _RawConverter(header, shapes, path)
         rows = 0
-        for block in _row_chunks(stream, header, rest, found):
+        for block in _row_chunks(stream, header, rest, found, filter_lines=False):
             table = converter.convert(block, found["units"])
             rows += table.num_rows
             if on_progress is not None:
                 on_progress(_file_position(stream, total), total)
             yield table, converter.units
-    if found.get("noise"):
-        notes.append(f"skipped {found['noise']} lines that were not CSV rows (program or ncu output)")
-    if converter.skipped_rows:
-        notes.append(f"skipped {converter.skipped_rows} lines whose cells do not match the header")
+    skipped = found.get("noise", 0) + converter.skipped_rows
+    if skipped:
+        notes.append(f"skipped {skipped} lines that were not kernel rows (program or ncu output)")
     notes.extend(converter.notes)
     if rows == 0:
         raise BadInput(f"{path}: the capture has a header but no kernel rows")
