@@ -380,6 +380,11 @@ def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None =
     if skipped:
         notes.append(f"skipped {skipped} lines that were not kernel rows (program or ncu output)")
     notes.extend(converter.notes)
+    unknown = sorted(converter.said_na - converter.valued)
+    if unknown and rows:
+        notes.append(f"ncu gave n/a for every kernel in {len(unknown)} metric(s), which this GPU or ncu "
+                     f"lacks (views that need them say n/a): {', '.join(unknown[:8])}"
+                     + (" ..." if len(unknown) > 8 else ""))
     if rows == 0:
         raise BadInput(f"{path}: the capture has a header but no kernel rows")
 
@@ -409,6 +414,8 @@ class _RawConverter:
         self.classifier = Classifier(shapes)
         self.skipped_rows = 0
         self.notes: list[str] = []
+        self.valued: set[str] = set()  # numeric metrics with a value for at least one kernel
+        self.said_na: set[str] = set()  # metrics ncu printed as "n/a" in the first row (unknown to it)
 
     def _read(self, data: bytes, types: dict) -> pa.Table:
         skipped = []
@@ -449,6 +456,8 @@ class _RawConverter:
 
     def _decide_types(self, block: bytes) -> pa.Table:
         table = self._read(block, {n: pa.string() for n in self.identity})  # Arrow infers metrics
+        first_row = next(csv.reader([block[: block.find(b"\n")].decode("utf-8", "replace")]), [])
+        self.said_na = {n for n, cell in zip(self.names, first_row) if cell.strip().lower() == "n/a"}
         self.types = {n: pa.string() for n in self.identity}
         for name in self.metrics:
             column = table.column(name)
@@ -485,6 +494,8 @@ class _RawConverter:
                 values = numbers[name]
                 values = pc.multiply(values, factor) if factor != 1.0 else values
                 self.units.setdefault(name, base_unit)
+                if values.null_count < len(values):
+                    self.valued.add(name)
             else:
                 values = table.column(name).cast(pa.string())
                 self.units.setdefault(name, unit_row.get(name, ""))

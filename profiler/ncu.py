@@ -390,6 +390,11 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
+# A plain metric name ncu does not know gives "n/a" values (the capture reader notes it); a
+# `regex:` entry that matches nothing stops ncu with this line.
+_MISSING_METRIC = re.compile(r"==ERROR== Failed to find metric (\S+)")
+
+
 def diagnose(result: RunResult, what: str = "the workload") -> NcuError | None:
     """The failure a finished run shows, or None when it went well. Order matters: a missing
     permission or GPU also makes the program fail, and should be named as the cause."""
@@ -403,6 +408,12 @@ def diagnose(result: RunResult, what: str = "the workload") -> NcuError | None:
     if any(sign.lower() in text.lower() for sign in _NO_GPU_SIGNS):
         return NcuError(f"{what} found no usable NVIDIA GPU: run on a machine with a GPU and its "
                         "driver (see `smlens doctor`)", EXIT_NO_GPU)
+    missing = _MISSING_METRIC.search(text)
+    if missing:  # ncu stops at the first kernel (seen on the H200 for a regex that matched nothing)
+        return NcuError(
+            f"ncu has no metric {missing.group(1)} for this GPU: `ncu --query-metrics --chip <chip>` "
+            "lists the names it has; collect fewer views (--views) or pass --metrics without it",
+            EXIT_NCU_FAILED)
     if result.interrupted:
         return NcuError(f"interrupted after {reader.kernels_done} kernel(s)", EXIT_INTERRUPTED)
     if result.timed_out:

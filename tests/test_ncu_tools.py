@@ -1,6 +1,7 @@
 """Reading .ncu-rep through `ncu --import` when ncu is on PATH, and ncu versions smlens has not seen."""
 from __future__ import annotations
 
+import csv
 import os
 import stat
 
@@ -50,3 +51,39 @@ def test_versions_not_seen_before_say_so(version, unseen):
     assert (warning is not None) == unseen
     if unseen:
         assert version in warning and "2025.3.1" in warning and "--query-metrics" in warning
+
+
+def test_metric_ncu_does_not_know_is_noted_and_its_view_is_na(tmp_path):
+    """ncu 2025.3.1 on the H200 printed "n/a" for every kernel for a metric name it did not know
+    (seen with `--metrics smlens__no_such_metric.sum`); here the tensor-pipe metric is given that
+    treatment in a real capture."""
+    from views.registry import compute_views
+
+    lines = (DATA / "decode12_raw.csv").read_text().splitlines()
+    header = next(csv.reader([lines[0]]))
+    column = header.index("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")
+    for number in range(2, len(lines)):
+        cells = next(csv.reader([lines[number]]))
+        cells[column] = "n/a"
+        lines[number] = ",".join(f'"{c}"' for c in cells)
+    path = tmp_path / "na.csv"
+    path.write_text("\n".join(lines) + "\n")
+    capture = read_capture(path)
+    assert any("n/a for every kernel in 1 metric" in n and header[column] in n for n in capture.notes)
+    assert capture.kernels[header[column]].isna().all()
+    figures = compute_views(capture.kernels).kernels
+    assert figures["tensor_pipe_pct"].isna().all() and set(figures["validation_V2"]) == {"n/a"}
+    assert set(figures["validation_V1"]) == {"pass"}  # every other view still works
+
+
+def test_regex_metric_ncu_cannot_find_says_what_to_do():
+    text = ("==ERROR== Failed to find metric regex:smlens__nothing.*\n\n"
+            '==ERROR== Failed to profile "vectorized_elementwise_kernel" in process 502\n'
+            "==PROF== Trying to shutdown target application\n"
+            "==ERROR== The application returned an error code (9).\n")  # as seen on the H200
+    reader = ncu.ProgressReader()
+    reader.feed(text)
+    reader.close()
+    error = ncu.diagnose(ncu.RunResult(9, reader))
+    assert error.exit_code == ncu.EXIT_NCU_FAILED
+    assert "no metric regex:smlens__nothing.*" in str(error) and "--query-metrics" in str(error)
