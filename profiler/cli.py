@@ -96,6 +96,9 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
             rows.append({**row, "new": new})
             if format == Format.table and not new:
                 typer.echo(f"{file}: already in the store as run {row['id']}", err=True)
+            elif format == Format.table:
+                for note in json.loads(row.get("notes") or "[]"):
+                    typer.echo(f"{file.name}: note: {note}", err=True)
     if format == Format.json:
         typer.echo(json.dumps([run_record(r) for r in rows], indent=2))
     else:
