@@ -8,7 +8,6 @@ first, and reports kernels that appeared or disappeared.
 from __future__ import annotations
 
 import math
-import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 
@@ -16,6 +15,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from reports.formatting import bytes_text, is_missing, short_kernel_name, time_text
 from reports.gate import Comparison, GateResult
 
 # statuses worth a row in the table and the Markdown findings. The others are counted; "cannot
@@ -28,40 +28,18 @@ _STYLE = {"regression": "bold red", "cannot judge": "bold yellow", "improved": "
           "could not judge": "bold yellow"}
 
 
-def short_kernel_name(name: str, width: int = 60) -> str:
-    """`void at::native::foo<T, 4>(int, T2)` -> `at::native::foo`; nvjet/cudnn names stay whole."""
-    text = re.sub(r"^void\s+", "", str(name))
-    depth, out = 0, []
-    for char in text:  # drop template arguments, however deeply nested
-        if char == "<":
-            depth += 1
-        elif char == ">":
-            depth = max(0, depth - 1)
-        elif depth == 0:
-            out.append(char)
-    text = "".join(out).split("(", 1)[0].strip()
-    return text if len(text) <= width else text[:width - 1] + "…"
-
-
 def format_value(value: object, unit: str = "") -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if is_missing(value):
         return "n/a"
     if isinstance(value, str):
         return value
-    number = float(value)
     if unit == "ns":
-        for limit, scale, suffix in ((1e9, 1e9, " s"), (1e6, 1e6, " ms"), (1e3, 1e3, " µs")):
-            if abs(number) >= limit:
-                return f"{number / scale:.3g}{suffix}"
-        return f"{number:.3g} ns"
+        return time_text(value)
     if unit == "bytes":
-        for limit, suffix in ((1e9, " GB"), (1e6, " MB"), (1e3, " kB")):
-            if abs(number) >= limit:
-                return f"{number / limit:.3g}{suffix}"
-        return f"{number:.0f} B"
+        return bytes_text(value)
     if unit == "%":
-        return f"{number:.1f}%"
-    return f"{number:.3g}"
+        return f"{float(value):.1f}%"
+    return f"{float(value):.3g}"
 
 
 def format_change(comp: Comparison) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
 import pandas as pd
+from reports.formatting import bytes_text, is_missing, short_kernel_name, time_text
 
 PHASE_ORDER = ("cold_prefill", "warm_prefill", "prefill", "decode", "other")
 ROLE_ORDER = ("qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj", "elementwise", "gemm",
@@ -89,17 +90,6 @@ def _plain(obj: Any) -> Any:
     return str(obj)
 
 
-def is_missing(value: Any) -> bool:
-    if value is None or value is pd.NA or value is pd.NaT:
-        return True
-    if isinstance(value, float):
-        return math.isnan(value)
-    try:
-        return bool(pd.isna(value)) if not isinstance(value, (list, tuple, dict, str)) else False
-    except (TypeError, ValueError):
-        return False
-
-
 # --- small helpers --------------------------------------------------------------------------------
 
 def _order_key(values: Iterable, order: tuple) -> list:
@@ -124,21 +114,7 @@ def group_label(phase: Any, role: Any) -> str:
 
 def short_name(name: Any, limit: int = 80) -> str:
     """`void ns::kernel<...>(...)` -> `ns::kernel`: the part that tells kernels apart at a glance."""
-    if is_missing(name):
-        return ""
-    text = str(name)
-    stripped = text[5:] if text.startswith("void ") else text
-    stripped = re.sub(r"(<unnamed>|\(anonymous namespace\))::", "", stripped)
-    # Drop template arguments and the parameter list, innermost first.
-    for _ in range(20):
-        new = re.sub(r"<[^<>]*>", "", stripped)
-        if new == stripped:
-            break
-        stripped = new
-    stripped = re.sub(r"\(.*$", "", stripped).strip()
-    if not stripped:
-        stripped = text
-    return stripped if len(stripped) <= limit else stripped[: limit - 1] + "\u2026"
+    return short_kernel_name(name, limit, missing="")
 
 
 def col(frame: pd.DataFrame, name: str) -> pd.Series:
@@ -173,24 +149,11 @@ def fmt(value: Any, digits: int = 3, unit: str = "") -> str:
 
 
 def fmt_time_ns(ns: Any) -> str:
-    if is_missing(ns):
-        return "\u2014"
-    ns = float(ns)
-    if ns >= 1e6:
-        return f"{ns / 1e6:.3g} ms"
-    if ns >= 1e3:
-        return f"{ns / 1e3:.3g} \u00b5s"
-    return f"{ns:.3g} ns"
+    return time_text(ns, missing="\u2014")
 
 
 def fmt_bytes(b: Any) -> str:
-    if is_missing(b):
-        return "\u2014"
-    b = float(b)
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(b) >= scale:
-            return f"{b / scale:.3g} {unit}"
-    return f"{b:.3g} B"
+    return bytes_text(b, missing="\u2014")
 
 
 def delta_pct(current: Any, base: Any) -> Optional[float]:

@@ -6,8 +6,6 @@ with its validations: counts, the failures with their discrepancy, and why the r
 """
 from __future__ import annotations
 
-import math
-import re
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -16,6 +14,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+from reports.formatting import is_missing, short_kernel_name
 
 TITLES = {"V1": "Time and SM activity", "V2": "Tensor-pipe utilization", "V3": "Fragment fill",
           "V4": "Occupancy and its limiter", "V5": "Wave quantization and tail",
@@ -25,18 +24,9 @@ MAX_FAILURES = 5
 Fmt = Callable[[Any], str]
 
 
-def _missing(value) -> bool:
-    if value is None or value is pd.NA:
-        return True
-    try:
-        return isinstance(value, float) and math.isnan(value)
-    except TypeError:
-        return False
-
-
 def num(value, digits: int = 3) -> str:
     """3 significant digits, thousands grouped above 1000; n/a when missing."""
-    if _missing(value):
+    if is_missing(value):
         return "n/a"
     value = float(value)
     if value != 0 and abs(value) >= 1000:
@@ -45,24 +35,24 @@ def num(value, digits: int = 3) -> str:
 
 
 def pct(value) -> str:
-    return "n/a" if _missing(value) else f"{float(value):.1f}"
+    return "n/a" if is_missing(value) else f"{float(value):.1f}"
 
 
 def share(value) -> str:
-    return "n/a" if _missing(value) else f"{100 * float(value):.0f}%"
+    return "n/a" if is_missing(value) else f"{100 * float(value):.0f}%"
 
 
 def ratio(value) -> str:
-    return "n/a" if _missing(value) else f"{float(value):.2f}"
+    return "n/a" if is_missing(value) else f"{float(value):.2f}"
 
 
 def us(value) -> str:
-    return "n/a" if _missing(value) else f"{float(value) / 1000:,.1f}"
+    return "n/a" if is_missing(value) else f"{float(value) / 1000:,.1f}"
 
 
 def si(value, unit: str = "") -> str:
     """1.26e7 -> 12.6 M."""
-    if _missing(value):
+    if is_missing(value):
         return "n/a"
     value = float(value)
     for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
@@ -72,27 +62,11 @@ def si(value, unit: str = "") -> str:
 
 
 def text(value) -> str:
-    return "n/a" if _missing(value) else str(value)
-
-
-_TEMPLATE = re.compile(r"<[^<>]*>")
+    return "n/a" if is_missing(value) else str(value)
 
 
 def short_name(name, width: int = 48) -> str:
-    """A kernel name without `void`, template arguments and parameters, cut to `width`:
-    `void at::<unnamed>::vectorized_layer_norm_kernel<...>(...)` -> `at::vectorized_layer_norm_kernel`."""
-    if _missing(name):
-        return "n/a"
-    name = re.sub(r"^void\s+", "", str(name)).replace("<unnamed>::", "").replace("(anonymous namespace)::", "")
-    for _ in range(20):  # nested template arguments, innermost first
-        shorter = _TEMPLATE.sub("", name)
-        if shorter == name:
-            break
-        name = shorter
-    if "(" in name[1:]:
-        name = name[: name.index("(", 1)]
-    name = name.strip()
-    return name if len(name) <= width else name[: width - 1] + "…"
+    return short_kernel_name(name, width)
 
 
 def _cell(rendered: str) -> Text:
@@ -194,7 +168,7 @@ VIEW_COLUMNS: dict[str, list[tuple[str, Any, Fmt]]] = {
 
 def _checks(row, view: str) -> str:
     counts = [row.get(f"{view}_{s}") for s in ("pass", "fail", "n/a")]
-    if any(_missing(c) for c in counts):
+    if any(is_missing(c) for c in counts):
         return "n/a"
     passed, failed, na = (int(c) for c in counts)
     return f"{passed}/{failed}/{na}"
@@ -274,11 +248,11 @@ def device_line(devices: pd.DataFrame) -> Optional[str]:
     parts = []
     for _, d in devices.iterrows():
         peak, source = d.get("dram_peak_bytes_per_s"), d.get("dram_peak_source")
-        if _missing(peak) and not _missing(d.get("dram_peak_from_attributes_bytes_per_s")):
+        if is_missing(peak) and not is_missing(d.get("dram_peak_from_attributes_bytes_per_s")):
             peak, source = d.get("dram_peak_from_attributes_bytes_per_s"), "device attributes"
         parts.append(f"{text(d.get('name'))}: CC {text(d.get('cc'))}, {num(d.get('sm_count'))} SMs, "
                      f"{si(d.get('max_clock_hz'), 'Hz')}, DRAM peak {si(peak, 'B/s')}"
-                     + (f" ({source})" if not _missing(source) else ""))
+                     + (f" ({source})" if not is_missing(source) else ""))
     return "; ".join(parts)
 
 

@@ -9,7 +9,6 @@ import pytest
 from profiler import nvtx
 from profiler.capture import read_capture, parse_shapes_file, sniff
 from profiler.errors import BadInput
-from tests.conftest import DATA
 
 
 def by_id(capture):

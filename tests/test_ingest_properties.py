@@ -3,10 +3,8 @@ or a damaged store."""
 from __future__ import annotations
 
 import random
-import shutil
 
 import pyarrow.parquet as pq
-import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from profiler.capture import read_capture

@@ -1,0 +1,64 @@
+"""Text for values, shared by the terminal tables, the HTML report and the gate's outputs."""
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import pandas as pd
+
+_TEMPLATE = re.compile(r"<[^<>]*>")
+
+
+def is_missing(value: Any) -> bool:
+    """None, NA, NaT or NaN: a figure that was not measured (never shown as 0)."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return True
+    if isinstance(value, float):
+        return math.isnan(value)
+    try:
+        return bool(pd.isna(value)) if not isinstance(value, (list, tuple, dict, str)) else False
+    except (TypeError, ValueError):
+        return False
+
+
+def short_kernel_name(name: Any, width: int = 60, missing: str = "n/a") -> str:
+    """`void at::<unnamed>::vectorized_layer_norm_kernel<...>(...)` -> `at::vectorized_layer_norm_kernel`:
+    no `void`, anonymous namespaces, template arguments or parameters; cut to `width`. Names with
+    none of these (nvjet, cuDNN, Triton) stay whole."""
+    if is_missing(name):
+        return missing
+    text = str(name)
+    short = re.sub(r"^void\s+", "", text)
+    short = re.sub(r"(<unnamed>|\(anonymous namespace\))::", "", short)
+    for _ in range(20):  # nested template arguments, innermost first
+        shorter = _TEMPLATE.sub("", short)
+        if shorter == short:
+            break
+        short = shorter
+    if "(" in short[1:]:
+        short = short[: short.index("(", 1)]
+    short = short.strip() or text
+    return short if len(short) <= width else short[: width - 1] + "…"
+
+
+def time_text(ns: Any, missing: str = "n/a") -> str:
+    """Nanoseconds, three significant digits in the unit that fits: 83.7 µs, 1.25 ms."""
+    if is_missing(ns):
+        return missing
+    ns = float(ns)
+    for limit, suffix in ((1e9, " s"), (1e6, " ms"), (1e3, " µs")):
+        if abs(ns) >= limit:
+            return f"{ns / limit:.3g}{suffix}"
+    return f"{ns:.3g} ns"
+
+
+def bytes_text(count: Any, missing: str = "n/a") -> str:
+    """Bytes, decimal units as ncu prints them: 12.6 MB."""
+    if is_missing(count):
+        return missing
+    count = float(count)
+    for limit, suffix in ((1e9, " GB"), (1e6, " MB"), (1e3, " kB")):
+        if abs(count) >= limit:
+            return f"{count / limit:.3g}{suffix}"
+    return f"{count:.3g} B"
