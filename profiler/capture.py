@@ -94,7 +94,6 @@ class Capture:
     kernels: pd.DataFrame
     units: dict[str, str]
     source_format: str  # raw, details or ncu-rep
-    ncu_version: str | None = None
     notes: list[str] = field(default_factory=list)  # lines a user should see (noise skipped, ...)
 
 
@@ -543,8 +542,9 @@ def _read_details(path: Path, shapes: dict | None, notes: list) -> tuple[pd.Data
     frame = frame.assign(column=[
         m if cl else (mp or f"{s}: {m}")
         for s, m, cl, mp in zip(section, metric, command_line, mapped)])
-    scale = frame["Metric Unit"].map(lambda u: to_base(u)[1])
-    base_unit = frame["Metric Unit"].map(lambda u: to_base(u)[0])
+    bases = {unit: to_base(unit) for unit in frame["Metric Unit"].unique()}
+    scale = frame["Metric Unit"].map(lambda u: bases[u][1])
+    base_unit = frame["Metric Unit"].map(lambda u: bases[u][0])
     cleaned = frame["Metric Value"].str.replace(",", "", regex=False).str.strip()
     numbers = pd.to_numeric(cleaned, errors="coerce")
     is_number = numbers.notna() | cleaned.isin(("",) + _NOT_AVAILABLE)
