@@ -46,6 +46,7 @@ _MMA_WORD = re.compile(r"_(wgmma|wmma|hmma|mma)_")
 _FA2_TRAITS = re.compile(r"Flash_(?:fwd|bwd)_kernel_traits\w*<\s*(\d+),\s*(\d+),\s*(\d+)")
 _FMHA = re.compile(r"fmha_cutlass[FB]_\w*?_(\d+)x(\d+)_\w*?(sm\d+)")
 _SM_WORD = re.compile(r"(?<![a-z])sm_?(\d{2,3})(?![0-9])")
+_SPLITK_REDUCE = re.compile(r"splitKreduce|splitk_reduce|split_k_reduce", re.I)
 
 
 def _arch_mma(arch: str | None, explicit: str | None = None) -> str | None:
@@ -171,8 +172,6 @@ def _attention(name: str):
 
 
 def _other(name: str):
-    if re.search(r"splitKreduce|splitk_reduce|split_k_reduce", name, re.I):
-        return _row("splitk_reduce")
     if name.startswith("triton") or "triton_" in name:
         return _row("triton")
     if re.search(r"\bat::|at_cuda_detail|\bc10::", name):
@@ -191,7 +190,7 @@ def parse_name(name: str | None) -> dict:
     if not isinstance(name, str) or not name:
         return _row(None)
     # split-K reduce kernels carry gemm-looking template arguments: decide them first
-    if re.search(r"splitKreduce|splitk_reduce|split_k_reduce", name, re.I):
+    if _SPLITK_REDUCE.search(name):
         return _row("splitk_reduce")
     for rule in _RULES:
         found = rule(name)
