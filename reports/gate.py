@@ -32,6 +32,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from reports.formatting import is_missing
 from reports.gate_rules import (DEFAULT_RULES, FIGURES, GROUP_BY, Figure, Rule, RulesError,
                                 load_rules, parse_rules)
 from reports.gate_stats import mann_whitney_u, smallest_p_value
@@ -109,7 +110,7 @@ def _reduce(frame: pd.DataFrame, rule: Rule, groups: dict[tuple, np.ndarray]) ->
     def detail(view: str, row: int) -> str:
         column = f"validation_detail_{view}"
         value = frame[column].iat[row] if column in frame else ""
-        return "" if _is_na(value) else str(value)
+        return "" if is_missing(value) else str(value)
 
     out = {}
     for key, rows in groups.items():
@@ -148,16 +149,12 @@ def _weighted_mean(numbers: np.ndarray, weight: np.ndarray) -> float:
 def _weighted_mode(values: np.ndarray, weight: np.ndarray) -> str | None:
     totals: dict[str, float] = {}
     for value, w in zip(values, weight):
-        if _is_na(value) or value == "":
+        if is_missing(value) or value == "":
             continue
         totals[str(value)] = totals.get(str(value), 0.0) + (w if np.isfinite(w) else 1.0)
     if not totals:
         return None
     return max(sorted(totals), key=lambda v: totals[v])
-
-
-def _is_na(value: object) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 # ---- comparison -------------------------------------------------------------------------------
@@ -333,8 +330,8 @@ def _compare_group(rule: Rule, comp: Comparison, base: list[GroupFigure], cur: l
                    labels: dict[str, list[str]], problems: _Problems, warnings: list[str]) -> None:
     comp.baseline = [g.value for g in base]
     comp.current = [g.value for g in cur]
-    base_ok = [v for v in comp.baseline if not _is_na(v)]
-    cur_ok = [v for v in comp.current if not _is_na(v)]
+    base_ok = [v for v in comp.baseline if not is_missing(v)]
+    cur_ok = [v for v in comp.current if not is_missing(v)]
     if rule.how != "mode":
         comp.baseline_center = float(np.median(base_ok)) if base_ok else None
         comp.current_center = float(np.median(cur_ok)) if cur_ok else None
