@@ -263,10 +263,11 @@ class Classifier:
     """NVTX stack + kernel name -> derived columns, carried across batches (cold/warm prefill
     depends on what came before)."""
 
-    def __init__(self, shapes: dict | None = None):
+    def __init__(self, shapes: dict | None = None, roles_from_order: bool = False):
         self.shapes = shapes or {}
         self._cache: dict = {}
         self._prefill = nvtx.PrefillOrder()
+        self._eager = nvtx.EagerOrder() if roles_from_order else None
 
     def _one(self, cell: str, kernel_name: str) -> tuple:
         key = (cell, kernel_name)
@@ -281,9 +282,18 @@ class Classifier:
                                columns=list(DERIVED_COLUMNS[1:]))
         derived.insert(0, "nvtx_stack", [stack for stack, _ in pairs])
         derived["phase"] = self._prefill.assign(list(derived["phase"]), list(processes))
+        if self._eager is not None:
+            derived = self._roles_from_order(derived, names, processes)
         for column in ("shape_m", "shape_n", "shape_k", *nvtx.ATTENTION_KEYS.values()):
             derived[column] = derived[column].astype("Int64")
         return self._apply_shapes(derived)
+
+    def _roles_from_order(self, derived: pd.DataFrame, names: pd.Series, processes: pd.Series
+                          ) -> pd.DataFrame:
+        rows = derived.assign(stack=derived["nvtx_stack"], kernel_name=names.fillna("").tolist(),
+                              process=processes.tolist()).to_dict("records")
+        assigned = pd.DataFrame(self._eager.assign(rows), index=derived.index)
+        return assigned[list(DERIVED_COLUMNS)]
 
     def _apply_shapes(self, derived: pd.DataFrame) -> pd.DataFrame:
         """Fill shapes the NVTX messages lack from a `--shapes` mapping: "phase/role" or "role"."""
@@ -355,7 +365,8 @@ def _first_line(err: Exception) -> str:
 
 
 def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None = None,
-                    on_progress: Callable[[int, int], None] | None = None
+                    on_progress: Callable[[int, int], None] | None = None,
+                    roles_from_order: bool = False, classifier: "Classifier | None" = None
                     ) -> Iterator[tuple[pa.Table, dict[str, str]]]:
     """Blocks of the kernels table as Arrow tables, with the metric units, from a raw capture.
 
@@ -366,7 +377,7 @@ def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None =
     total = path.stat().st_size if path.exists() else 0
     with _open_binary(path) as stream:
         header, rest = _find_header(stream, path)
-        converter = _RawConverter(header, shapes, path)
+        converter = _RawConverter(header, classifier or Classifier(shapes, roles_from_order), path)
         rows = 0
         for block in _row_chunks(stream, header, rest, found, filter_lines=False):
             table = converter.convert(block, found["units"])
@@ -400,7 +411,7 @@ class _RawConverter:
 
     _NULLS = ["", "n/a", "N/A", "-", "nan", "NaN"]
 
-    def __init__(self, header: list[str], shapes: dict | None, path: Path):
+    def __init__(self, header: list[str], classifier: Classifier, path: Path):
         self.names = _unique_names(header)
         self.path = path
         self.identity = [n for n in self.names
@@ -409,7 +420,7 @@ class _RawConverter:
         self.types: dict[str, pa.DataType] | None = None  # how each column is read, from block 1
         self.numeric: set[str] = set()  # metric columns stored as float64
         self.units: dict[str, str] = {}
-        self.classifier = Classifier(shapes)
+        self.classifier = classifier
         self.skipped_rows = 0
         self.notes: list[str] = []
         self.valued: set[str] = set()  # numeric metrics with a value for at least one kernel
@@ -504,7 +515,7 @@ class _RawConverter:
 # --- details page ------------------------------------------------------------------------------
 
 
-def _read_details(path: Path, shapes: dict | None, notes: list) -> tuple[pd.DataFrame, dict]:
+def _read_details(path: Path, classifier: Classifier, notes: list) -> tuple[pd.DataFrame, dict]:
     found: dict = {}
     with _open_binary(path) as stream:
         header, rest = _find_header(stream, path)
@@ -533,7 +544,7 @@ def _read_details(path: Path, shapes: dict | None, notes: list) -> tuple[pd.Data
                                                  and not c.startswith("Rule")
                                                  and not c.startswith("Estimated")]],
                                           preserve_index=False)
-    kernels = _identity_frame(identity_table, Classifier(shapes)).astype({"kernel_id": "int64"})
+    kernels = _identity_frame(identity_table, classifier).astype({"kernel_id": "int64"})
     kernels = kernels.set_index("kernel_id")
 
     section, metric = frame["Section Name"], frame["Metric Name"]
@@ -567,7 +578,7 @@ def _read_details(path: Path, shapes: dict | None, notes: list) -> tuple[pd.Data
 # --- .ncu-rep ------------------------------------------------------------------------------------
 
 
-def _read_ncu_rep(path: Path, shapes: dict | None, notes: list) -> Capture:
+def _read_ncu_rep(path: Path, classifier: Classifier, notes: list) -> Capture:
     with tempfile.TemporaryDirectory(prefix="smlens-") as tmpdir:
         report = path
         with _open_binary(path) as stream:
@@ -586,14 +597,13 @@ def _read_ncu_rep(path: Path, shapes: dict | None, notes: list) -> Capture:
             if done.returncode != 0:
                 raise BadInput(f"{path}: ncu could not import the report: "
                                f"{done.stderr.decode(errors='replace').strip()[-200:]}")
-            capture = read_capture(raw, shapes=shapes)
+            capture = _read_raw(raw, classifier, notes)
             capture.source_format = "ncu-rep"
-            capture.notes[:0] = notes
             return capture
-        return _read_ncu_rep_module(report, path, shapes, notes)
+        return _read_ncu_rep_module(report, path, classifier, notes)
 
 
-def _read_ncu_rep_module(report: Path, shown: Path, shapes: dict | None, notes: list) -> Capture:
+def _read_ncu_rep_module(report: Path, shown: Path, classifier: Classifier, notes: list) -> Capture:
     try:
         import ncu_report
     except ImportError:
@@ -640,7 +650,7 @@ def _read_ncu_rep_module(report: Path, shown: Path, shapes: dict | None, notes: 
     identity = pa.Table.from_pandas(
         frame[[c for c in frame.columns if c in IDENTITY_COLUMNS or c == PUSH_POP_PREFIX]].astype("string"),
         preserve_index=False)
-    kernels = _identity_frame(identity, Classifier(shapes)).astype({"kernel_id": "int64"})
+    kernels = _identity_frame(identity, classifier).astype({"kernel_id": "int64"})
     metrics = frame[[c for c in frame.columns if c not in IDENTITY_COLUMNS and c != PUSH_POP_PREFIX]]
     kernels = pd.concat([kernels, metrics.reset_index(drop=True)], axis=1)
     return Capture(kernels, units, "ncu-rep", notes=notes)
@@ -671,24 +681,29 @@ def sniff(path: Path) -> str:
     return "details" if "Metric Name" in header and "Metric Value" in header else "raw"
 
 
-def read_capture(path, shapes: dict | None = None) -> Capture:
+def read_capture(path, shapes: dict | None = None, roles_from_order: bool = False) -> Capture:
     """Any ncu capture -> Capture with the kernels table of docs/SCHEMA.md.
 
     `shapes` maps "role" or "phase/role" to (M, N, K) for captures whose NVTX ranges carry none.
+    `roles_from_order` gives CUDA-graph kernels the roles of an eager step (nvtx.EagerOrder).
     """
     path = Path(path)
     notes: list[str] = []
+    classifier = Classifier(shapes, roles_from_order)
     kind = sniff(path)
     if kind == "ncu-rep":
-        return _read_ncu_rep(path, shapes, notes)
+        return _read_ncu_rep(path, classifier, notes)
     if kind == "details":
-        kernels, units = _read_details(path, shapes, notes)
+        kernels, units = _read_details(path, classifier, notes)
         return Capture(kernels, units, "details", notes=notes)
+    return _read_raw(path, classifier, notes)
+
+
+def _read_raw(path: Path, classifier: Classifier, notes: list) -> Capture:
     tables, units = [], {}
-    for table, units in iter_raw_tables(path, shapes, notes):
+    for table, units in iter_raw_tables(path, notes=notes, classifier=classifier):
         tables.append(table)
-    kernels = pa.concat_tables(tables).to_pandas()
-    return Capture(kernels, units, "raw", notes=notes)
+    return Capture(pa.concat_tables(tables).to_pandas(), units, "raw", notes=notes)
 
 
 def parse_shapes_file(path) -> dict:

@@ -72,6 +72,9 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
            tag: Optional[List[str]] = typer.Option(None, help="KEY=VALUE, repeatable."),
            shapes: Optional[Path] = typer.Option(None, help="File of '[phase/]role M N K' lines for "
                                                  "captures whose NVTX ranges carry no shapes."),
+           roles_from_eager_order: bool = typer.Option(
+               False, help="CUDA-graph captures (--graph-profiling node): kernels without role "
+                           "ranges take the roles of an eager step of the same phase, in order."),
            format: Format = typer.Option(Format.table, "--format")):
     """Read ncu captures into the Parquet store, one run per file."""
     from profiler.capture import parse_shapes_file
@@ -92,6 +95,7 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
             task = bar.add_task(f"ingest {file.name}", total=None)
             run_name = name if name and len(files) == 1 else (f"{name}-{file.name}" if name else None)
             row, new = the_store.ingest(file, name=run_name, tags=tags, shapes=shape_map,
+                                        roles_from_order=roles_from_eager_order,
                                         on_progress=lambda done, total: bar.update(task, completed=done, total=total))
             rows.append({**row, "new": new})
             if format == Format.table and not new:

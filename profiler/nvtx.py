@@ -159,3 +159,53 @@ class PrefillOrder:
                 self.current[process] = None
             out.append(phase)
         return out
+
+
+ORDER_COLUMNS = ("role", "shape_m", "shape_n", "shape_k", *ATTENTION_KEYS.values())
+
+
+class EagerOrder:
+    """Roles for kernels replayed from a CUDA graph, taken from an eager run of the same step.
+
+    Under `ncu --graph-profiling node` a graph's kernels carry only the ranges open on the host at
+    replay (the phase): the role ranges open during capture are gone (NCU_ON_H200.md). An eager
+    step of the same phase, run with its role ranges, launches the same kernels in the same order,
+    so each range-less kernel of that phase takes the role and shape of the eager kernel of the
+    same name at the next position in that order. A kernel whose name the eager step lacks keeps
+    the name classifier's guess. Opt-in: in a capture without graphs a range-less kernel is not
+    inside a role, and must not be given one.
+    """
+
+    def __init__(self):
+        self._eager: dict = {}   # (process, phase) -> (step range, [(kernel name, role info)])
+        self._cursor: dict = {}  # (process, phase) -> next position in that order
+
+    @staticmethod
+    def _step(stack: list[str], phase: str) -> str:
+        """The range right inside the phase (`smlens:step_0`), which tells eager steps apart."""
+        words = [_first_word(entry) for entry in stack]
+        return stack[words.index(phase) + 1] if phase in words and words.index(phase) + 1 < len(stack) else ""
+
+    def assign(self, rows: list[dict]) -> list[dict]:
+        """rows: dicts with phase, stack, kernel_name, process and the classify() columns;
+        range-less rows that match the eager order get its role, and role_source `order`."""
+        for row in rows:
+            key = (row["process"], row["phase"])
+            if row["role_source"] == "nvtx":
+                step = self._step(row["stack"], row["phase"])
+                if key not in self._eager or self._eager[key][0] != step:
+                    self._eager[key], self._cursor[key] = (step, []), 0
+                self._eager[key][1].append((row["kernel_name"], {c: row[c] for c in ORDER_COLUMNS}))
+                continue
+            order = self._eager.get(key, ("", []))[1]
+            if not order:
+                continue
+            start = self._cursor.get(key, 0)
+            for offset in range(len(order)):  # the next kernel of that name, wrapping round
+                position = (start + offset) % len(order)
+                name, info = order[position]
+                if name == row["kernel_name"]:
+                    row.update(info, role_source="order")
+                    self._cursor[key] = (position + 1) % len(order)
+                    break
+        return rows

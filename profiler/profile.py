@@ -379,8 +379,10 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
             raise NcuError("ncu profiled no kernel: the NVTX filters or --launch-* options matched "
                            "nothing (is the program annotated? see `smlens profile --plan`)",
                            ncu_mod.EXIT_NOTHING_PROFILED)
+        # graph nodes lose the role ranges of capture: an eager step of the same phase names them
+        graph_nodes = any(inv.graph_profiling == "node" for inv in plan.invocations)
         row, _new = store.ingest(merged, name=name, tags=tags, ncu_version=version,
-                                 partial=failure is not None)
+                                 partial=failure is not None, roles_from_order=graph_nodes)
         skipped = _skipped(plan, store, row["id"])
         outcome = ProfileOutcome(row, count, skipped, reports, failure is not None,
                                  time.monotonic() - started, failure,

@@ -109,25 +109,26 @@ class Store:
 
     def ingest(self, source, name: str | None = None, tags: dict | None = None,
                shapes: dict | None = None, ncu_version: str | None = None,
-               partial: bool = False, on_progress=None) -> tuple[dict, bool]:
+               partial: bool = False, on_progress=None, roles_from_order: bool = False
+               ) -> tuple[dict, bool]:
         """Store a capture as a new run. Returns (the run's row, whether it was new).
 
-        A file already in the store (same SHA-256 and the same shapes) is recognised and not
-        stored twice.
+        A file already in the store (same SHA-256, read the same way: shapes, roles from order) is
+        recognised and not stored twice. `roles_from_order`: see capture.read_capture.
         """
         source = Path(source)
         if not source.is_file():
             raise BadInput(f"{source}: no such file")
         sha256 = file_sha256(source)
         shapes_key = json.dumps(sorted((shapes or {}).items()))
-        existing = self._find_sha(sha256, shapes_key)
+        existing = self._find_sha(sha256, shapes_key, roles_from_order)
         if existing is not None:
             return existing, False
         run_id = uuid.uuid4().hex[:8]
         staging = self.path / f".tmp-{run_id}"
         staging.mkdir()
         try:
-            summary = self._write_kernels(source, staging, run_id, shapes, on_progress)
+            summary = self._write_kernels(source, staging, run_id, shapes, on_progress, roles_from_order)
             row = {
                 "id": run_id, "name": name or source.name, "tags": json.dumps(tags or {}),
                 "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -136,10 +137,11 @@ class Store:
                 "ncu_version": ncu_version, "device_name": summary["device_name"],
                 "cc": summary["cc"], "host": socket.gethostname(),
                 "kernel_count": summary["kernel_count"], "partial": bool(partial),
-                "shapes": shapes_key, "notes": json.dumps(summary["notes"]),
+                "shapes": shapes_key, "roles_from_order": bool(roles_from_order),
+                "notes": json.dumps(summary["notes"]),
             }
             with self._locked():
-                again = self._find_sha(sha256, shapes_key)
+                again = self._find_sha(sha256, shapes_key, roles_from_order)
                 if again is not None:  # a concurrent ingest of the same file won
                     return again, False
                 # the runs table is the commit point: a folder not named in it is not a run
@@ -154,7 +156,7 @@ class Store:
             shutil.rmtree(staging, ignore_errors=True)
 
     def _write_kernels(self, source: Path, staging: Path, run_id: str, shapes: dict | None,
-                       on_progress=None) -> dict:
+                       on_progress=None, roles_from_order: bool = False) -> dict:
         notes: list[str] = []
         kind = capture.sniff(source)
         kernels_path = staging / "kernels.parquet"
@@ -164,7 +166,8 @@ class Store:
         if kind == "raw":  # streamed: a large capture never sits in memory whole
             writer = None
             try:
-                for table, units in capture.iter_raw_tables(source, shapes, notes, on_progress):
+                for table, units in capture.iter_raw_tables(source, shapes, notes, on_progress,
+                                                            roles_from_order):
                     table = table.append_column("run_id", pa.array([run_id] * table.num_rows))
                     if writer is None:
                         writer = pq.ParquetWriter(kernels_path, table.schema)
@@ -175,7 +178,7 @@ class Store:
                 if writer is not None:
                     writer.close()
         else:
-            result = capture.read_capture(source, shapes=shapes)
+            result = capture.read_capture(source, shapes=shapes, roles_from_order=roles_from_order)
             notes, units = result.notes, result.units
             frame = result.kernels.assign(run_id=run_id)
             frame.to_parquet(kernels_path, index=False)
@@ -211,11 +214,14 @@ class Store:
     def runs(self) -> pd.DataFrame:
         return self._read_runs()
 
-    def _find_sha(self, sha256: str, shapes_key: str) -> dict | None:
+    def _find_sha(self, sha256: str, shapes_key: str, roles_from_order: bool) -> dict | None:
+        """The run already made from this file, read the same way."""
         runs = self._read_runs()
         if not len(runs):
             return None
-        same = runs[(runs["sha256"] == sha256) & (runs.get("shapes", "") == shapes_key)]
+        by_order = runs["roles_from_order"].fillna(False) if "roles_from_order" in runs else False
+        same = runs[(runs["sha256"] == sha256) & (runs.get("shapes", "") == shapes_key)
+                    & (by_order == bool(roles_from_order))]
         return same.iloc[0].to_dict() if len(same) else None
 
     def resolve(self, ref: str | None) -> str:

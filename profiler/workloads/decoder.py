@@ -306,8 +306,12 @@ class DecoderStack:
 
 
 def run(config: WorkloadConfig, device: str = "cuda", annotate: bool = True,
-        ann: Annotator | None = None) -> dict:
-    """Build the stack and run the configured phases; returns wall times per phase (seconds)."""
+        ann: Annotator | None = None, cuda_graph: bool = False) -> dict:
+    """Build the stack and run the configured phases; returns wall times per phase (seconds).
+
+    cuda_graph: decode step 0 runs eagerly with its ranges (the warm-up a capture needs, and the
+    kernel order that names the graph's kernels, see nvtx.EagerOrder); it is then captured in a
+    CUDA graph (at the next position) that the remaining steps replay inside their step ranges."""
     import torch
     ann = ann if ann is not None else Annotator(enabled=annotate)
     m = config.model
@@ -340,12 +344,28 @@ def run(config: WorkloadConfig, device: str = "cuda", annotate: bool = True,
             start = time.perf_counter()
             with ann.range("decode"):
                 for step in range(config.decode_steps):
+                    if cuda_graph and step == 1:
+                        x = _graph_decode(torch, stack, x, config, ann)
+                        break
                     with ann.range(step_range(step)):
                         x = stack.forward(x, config.prompt + step, ann)
             sync()
             times["decode"] = time.perf_counter() - start
         finite = bool(torch.isfinite(x if "decode" in config.phases else out).all())
     return {"times_s": times, "finite": finite}
+
+
+def _graph_decode(torch, stack: DecoderStack, x, config: WorkloadConfig, ann: Annotator):
+    """Capture one decode step (no ranges inside: they would not survive capture) and replay it
+    for steps 1..decode_steps-1."""
+    static_x = x.clone()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = stack.forward(static_x, config.prompt + 1, Annotator(enabled=False))
+    for step in range(1, config.decode_steps):
+        with ann.range(step_range(step)):
+            graph.replay()
+    return static_out
 
 
 def _parse(argv: list[str] | None) -> tuple[WorkloadConfig, argparse.Namespace]:
@@ -361,6 +381,8 @@ def _parse(argv: list[str] | None) -> tuple[WorkloadConfig, argparse.Namespace]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default=None, help="cuda (default when available) or cpu")
     parser.add_argument("--no-nvtx", action="store_true", help="run without any annotation")
+    parser.add_argument("--cuda-graph", action="store_true",
+                        help="decode steps after the first replay a CUDA graph (needs a GPU)")
     args = parser.parse_args(argv)
     phases = tuple(p.strip() for p in args.phases.split(",") if p.strip())
     config = WorkloadConfig(get_model(args.model), args.layers, args.batch, args.prompt,
@@ -377,7 +399,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import torch
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    result = run(config, device=device, annotate=not args.no_nvtx)
+    if args.cuda_graph and not device.startswith("cuda"):
+        print("smlens workload: --cuda-graph needs a CUDA device", file=sys.stderr)
+        return 2
+    result = run(config, device=device, annotate=not args.no_nvtx, cuda_graph=args.cuda_graph)
     print(json.dumps({"workload": "decoder", "model": config.model.id, "layers": config.layers,
                       "batch": config.batch, "prompt": config.prompt,
                       "decode_steps": config.decode_steps, "device": device, **result}))

@@ -1,0 +1,95 @@
+"""Roles for CUDA-graph kernels from the eager step's kernel order (nvtx.EagerOrder).
+
+Under `ncu --graph-profiling node` a graph's kernels carry only the host ranges open at replay
+(NCU_ON_H200.md). The test replays a real H200 decode step that way: the Llama-3.1-8B batch-1
+capture's eager decode kernels (decode / step_1 / layer_0 / role), then the same kernels twice
+more (two layers of a graph replay) with only `decode / step_2` on their stack."""
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+
+import pytest
+
+from profiler.capture import read_capture
+from profiler.nvtx import parse_stack
+from profiler.store import Store
+from tests.conftest import DATA
+
+SOURCE = DATA / "h200_runs" / "llama-3.1-8b-b1-p512.csv.gz"
+GRAPH_CELL = ('940  "smlens:decode:none:none:RGB:0xff:REGISTERED:decode"  '
+              '"smlens:step_2:none:none:RGB:0xff:REGISTERED:step_2" ')
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory):
+    rows = list(csv.reader(io.StringIO(gzip.open(SOURCE, "rt").read())))
+    start = next(i for i, row in enumerate(rows) if row and row[0] == "ID")
+    header, units, data = rows[start], rows[start + 1], [r for r in rows[start + 2:] if r]
+    push_pop = next(i for i, name in enumerate(header) if name.startswith("thread Domain"))
+    eager = [r for r in data if "smlens:decode:" in r[push_pop]]
+    graph = []
+    for copy in range(2):
+        for row in eager:
+            node = list(row)
+            node[0] = str(len(data) + len(graph))
+            node[push_pop] = GRAPH_CELL
+            graph.append(node)
+    out = io.StringIO()
+    csv.writer(out, quoting=csv.QUOTE_ALL).writerows([header, units] + data + graph)
+    path = tmp_path_factory.mktemp("graph") / "graph.csv"
+    path.write_text(out.getvalue())
+    return path, len(eager)
+
+
+def test_graph_kernels_take_the_eager_steps_roles_and_shapes(replayed):
+    path, step_kernels = replayed
+    kernels = read_capture(path, roles_from_order=True).kernels
+    eager = kernels[(kernels.phase == "decode") & (kernels.role_source == "nvtx")]
+    graph = kernels[kernels.role_source == "order"]
+    assert len(eager) == step_kernels and len(graph) == 2 * step_kernels
+    assert all(list(stack) == parse_stack(GRAPH_CELL) for stack in graph["nvtx_stack"])
+    for copy in range(2):
+        nodes = graph.iloc[copy * step_kernels:(copy + 1) * step_kernels]
+        for column in ("kernel_name", "role", "shape_m", "shape_n", "shape_k", "attn_kv_len"):
+            assert list(nodes[column]) == list(eager[column]), column
+    assert set(graph["role"]) == {"qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj",
+                                  "elementwise"}
+    qkv = graph[graph.role == "qkv_proj"].iloc[0]
+    assert (qkv.shape_m, qkv.shape_n, qkv.shape_k) == (1, 6144, 4096)
+
+
+def test_without_the_option_graph_kernels_keep_the_classifiers_guess(replayed):
+    path, step_kernels = replayed
+    kernels = read_capture(path).kernels
+    ranged_less = kernels[kernels.nvtx_stack.map(len) == 2]
+    assert len(ranged_less) == 2 * step_kernels and set(ranged_less.role_source) == {"name"}
+    assert "qkv_proj" not in set(ranged_less.role) and "gemm" in set(ranged_less.role)
+    assert ranged_less.shape_n.isna().all()
+
+
+def test_store_keeps_both_readings_apart(replayed, tmp_path):
+    path, step_kernels = replayed
+    store = Store(tmp_path / "store")
+    plain, new_plain = store.ingest(path)
+    ordered, new_ordered = store.ingest(path, roles_from_order=True)
+    assert new_plain and new_ordered and plain["id"] != ordered["id"]
+    assert store.ingest(path, roles_from_order=True)[0]["id"] == ordered["id"]  # stored once
+    stored = store.kernels(ordered["id"])
+    assert (stored.role_source == "order").sum() == 2 * step_kernels
+
+
+def test_ingest_option(replayed, tmp_path):
+    from typer.testing import CliRunner
+    from profiler.cli import app
+    import json
+
+    path, step_kernels = replayed
+    result = CliRunner().invoke(app, ["ingest", str(path), "--store", str(tmp_path / "s"),
+                                      "--roles-from-eager-order", "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    run = json.loads(result.stdout)[0]
+    assert run["roles_from_order"] is True
+    stored = Store(tmp_path / "s").kernels(run["id"])
+    assert (stored.role_source == "order").sum() == 2 * step_kernels
