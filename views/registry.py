@@ -19,8 +19,6 @@ from views import (device, gap as gap_module, grouping, kernel_names, v1_time, v
 
 VIEWS = {m.ID: m for m in (v1_time, v2_tensor, v3_fill, v4_occupancy, v5_waves, v6_stalls,
                            v7_memory, v8_selection)}
-# Views whose compute/validate take the parsed kernel names, so that names are parsed once.
-_USES_NAMES = {"V3": (True, True), "V7": (False, True), "V8": (True, False)}
 
 IDENTITY = ("kernel_id", "kernel_name", "nvtx_stack", "phase", "role", "role_source", "kind", "shape_m",
             "shape_n", "shape_k", "attn_batch", "attn_heads", "attn_q_len", "attn_kv_len", "attn_head_dim",
@@ -239,13 +237,9 @@ def compute_views(kernels: pd.DataFrame, view_ids_=None) -> ViewsResult:
 
 
 def _compute(kernels: pd.DataFrame, ids: list[str]) -> ViewsResult:
-    names = None
-    if any(v in _USES_NAMES for v in set(ids) | set(GAP_VIEWS)) or "kind" not in kernels.columns:
-        names = kernel_names.parse_names(kernels["kernel_name"])
-
     parts = {c: kernels[c] for c in IDENTITY if c in kernels.columns}
     if "kind" not in parts:
-        labels = names["kernel_family"].map(kernel_names.FAMILY_KIND)
+        labels = kernel_names.parsed_names(kernels)["kernel_family"].map(kernel_names.FAMILY_KIND)
         parts["kind"] = pd.Series(pd.Categorical(labels.astype(object).fillna("other")), index=kernels.index)
     parts["time_ns"] = pd.Series(metric(kernels, "gpu__time_duration.sum"), index=kernels.index)
 
@@ -253,13 +247,11 @@ def _compute(kernels: pd.DataFrame, ids: list[str]) -> ViewsResult:
     # the gap's views always run (their figures feed it); only the requested ones are validated
     for view in [v for v in VIEWS if v in ids or v in GAP_VIEWS]:
         module = VIEWS[view]
-        compute_names, validate_names = _USES_NAMES.get(view, (False, False))
-        figures = module.compute(kernels, names=names) if compute_names else module.compute(kernels)
+        figures = module.compute(kernels)
         figure_frames.append(figures.drop(columns=[c for c in figures if c in parts]))
         if view not in ids:
             continue
-        checked = (module.validate(kernels, figures, names=names) if validate_names
-                   else module.validate(kernels, figures))
+        checked = module.validate(kernels, figures)
         validation[f"validation_{view}"] = checked["status"]
         validation[f"validation_detail_{view}"] = checked["detail"]
     columns = dict(parts)

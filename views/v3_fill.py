@@ -23,17 +23,13 @@ GROUP_RATIOS = {"fill": ("useful_flops", "tensor_ops")}
 TOLERANCE = 0.05
 
 
-def _names(kernels: pd.DataFrame, names: pd.DataFrame | None) -> pd.DataFrame:
-    return kernel_names.parse_names(kernels["kernel_name"]) if names is None else names
-
-
-def kind_is(kernels: pd.DataFrame, names: pd.DataFrame | None, *kinds: str) -> np.ndarray:
+def kind_is(kernels: pd.DataFrame, *kinds: str) -> np.ndarray:
     """The kernels table's `kind` is one of `kinds`; without a `kind` column, the name's family."""
     def make():
         if "kind" in kernels.columns:
             return equals(kernels, "kind", *kinds)
         families = [f for f, k in kernel_names.FAMILY_KIND.items() if k in kinds]
-        return np.asarray(_names(kernels, names)["kernel_family"].isin(families), dtype=bool)
+        return np.asarray(kernel_names.parsed_names(kernels)["kernel_family"].isin(families), dtype=bool)
     return shared(kernels, ("kind",) + kinds, make)
 
 
@@ -46,8 +42,9 @@ def grid_blocks(kernels: pd.DataFrame) -> np.ndarray:
     return shared(kernels, "grid_blocks", make)
 
 
-def geometry(kernels: pd.DataFrame, names: pd.DataFrame) -> pd.DataFrame:
-    return shared(kernels, "geometry", lambda: tiles.geometry(kernels, names, grid_blocks(kernels)))
+def geometry(kernels: pd.DataFrame) -> pd.DataFrame:
+    return shared(kernels, "geometry", lambda: tiles.geometry(
+        kernels, kernel_names.parsed_names(kernels), grid_blocks(kernels)))
 
 
 def shapes(kernels: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -61,16 +58,15 @@ def attention_flops(kernels: pd.DataFrame) -> np.ndarray:
     return 4 * b * h * sq * skv * d * np.where(causal == 1, 0.5, 1.0)
 
 
-def compute(kernels: pd.DataFrame, names: pd.DataFrame | None = None) -> pd.DataFrame:
-    names = _names(kernels, names)
+def compute(kernels: pd.DataFrame) -> pd.DataFrame:
     ops = v2_tensor.tensor_ops(kernels)
     pipe = metric(kernels, v2_tensor.TENSOR_PIPE)
     m, n, k = shapes(kernels)
-    gemm = kind_is(kernels, names, "gemm")
+    gemm = kind_is(kernels, "gemm")
     # the attention's matrix work sits in its tensor kernel; a flash-decoding reduce has no MMA ops
-    attention = kind_is(kernels, names, "attention") & (ops > 0)
+    attention = kind_is(kernels, "attention") & (ops > 0)
     useful = np.where(gemm, 2 * m * n * k, np.where(attention, attention_flops(kernels), np.nan))
-    geo = geometry(kernels, names)
+    geo = geometry(kernels)
     padded = geo["padded_m"].to_numpy() * geo["padded_n"].to_numpy() * geo["padded_k"].to_numpy()
     # no MMA ops: no useful tensor work, a measured zero (a GEMM on CUDA cores, an elementwise kernel)
     fill = safe_div(useful, ops)
@@ -82,17 +78,16 @@ def compute(kernels: pd.DataFrame, names: pd.DataFrame | None = None) -> pd.Data
     }, index=kernels.index, copy=False)
 
 
-def validate(kernels: pd.DataFrame, figures: pd.DataFrame, names: pd.DataFrame | None = None
-             ) -> pd.DataFrame:
-    names = _names(kernels, names)
+def validate(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+    names = kernel_names.parsed_names(kernels)
     fill = figures["fill"].to_numpy()
     predicted = figures["predicted_fill"].to_numpy()
     m, _, _ = shapes(kernels)
     ops = v2_tensor.tensor_ops(kernels)
     checks = Checks(len(kernels))
-    checks.na(kind_is(kernels, names, "attention"), "attention: no tile model predicts its fill "
+    checks.na(kind_is(kernels, "attention"), "attention: no tile model predicts its fill "
                                                      "(the figure itself comes from B, H, Sq, Skv, D)")
-    checks.na(~kind_is(kernels, names, "gemm"), "not a GEMM")
+    checks.na(~kind_is(kernels, "gemm"), "not a GEMM")
     checks.na(np.isnan(m), "no problem shape: give M= N= K= in the role's NVTX range or --shapes")
     checks.na(np.isnan(ops), "no sm__ops_path_tensor_* counters")
     checks.na(ops == 0, "no tensor ops (a GEMM on CUDA cores)")

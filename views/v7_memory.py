@@ -120,11 +120,11 @@ def _peak_check(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
     return checks.frame(kernels.index)
 
 
-def _weights_check(kernels: pd.DataFrame, figures: pd.DataFrame, names=None) -> pd.DataFrame:
+def _weights_check(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
     _, n, k = v3_fill.shapes(kernels)
     weight_bytes = n * k * v2_tensor.element_bytes(kernels)
     read = figures["dram_read_bytes"].to_numpy()
-    gemm = v3_fill.kind_is(kernels, names, "gemm")
+    gemm = v3_fill.kind_is(kernels, "gemm")
     checks = Checks(len(kernels))
     checks.na(~gemm, "")
     checks.na(np.isnan(weight_bytes) | np.isnan(read), "")
@@ -135,5 +135,5 @@ def _weights_check(kernels: pd.DataFrame, figures: pd.DataFrame, names=None) -> 
     return checks.frame(kernels.index, leftover="")
 
 
-def validate(kernels: pd.DataFrame, figures: pd.DataFrame, names=None) -> pd.DataFrame:
-    return combine(kernels.index, _peak_check(kernels, figures), _weights_check(kernels, figures, names))
+def validate(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+    return combine(kernels.index, _peak_check(kernels, figures), _weights_check(kernels, figures))

@@ -43,10 +43,10 @@ def reduce_follows(kernels: pd.DataFrame, family: pd.Categorical) -> np.ndarray:
     return out
 
 
-def compute(kernels: pd.DataFrame, names: pd.DataFrame | None = None) -> pd.DataFrame:
-    names = kernel_names.parse_names(kernels["kernel_name"]) if names is None else names
-    gemm = v3_fill.kind_is(kernels, names, "gemm")
-    geo = v3_fill.geometry(kernels, names)
+def compute(kernels: pd.DataFrame) -> pd.DataFrame:
+    names = kernel_names.parsed_names(kernels)
+    gemm = v3_fill.kind_is(kernels, "gemm")
+    geo = v3_fill.geometry(kernels)
     split = np.asarray(names["name_split_k"], dtype=bool) | reduce_follows(kernels, names["kernel_family"])
     arch = names["arch_number"].to_numpy()
     device_arch = device.cc_number(kernels)
