@@ -12,19 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from views.common import categorical
+from views.common import categorical, metric
 
 GEOMETRY = ("tile_count", "split_k_factor", "tile_along_n", "padded_m", "padded_n", "padded_k",
             "grid_matches_tiles")
-
-
-def _int(frame: pd.DataFrame, name: str, default=np.nan) -> np.ndarray:
-    if name not in frame.columns:
-        return np.full(len(frame), default, dtype=np.float64)
-    column = frame[name]
-    values = (column.to_numpy() if column.dtype == np.float64 else
-              pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan))
-    return np.where(np.isnan(values), default, values)
 
 
 def _padded(extent, tile, cluster):
@@ -34,9 +25,10 @@ def _padded(extent, tile, cluster):
 
 def geometry(kernels: pd.DataFrame, names: pd.DataFrame, grid_blocks: np.ndarray) -> pd.DataFrame:
     """GEOMETRY per row; NaN where the tile or the shape is unknown."""
-    m, n, k = (_int(kernels, c) for c in ("shape_m", "shape_n", "shape_k"))
-    tm, tn, tk = (_int(names, c) for c in ("tile_m", "tile_n", "tile_k"))
-    cm, cn = _int(names, "cluster_m", 1.0), _int(names, "cluster_n", 1.0)
+    m, n, k = (metric(kernels, c) for c in ("shape_m", "shape_n", "shape_k"))
+    tm, tn, tk = (metric(names, c) for c in ("tile_m", "tile_n", "tile_k"))
+    # no cluster in the name: one block
+    cm, cn = (np.where(np.isnan(c), 1.0, c) for c in (metric(names, "cluster_m"), metric(names, "cluster_n")))
     split_named = np.asarray(names["name_split_k"], dtype=bool)
 
     # orientation A: tile_m along N; B: tile_m along M

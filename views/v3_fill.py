@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from views import kernel_names, tiles, v2_tensor
-from views.common import Checks, equals, metric, safe_div, shared
+from views.common import Checks, equals, first_metric, metric, safe_div, shared
 
 ID = "V3"
 TITLE = "Fragment fill"
@@ -34,12 +34,8 @@ def kind_is(kernels: pd.DataFrame, *kinds: str) -> np.ndarray:
 
 
 def grid_blocks(kernels: pd.DataFrame) -> np.ndarray:
-    def make():
-        blocks = metric(kernels, "launch__grid_size")
-        if "grid_blocks" in kernels.columns:
-            blocks = np.where(np.isnan(blocks), metric(kernels, "grid_blocks"), blocks)
-        return blocks
-    return shared(kernels, "grid_blocks", make)
+    """launch__grid_size, else the identity column grid_blocks (the product of ncu's Grid Size)."""
+    return shared(kernels, "grid_blocks", lambda: first_metric(kernels, "launch__grid_size", "grid_blocks"))
 
 
 def geometry(kernels: pd.DataFrame) -> pd.DataFrame:

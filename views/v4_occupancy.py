@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from views import device
-from views.common import Checks, categorical, metric, safe_div, shared
+from views.common import Checks, categorical, first_metric, metric, safe_div, shared
 
 ID = "V4"
 TITLE = "Occupancy and its limiter"
@@ -28,10 +28,7 @@ ACHIEVED_SLACK_PCT = 1.0
 
 
 def block_threads(kernels: pd.DataFrame) -> np.ndarray:
-    threads = metric(kernels, "launch__block_size")
-    if "block_threads" in kernels.columns:
-        threads = np.where(np.isnan(threads), metric(kernels, "block_threads"), threads)
-    return threads
+    return first_metric(kernels, "launch__block_size", "block_threads")
 
 
 def blocks_per_sm(kernels: pd.DataFrame) -> np.ndarray:
