@@ -144,7 +144,8 @@ def plan_command(program: list[str], metrics: list[str], cache_control: str = "a
     notes = ["roles come from the program's NVTX ranges, else the kernel-name classifier"]
     if graph_profiling == "node":
         notes.append("--graph-profiling node: kernels replayed from a CUDA graph keep only the NVTX "
-                     "ranges open at replay, so their roles come from the kernel-name classifier")
+                     "ranges open at replay; their roles come from an eager step of the same phase "
+                     "run with role ranges, matched in launch order, else from the kernel-name classifier")
     if not nvtx_includes and not launch_count:
         notes.append("no --nvtx-include or --launch-count: every kernel of the program is profiled")
     return ProfilePlan(f"{shlex.join(program)}", [inv], metrics, launch_count, None, [], notes)
