@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -70,14 +70,14 @@ class GroupFigure:
 def _group_indices(frame: pd.DataFrame, by: Sequence[str]) -> dict[tuple, np.ndarray]:
     """{(phase, role, ...): row positions}. Factorised per column, never cast row by row to text:
     a 100,000-kernel run groups in milliseconds. Null keys read as `unknown`."""
+    if not len(frame):
+        return {}
     codes, labels = [], []
     for column in by:
         code, uniques = pd.factorize(frame[column], use_na_sentinel=True)
         names = [str(u) for u in uniques] + [UNKNOWN]
         codes.append(np.where(code < 0, len(names) - 1, code))
         labels.append(names)
-    if not len(frame):
-        return {}
     combined = np.ravel_multi_index(codes, [len(names) for names in labels])
     uniques, inverse = np.unique(combined, return_inverse=True)
     order = np.argsort(inverse, kind="stable")
@@ -85,6 +85,7 @@ def _group_indices(frame: pd.DataFrame, by: Sequence[str]) -> dict[tuple, np.nda
     groups: dict[tuple, np.ndarray] = {}
     for flat, rows in zip(uniques, np.split(order, bounds)):
         key = tuple(names[i] for names, i in zip(labels, np.unravel_index(flat, [len(n) for n in labels])))
+        # values that print alike (1 and "1"; "unknown" and a null) make one group
         groups[key] = np.sort(np.concatenate([groups[key], rows])) if key in groups else rows
     return dict(sorted(groups.items()))
 
@@ -247,8 +248,8 @@ def describe_method(n_baseline: int, n_current: int, alpha: float = 0.05) -> str
 
 
 def _numeric_comparison(rule: Rule, comp: Comparison, base: list[float], cur: list[float]) -> None:
-    b, c = float(np.median(base)), float(np.median(cur))
-    comp.baseline_center, comp.current_center = b, c
+    """Decides `comp` from the per-run figures; its centers (the medians) are already set."""
+    b, c = comp.baseline_center, comp.current_center
     comp.change = c - b
     comp.change_pct = (c - b) / abs(b) * 100 if b != 0 else (math.inf if c != b else 0.0)
     direction = rule.worse
@@ -285,9 +286,12 @@ def _numeric_comparison(rule: Rule, comp: Comparison, base: list[float], cur: li
         comp.status = "pass"
 
 
+def _most_common(values: list[str]) -> str:
+    return max(sorted(set(values)), key=values.count)  # ties: the first in sorted order
+
+
 def _text_comparison(comp: Comparison, base: list[str], cur: list[str]) -> None:
-    comp.baseline_center = max(sorted(set(base)), key=base.count)
-    comp.current_center = max(sorted(set(cur)), key=cur.count)
+    comp.baseline_center, comp.current_center = _most_common(base), _most_common(cur)
     comp.test = "text figure: changed when no current run shows a baseline value"
     # a value that flips between runs on one side is noise, not a change
     comp.status = "regression" if not set(base) & set(cur) else "pass"
@@ -326,10 +330,57 @@ def _na_cause(rule: Rule, side: str, figures: list[GroupFigure], other: list[Gro
     return f"{rule.figure} is n/a on the {side} side only" + (f" ({'; '.join(why)})" if why else "")
 
 
+class _Failure(NamedTuple):
+    """A view's validation failing on some kernels of one group in one run."""
+
+    view: str
+    side: str  # "baseline" or "current"
+    cause: str  # "validation V6 failed on baseline run small": the could-not-judge line's cause
+    failed_kernels: int
+    kernels: int
+    detail: str  # the first failing kernel's discrepancy
+
+
+def _validation_failures(base: list[GroupFigure], cur: list[GroupFigure],
+                         labels: dict[str, list[str]]) -> list[_Failure]:
+    return [_Failure(view, side, f"validation {view} failed on {side} run {label}", count, figure.kernels,
+                     detail)
+            for side, figures in (("baseline", base), ("current", cur))
+            for label, figure in zip(labels[side], figures)
+            for view, (count, detail) in figure.failed.items()]
+
+
+def _blocked_by_validation(rule: Rule, comp: Comparison, failures: list[_Failure], runs: int,
+                           problems: _Problems, warnings: list[str]) -> bool:
+    """Whether the failed validations keep the gate from judging `comp` (then it says why);
+    failures it compares anyway become one warning per view."""
+    sides: dict[str, set[str]] = {}
+    for failure in failures:
+        sides.setdefault(failure.view, set()).add(failure.side)
+    # A view failing on one side only means that side's measurement is suspect. Failing on
+    # both sides it is a standing mismatch of that kernel, the same in both: like for like.
+    one_sided = [f for f in failures if len(sides[f.view]) == 1]
+    blocking = failures if rule.on_validation_fail == "strict" else \
+        one_sided if rule.on_validation_fail == "error" else []
+    if blocking:
+        comp.status = "cannot judge"
+        comp.note = "; ".join(f"{f.cause} ({f.failed_kernels} of {f.kernels} kernels: {f.detail})"
+                              for f in failures)
+        for failure in blocking:
+            problems.add(failure.cause, comp.group_label)
+        return True
+    for view, view_sides in sides.items():  # one line per view: how many runs, and the first discrepancy
+        failed = [f for f in failures if f.view == view]
+        where = "on both sides, compared like for like" if len(view_sides) == 2 else \
+            f"on the {next(iter(view_sides))} side, compared anyway"
+        warnings.append(f"{rule.label}: {comp.group_label}: validation {view} fails {where} "
+                        f"({len(failed)} of {runs} runs; {failed[0].detail})")
+    return False
+
+
 def _compare_group(rule: Rule, comp: Comparison, base: list[GroupFigure], cur: list[GroupFigure],
                    labels: dict[str, list[str]], problems: _Problems, warnings: list[str]) -> None:
-    comp.baseline = [g.value for g in base]
-    comp.current = [g.value for g in cur]
+    """Decides `comp`, whose per-run figures (`baseline`, `current`) are set."""
     base_ok = [v for v in comp.baseline if not is_missing(v)]
     cur_ok = [v for v in comp.current if not is_missing(v)]
     if rule.how != "mode":
@@ -345,35 +396,10 @@ def _compare_group(rule: Rule, comp: Comparison, base: list[GroupFigure], cur: l
         comp.status, comp.note = "cannot judge", cause
         problems.add(cause, comp.group_label)
         return
-    failures = []  # (view, side, cause, kernels failed, kernels, detail)
-    for side, figures in (("baseline", base), ("current", cur)):
-        for label, figure in zip(labels[side], figures):
-            for view, (count, detail) in figure.failed.items():
-                failures.append((view, side, f"validation {view} failed on {side} run {label}",
-                                 count, figure.kernels, detail))
-    if failures and rule.on_validation_fail != "ignore":
-        sides = {}
-        for view, side, *_ in failures:
-            sides.setdefault(view, set()).add(side)
-        # A view failing on one side only means that side's measurement is suspect. Failing on
-        # both sides it is a standing mismatch of that kernel, the same in both: like for like.
-        one_sided = [f for f in failures if len(sides[f[0]]) == 1]
-        blocking = failures if rule.on_validation_fail == "strict" else \
-            one_sided if rule.on_validation_fail == "error" else []
-        text = "; ".join(f"{cause} ({count} of {kernels} kernels: {detail})"
-                         for _, _, cause, count, kernels, detail in failures)
-        if blocking:
-            comp.status, comp.note = "cannot judge", text
-            for _, _, cause, *_ in blocking:
-                problems.add(cause, comp.group_label)
-            return
-        total_runs = len(base) + len(cur)
-        for view in sides:  # one line per view: how many runs, and the first discrepancy
-            failed = [f for f in failures if f[0] == view]
-            where = "on both sides, compared like for like" if len(sides[view]) == 2 else \
-                f"on the {next(iter(sides[view]))} side, compared anyway"
-            warnings.append(f"{rule.label}: {comp.group_label}: validation {view} fails {where} "
-                            f"({len(failed)} of {total_runs} runs; {failed[0][5]})")
+    failures = _validation_failures(base, cur, labels)
+    if failures and rule.on_validation_fail != "ignore" and \
+            _blocked_by_validation(rule, comp, failures, len(base) + len(cur), problems, warnings):
+        return
     if rule.how == "mode":
         _text_comparison(comp, [str(v) for v in base_ok], [str(v) for v in cur_ok])
     else:
@@ -405,10 +431,11 @@ def compare_rule(rule: Rule, baseline: Sequence[Run], current: Sequence[Run],
     found = _Problems(rule)
     comparisons: list[Comparison] = []
     for key in sorted({k for groups in reduced["baseline"] + reduced["current"] for k in groups}):
-        comp = Comparison(rule=rule, group=dict(zip(rule.by, key)), status="pass")
-        comparisons.append(comp)
         base = [groups[key] for groups in reduced["baseline"] if key in groups]
         cur = [groups[key] for groups in reduced["current"] if key in groups]
+        comp = Comparison(rule=rule, group=dict(zip(rule.by, key)), status="pass",
+                          baseline=[g.value for g in base], current=[g.value for g in cur])
+        comparisons.append(comp)
         labels = {"baseline": [r.label for r, g in zip(baseline, reduced["baseline"]) if key in g],
                   "current": [r.label for r, g in zip(current, reduced["current"]) if key in g]}
         # the larger side's time against the baseline's total: a group that grew is never "small"
@@ -418,12 +445,10 @@ def compare_rule(rule: Rule, baseline: Sequence[Run], current: Sequence[Run],
             comp.time_share_pct = max(medians) / total_time * 100
         if not base or not cur:
             comp.status = "disappeared" if base else "appeared"
-            comp.baseline, comp.current = [g.value for g in base], [g.value for g in cur]
             comp.note = f"present in the {'baseline' if base else 'current'} runs only"
             continue
         if comp.time_share_pct is not None and comp.time_share_pct < rule.min_time_share_pct:
             comp.status = "small"
-            comp.baseline, comp.current = [g.value for g in base], [g.value for g in cur]
             comp.note = f"{comp.time_share_pct:.2f}% of the time, under {rule.min_time_share_pct:g}%"
             continue
         _compare_group(rule, comp, base, cur, labels, found, warnings)
