@@ -41,6 +41,9 @@ METRICS = ([TENSOR_PIPE, TENSOR_PIPE_ELAPSED, "sm__cycles_active.avg", "launch__
 GROUP_FIGURES = ["tensor_pipe_pct", "tensor_pipe_elapsed_pct"]
 GROUP_SUMS = ["tensor_ops"]
 
+# Bytes per input element of each input type (V7 weighs a GEMM's weights with it).
+ELEMENT_BYTES = {"16bit": 2.0, "tf32": 4.0, "8bit": 1.0}
+
 TOLERANCE = 0.03
 ABS_TOLERANCE_PCT = 0.006  # ncu prints percentages to 0.01
 
@@ -83,18 +86,20 @@ def tensor_ops(kernels: pd.DataFrame) -> np.ndarray:
     return shared(kernels, "tensor_ops", make)
 
 
-def mma_path(gmma: np.ndarray, hmma: np.ndarray) -> pd.Categorical:
+def mma_path(kernels: pd.DataFrame) -> pd.Categorical:
     """gmma when wgmma ops were counted, hmma when only mma.sync ops, none when neither; null
     when the op counters are missing."""
-    return choose([gmma > 0, hmma > 0, (gmma == 0) & (hmma == 0)], ["gmma", "hmma", "none"])
+    def make():
+        gmma, hmma = ops_by_path(kernels)
+        return choose([gmma > 0, hmma > 0, (gmma == 0) & (hmma == 0)], ["gmma", "hmma", "none"])
+    return shared(kernels, "mma_path", make)
 
 
 def element_bytes(kernels: pd.DataFrame) -> np.ndarray:
     """Bytes per input element of the MMA this kernel ran (2 for bf16/fp16, 4 tf32, 1 fp8/int8)."""
     out = np.full(len(kernels), np.nan)
     for column, _, dtype in _paths(kernels):
-        size = {"16bit": 2.0, "tf32": 4.0, "8bit": 1.0}[dtype]
-        out = np.where(np.isnan(out) & (metric(kernels, column) > 0), size, out)
+        out = np.where(np.isnan(out) & (metric(kernels, column) > 0), ELEMENT_BYTES[dtype], out)
     return out
 
 
@@ -116,15 +121,14 @@ def expected_busy_cycles(kernels: pd.DataFrame) -> np.ndarray:
 
 
 def compute(kernels: pd.DataFrame) -> pd.DataFrame:
-    gmma, hmma = ops_by_path(kernels)
-    ops = gmma + hmma
+    ops = tensor_ops(kernels)
     pipe = metric(kernels, TENSOR_PIPE)
     busy_cycles = pipe / 100 * metric(kernels, "sm__cycles_active.avg") * device.sm_count(kernels)
     return pd.DataFrame({
         "tensor_pipe_pct": pipe,
         "tensor_pipe_elapsed_pct": metric(kernels, TENSOR_PIPE_ELAPSED),
         "tensor_ops": ops,
-        "mma_path": mma_path(gmma, hmma),
+        "mma_path": mma_path(kernels),
         "tensor_ops_per_cycle_per_sm": safe_div(np.where(ops > 0, ops, np.nan), busy_cycles),
     }, index=kernels.index, copy=False)
 

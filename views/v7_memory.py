@@ -73,14 +73,12 @@ def compute(kernels: pd.DataFrame) -> pd.DataFrame:
     dram_bytes = read + write
     time_ns = metric(kernels, "gpu__time_duration.sum")
     dram_pct = metric(kernels, DRAM_PCT)
-    gmma, hmma = v2_tensor.ops_by_path(kernels)
-    flops = gmma + hmma
+    flops = v2_tensor.tensor_ops(kernels)
     for column, weight in FP32_COUNTERS.values():
         flops = flops + weight * metric(kernels, column)
     implied = implied_peak(dram_bytes, time_ns, dram_pct)
     dram_peak, _ = device_dram_peak(kernels, implied)
-    path = v2_tensor.mma_path(gmma, hmma)
-    flops_peak = peak_flops(kernels, path)
+    flops_peak = peak_flops(kernels, v2_tensor.mma_path(kernels))
     ridge = safe_div(flops_peak, dram_peak)
     intensity = safe_div(flops, dram_bytes)
     compute_bound = (intensity >= ridge) | ((dram_bytes == 0) & (flops > 0))
