@@ -65,15 +65,22 @@ def shown(result: GateResult) -> list[Comparison]:
     return sorted(rows, key=lambda c: (_ORDER[c.status], c.rule.label, c.group_label))
 
 
-def status_counts(result: GateResult) -> Counter:
-    return Counter(c.status for c in result.comparisons)
-
-
 def summary_line(result: GateResult) -> str:
-    counts = status_counts(result)
+    counts = Counter(c.status for c in result.comparisons)
     parts = [f"{counts[s]} {s}" for s in ("regression", "cannot judge", "noise", "improved", "pass",
                                           "n/a", "small", "appeared", "disappeared") if counts[s]]
     return f"{len(result.comparisons)} comparisons: " + ", ".join(parts) if parts else "no comparisons"
+
+
+# the findings' columns in the terminal table and the Markdown (which adds the test or note)
+FINDING_COLUMNS = ("status", "rule", "group", "baseline", "current", "change", "threshold")
+_RIGHT_ALIGNED = ("baseline", "current", "change", "p")
+
+
+def _finding_cells(comp: Comparison) -> list[str]:
+    unit = comp.rule.unit
+    return [comp.status, comp.rule.label, comp.group_label, format_value(comp.baseline_center, unit),
+            format_value(comp.current_center, unit), format_change(comp), threshold_text(comp)]
 
 
 def _launches(kernel: dict) -> str:
@@ -98,15 +105,11 @@ def render_table(result: GateResult, limit: int = 40):
         with_p = any(c.p_value is not None for c in rows[:limit])
         with_note = any(c.note for c in rows[:limit])
         table = Table(show_header=True, header_style="bold", expand=False)
-        for column in ("status", "rule", "group", "baseline", "current", "change", "threshold") + \
-                (("p",) if with_p else ()) + (("note",) if with_note else ()):
-            table.add_column(column, overflow="fold",
-                             justify="right" if column in ("baseline", "current", "change", "p") else "left")
+        for column in FINDING_COLUMNS + (("p",) if with_p else ()) + (("note",) if with_note else ()):
+            table.add_column(column, overflow="fold", justify="right" if column in _RIGHT_ALIGNED else "left")
         for comp in rows[:limit]:
-            cells = [Text(comp.status, style=_STYLE.get(comp.status, "")), comp.rule.label,
-                     comp.group_label, format_value(comp.baseline_center, comp.rule.unit),
-                     format_value(comp.current_center, comp.rule.unit), format_change(comp),
-                     threshold_text(comp)]
+            status, *cells = _finding_cells(comp)
+            cells.insert(0, Text(status, style=_STYLE.get(status, "")))
             if with_p:
                 cells.append("" if comp.p_value is None else f"{comp.p_value:.3g}")
             if with_note:
@@ -157,14 +160,12 @@ def to_markdown(result: GateResult) -> str:
         lines.append("| (none) | | 0 | 0 | 0 | 0 | 0 | 0 |")
     rows = shown(result)
     if rows:
-        lines += ["", "| status | rule | group | baseline | current | change | threshold | test |",
-                  "| --- | --- | --- | ---: | ---: | ---: | --- | --- |"]
+        columns = FINDING_COLUMNS + ("test",)
+        lines += ["", "| " + " | ".join(columns) + " |",
+                  "| " + " | ".join("---:" if c in _RIGHT_ALIGNED else "---" for c in columns) + " |"]
         for comp in rows:
-            lines.append("| " + " | ".join(_cell(v) for v in (
-                comp.status, comp.rule.label, comp.group_label,
-                format_value(comp.baseline_center, comp.rule.unit),
-                format_value(comp.current_center, comp.rule.unit), format_change(comp),
-                threshold_text(comp), comp.note or comp.test)) + " |")
+            lines.append("| " + " | ".join(_cell(v) for v in (*_finding_cells(comp), comp.note or comp.test))
+                         + " |")
     for label, kernels in (("appeared", result.appeared), ("disappeared", result.disappeared)):
         if kernels:
             lines += ["", f"**Kernels {label}** (a library may have picked another kernel):", ""]
