@@ -24,8 +24,12 @@ def split_refs(values: list[str] | None) -> list[str]:
     return refs
 
 
+def _is_glob(ref: str) -> bool:
+    return any(c in ref for c in "*?[")
+
+
 def _looks_like_path(ref: str) -> bool:
-    return "/" in ref or ref.endswith(_CAPTURE_SUFFIXES) or any(c in ref for c in "*?[")
+    return "/" in ref or ref.endswith(_CAPTURE_SUFFIXES) or _is_glob(ref)
 
 
 def _tagged_runs(store, selector: str) -> list[str]:
@@ -44,6 +48,18 @@ def _tagged_runs(store, selector: str) -> list[str]:
     if not ids:
         raise BadInput(f"no run tagged {key}={value} in {store.path} (see `smlens runs`)")
     return ids[-int(newest):] if newest else ids
+
+
+def _capture_files(ref: str, side: str) -> list[str]:
+    """The capture files `ref` names (a file or a glob), or none where it names no file."""
+    if Path(ref).is_file():
+        return [ref]
+    if not _is_glob(ref):
+        return []
+    matches = sorted(glob.glob(ref))
+    if not matches:
+        raise BadInput(f"--{side} {ref}: no file matches")
+    return matches
 
 
 def _figures(kernels, label: str) -> Run:
@@ -67,14 +83,9 @@ def load_runs(values: list[str] | None, side: str, store_dir: Path,
     runs: list[Run] = []
     store = None
     for ref in refs:
-        if Path(ref).is_file():
-            runs.append(_figures(read_capture(ref, shapes=shapes).kernels, ref))
-            continue
-        if any(c in ref for c in "*?["):
-            matches = sorted(glob.glob(ref))
-            if not matches:
-                raise BadInput(f"--{side} {ref}: no file matches")
-            runs += [_figures(read_capture(path, shapes=shapes).kernels, path) for path in matches]
+        files = _capture_files(ref, side)
+        if files:
+            runs += [_figures(read_capture(path, shapes=shapes).kernels, path) for path in files]
             continue
         if _looks_like_path(ref) and not ref.startswith("tag:"):
             raise BadInput(f"--{side} {ref}: no such file")

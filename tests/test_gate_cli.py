@@ -108,3 +108,13 @@ def test_stored_runs_by_name_and_tag(tmp_path, shared_rules):
     assert code == 2 and "no run tagged branch=release" in err
     code, _, err = smlens("--baseline", "main-2", "--current", "pr-1", "--store", store)
     assert code == 2 and "no run 'main-2'" in err
+
+
+def test_a_quoted_glob_names_every_matching_capture_and_one_matching_none_exits_2():
+    runs = DATA / "h200_runs"
+    code, out, err = smlens("--baseline", runs / "gate-b4-r*.csv.gz", "--current", runs / "gate-b4-r1.csv.gz",
+                            "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["baseline_runs"] == [str(runs / f"gate-b4-r{i}.csv.gz") for i in (1, 2, 3)]
+    code, _, err = smlens("--baseline", runs / "gate-b9-r*.csv.gz", "--current", runs / "gate-b4-r1.csv.gz")
+    assert code == 2 and err.strip() == f"smlens: --baseline {runs / 'gate-b9-r*.csv.gz'}: no file matches"
