@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from views.common import safe_div
+
 STEPS = ("sm_throughput_pct", "sm_active_pct", "tensor_pipe_pct", "useful_tensor_pct")
 EXPLAINERS = ("sm_coverage", "wave_efficiency", "sm_imbalance", "achieved_occupancy_pct",
               "theoretical_occupancy_pct", "issue_active_pct", "top_stall", "fill")
@@ -20,20 +22,14 @@ COLUMNS = (["phase", "role", "kernels", "time_ns", "time_share_pct"] + list(STEP
            + ["active_vs_headline", "tensor_vs_active", "useful_vs_tensor"] + list(EXPLAINERS))
 
 
-def _ratio(top: pd.Series, bottom: pd.Series) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = top.to_numpy(dtype=float) / bottom.to_numpy(dtype=float)
-    return np.where(np.isfinite(out), out, np.nan)
-
-
 def gap(groups: pd.DataFrame) -> pd.DataFrame:
     """The decomposition for each group row (phase and role, or a phase's `all`)."""
     out = pd.DataFrame(index=groups.index)
     for column in COLUMNS:
         out[column] = groups[column] if column in groups else np.nan
-    out["active_vs_headline"] = _ratio(out["sm_active_pct"], out["sm_throughput_pct"])
-    out["tensor_vs_active"] = _ratio(out["tensor_pipe_pct"], out["sm_active_pct"])
-    out["useful_vs_tensor"] = _ratio(out["useful_tensor_pct"], out["tensor_pipe_pct"])
+    out["active_vs_headline"] = safe_div(out["sm_active_pct"], out["sm_throughput_pct"])
+    out["tensor_vs_active"] = safe_div(out["tensor_pipe_pct"], out["sm_active_pct"])
+    out["useful_vs_tensor"] = safe_div(out["useful_tensor_pct"], out["tensor_pipe_pct"])
     if "top_stall" in out:
         out["top_stall"] = out["top_stall"].astype(object).where(out["top_stall"].notna(), None)
     return out.reset_index(drop=True)

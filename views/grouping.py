@@ -128,16 +128,13 @@ def order(groups: pd.DataFrame) -> pd.DataFrame:
 
 def groups_and_phases(kernels: pd.DataFrame, figures: list[str], sums: list[str],
                       ratios: dict[str, tuple[str, str]], view_ids: list[str],
-                      total_time_ns: float | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                      total_time_ns: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per phase and role, per phase with role 'all'), both in display order. Time shares are of
-    `total_time_ns` (the whole run's, when these kernels are a selection of it) or of their own."""
+    `total_time_ns`, the whole run's (these kernels may be a selection of it)."""
     if kernels.empty:
         empty = pd.DataFrame(columns=KEYS + ["kernels", "time_ns", "time_share_pct"])
         return empty, empty.copy()
     parts = partials(kernels, figures, sums, ratios, view_ids)
-    time_ns = parts["time_ns"].to_numpy(dtype=float)
-    total = float(time_ns.sum()) if not np.isnan(time_ns).any() else np.nan
-    total = total if total_time_ns is None else total_time_ns
     per_phase = rollup(parts, ["phase"])
     per_phase.insert(1, "role", ALL)
-    return order(finish(parts, total)), order(finish(per_phase, total))
+    return order(finish(parts, total_time_ns)), order(finish(per_phase, total_time_ns))

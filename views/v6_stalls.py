@@ -37,7 +37,7 @@ def reason_metric(reason: str) -> str:
 
 METRICS = [reason_metric(r) for r in REASONS] + [WARPS_PER_ISSUE, ISSUE_ACTIVE, "gpu__time_duration.sum"]
 GROUP_FIGURES = ["issue_active_pct"] + [f"stall_{f}_share" for f in FAMILIES]
-# A group's top stall is the one that tops the most of its time (registry -> grouping.top_stall).
+# A group's top stall is the one that tops the most of its time (grouping.finish).
 
 TOLERANCE = 0.10
 MIN_DURATION_NS = 5000.0

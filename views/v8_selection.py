@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from views import device, kernel_names, v2_tensor, v3_fill, v4_occupancy
+from views import device, grouping, kernel_names, v2_tensor, v3_fill, v4_occupancy
 from views.common import Checks, combine, metric
 
 ID = "V8"
@@ -21,7 +21,6 @@ TITLE = "Kernel selection"
 METRICS = [v2_tensor.GMMA_INST, v2_tensor.HMMA_INST, "launch__grid_size", "launch__cluster_size",
            "launch__sm_count"] + v4_occupancy.LIMIT_METRICS + [c for c, _, _ in v2_tensor.OPS_COUNTERS]
 GROUP_FIGURES: list[str] = []
-PHASE_ORDER = ("cold_prefill", "warm_prefill", "decode", "other")
 SELECTION_KINDS = ("gemm", "attention", "splitk_reduce")
 SELECTION_COLUMNS = ["phase", "role", "kind", "choice", "kernels", "time_ns", "changed"]
 
@@ -152,7 +151,7 @@ def selection(result_kernels: pd.DataFrame) -> pd.DataFrame:
                .reset_index())
     for column in ("role", "phase", "kind"):
         grouped[column] = grouped[column].astype(object)
-    rank = {p: i for i, p in enumerate(PHASE_ORDER)}
+    rank = {p: i for i, p in enumerate(grouping.PHASE_ORDER)}
     grouped["phase_rank"] = grouped["phase"].map(rank).fillna(len(rank))
     grouped = grouped.sort_values(["role", "phase_rank", "kind"], kind="stable")
     # what the role ran in its first phase; anything else later is a change
