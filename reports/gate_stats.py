@@ -125,12 +125,13 @@ def mann_whitney_u(baseline: Sequence[float], current: Sequence[float], directio
     rank_sum_current = ranks[:n1].sum()
     u_current = rank_sum_current - n1 * (n1 + 1) / 2.0
     if n1 + n2 <= EXACT_LIMIT:
-        doubled = np.rint(2 * ranks).astype(int)
-        counts = _rank_sum_distribution(doubled, n1)
+        method = "exact"
+        counts = _rank_sum_distribution(np.rint(2 * ranks).astype(int), n1)
         p_value, min_p = _tail_p(counts, int(round(2 * rank_sum_current)), direction)
-        return UTest(u_current=float(u_current), p_value=p_value, method="exact", min_p_value=min_p)
-    p_value, min_p = _normal_p(float(u_current), n1, n2, ranks, direction)
-    return UTest(u_current=float(u_current), p_value=p_value, method="normal", min_p_value=min_p)
+    else:
+        method = "normal"
+        p_value, min_p = _normal_p(float(u_current), n1, n2, ranks, direction)
+    return UTest(u_current=float(u_current), p_value=p_value, method=method, min_p_value=min_p)
 
 
 def smallest_p_value(n_baseline: int, n_current: int, direction: str = "higher") -> float:
