@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import json
-import math
 
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
+
+from reports.formatting import is_missing
 
 LIST_COLUMNS = ["id", "name", "created", "device_name", "kernel_count", "source_format", "tags"]
 HEADINGS = {"device_name": "device", "kernel_count": "kernels", "source_format": "format"}
@@ -14,15 +15,13 @@ HEADINGS = {"device_name": "device", "kernel_count": "kernels", "source_format":
 
 def _plain(value):
     """JSON-safe scalars: NaN and NA become null, numpy scalars plain Python."""
-    if value is None:
+    if is_missing(value):
         return None
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if value is pd.NA:
-        return None
-    if hasattr(value, "item"):
-        return value.item()
-    return value
+    return value.item() if hasattr(value, "item") else value
+
+
+def _tags_text(tags: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in tags.items())
 
 
 def run_record(row: dict) -> dict:
@@ -51,7 +50,7 @@ def print_runs(runs: pd.DataFrame, console: Console | None = None) -> None:
                          overflow="ellipsis", justify="right" if column == "kernel_count" else "left")
     for record in (run_record(r) for r in runs.to_dict("records")):
         tags = record.get("tags") or {}
-        record["tags"] = " ".join(f"{k}={v}" for k, v in tags.items()) if isinstance(tags, dict) else str(tags)
+        record["tags"] = _tags_text(tags) if isinstance(tags, dict) else str(tags)
         record["created"] = str(record.get("created") or "")[:16].replace("T", " ")
         if record.get("partial"):
             record["name"] = f"{record['name']} (partial)"
@@ -83,7 +82,7 @@ def print_run(summary: dict, console: Console | None = None) -> None:
                 "cc", "host", "kernel_count", "metric_count", "partial", "tags"):
         value = summary.get(key)
         if isinstance(value, dict):
-            value = " ".join(f"{k}={v}" for k, v in value.items())
+            value = _tags_text(value)
         head.add_row(key.replace("_", " "), "" if value is None else str(value))
     console.print(head)
     table = Table(title="kernels by phase and role")
