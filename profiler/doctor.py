@@ -81,6 +81,8 @@ def check_permission(ncu: str | None, deep: bool = False) -> Check:
     profiles one tiny kernel to know for sure."""
     fix = ("run as root, or set the driver option NVreg_RestrictProfilingToAdminUsers=0 "
            "(https://developer.nvidia.com/ERR_NVGPUCTRPERM)")
+    if deep and ncu:
+        return _deep_permission(ncu, fix)
     admin_only = None
     try:
         for line in PARAMS.read_text().splitlines():
@@ -89,8 +91,6 @@ def check_permission(ncu: str | None, deep: bool = False) -> Check:
     except OSError:
         pass
     is_root = hasattr(os, "geteuid") and os.geteuid() == 0
-    if deep and ncu:
-        return _deep_permission(ncu, fix)
     if admin_only is None:
         return Check("counters", "warn", "could not read the driver's profiling setting",
                      "`smlens doctor --deep` profiles one kernel to find out")
