@@ -136,10 +136,6 @@ def gap_table(gap: pd.DataFrame, base: Optional[pd.DataFrame]) -> str:
     return group_table(gap, GAP_FIGURES, base, with_time="time_ns" in gap.columns)
 
 
-def _is_numeric(series: pd.Series) -> bool:
-    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
-
-
 def limiter_table(kernels: pd.DataFrame) -> str:
     """Per phase and role, which resource limits occupancy, by share of time."""
     if kernels.empty or "occupancy_limiter" not in kernels.columns:
