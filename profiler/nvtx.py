@@ -169,43 +169,56 @@ class EagerOrder:
 
     Under `ncu --graph-profiling node` a graph's kernels carry only the ranges open on the host at
     replay (the phase): the role ranges open during capture are gone (NCU_ON_H200.md). An eager
-    step of the same phase, run with its role ranges, launches the same kernels in the same order,
-    so each range-less kernel of that phase takes the role and shape of the eager kernel of the
-    same name at the next position in that order. A kernel whose name the eager step lacks keeps
-    the name classifier's guess. Opt-in: in a capture without graphs a range-less kernel is not
-    inside a role, and must not be given one.
+    step of the same phase, run with its role ranges, launches nearly the same kernels in the same
+    order, so the range-less kernels of that phase are walked along that order: the same name at
+    the cursor or a few places ahead (the graph may lack a kernel or two, e.g. a copy), else, once
+    the walk is in step, a kernel of the same kind in the cursor's slot (seen on the H200: a
+    residual add vectorized in the graph, not in the eager step). A kernel that fits neither
+    keeps the name classifier's guess and puts the walk out of step. Opt-in: in a capture without
+    graphs a range-less kernel is in no role.
     """
 
+    LOOKAHEAD = 4  # eager kernels a graph may lack in a row
+
     def __init__(self):
-        self._eager: dict = {}   # (process, phase) -> (step range, [(kernel name, role info)])
+        self._eager: dict = {}   # (process, phase) -> (step range, [(name, kind, role info)])
         self._cursor: dict = {}  # (process, phase) -> next position in that order
+        self._in_step: dict = {}  # (process, phase) -> the last kernel matched by name
 
     @staticmethod
     def _step(stack: list[str], phase: str) -> str:
         """The range right inside the phase (`smlens:step_0`), which tells eager steps apart."""
         words = [_first_word(entry) for entry in stack]
-        return stack[words.index(phase) + 1] if phase in words and words.index(phase) + 1 < len(stack) else ""
+        inner = words.index(phase) + 1 if phase in words else len(stack)
+        return stack[inner] if inner < len(stack) else ""
+
+    def _match(self, order: list, start: int, name: str, kind: str, in_step: bool
+               ) -> tuple[int | None, bool]:
+        """(position in the eager order or None, whether it matched by name)."""
+        for offset in range(min(self.LOOKAHEAD + 1, len(order))):
+            if order[(start + offset) % len(order)][0] == name:
+                return (start + offset) % len(order), True
+        return (start if in_step and order[start][1] == kind else None), False
 
     def assign(self, rows: list[dict]) -> list[dict]:
         """rows: dicts with phase, stack, kernel_name, process and the classify() columns;
-        range-less rows that match the eager order get its role, and role_source `order`."""
+        range-less rows that fit the eager order get its role and shape, and role_source `order`."""
         for row in rows:
             key = (row["process"], row["phase"])
             if row["role_source"] == "nvtx":
                 step = self._step(row["stack"], row["phase"])
                 if key not in self._eager or self._eager[key][0] != step:
                     self._eager[key], self._cursor[key] = (step, []), 0
-                self._eager[key][1].append((row["kernel_name"], {c: row[c] for c in ORDER_COLUMNS}))
+                self._eager[key][1].append((row["kernel_name"], row["kind"],
+                                            {c: row[c] for c in ORDER_COLUMNS}))
                 continue
             order = self._eager.get(key, ("", []))[1]
             if not order:
                 continue
-            start = self._cursor.get(key, 0)
-            for offset in range(len(order)):  # the next kernel of that name, wrapping round
-                position = (start + offset) % len(order)
-                name, info = order[position]
-                if name == row["kernel_name"]:
-                    row.update(info, role_source="order")
-                    self._cursor[key] = (position + 1) % len(order)
-                    break
+            position, by_name = self._match(order, self._cursor.get(key, 0), row["kernel_name"],
+                                            row["kind"], self._in_step.get(key, False))
+            self._in_step[key] = by_name or position is not None and self._in_step.get(key, False)
+            if position is not None:
+                row.update(order[position][2], role_source="order")
+                self._cursor[key] = (position + 1) % len(order)
         return rows

@@ -93,3 +93,35 @@ def test_ingest_option(replayed, tmp_path):
     assert run["roles_from_order"] is True
     stored = Store(tmp_path / "s").kernels(run["id"])
     assert (stored.role_source == "order").sum() == 2 * step_kernels
+
+
+H200_GRAPH = DATA / "h200_runs" / "graph-decode-llama-3.1-8b-b4.csv.gz"
+
+
+def test_real_h200_graph_replay_gets_the_eager_steps_roles():
+    """Decode of Llama-3.1-8B (1 layer, batch 4) under a CUDA graph, profiled on the H200 with
+    --graph-profiling node (tests/data/h200_runs/PROVENANCE.md)."""
+    from views.registry import compute_views
+
+    kernels = read_capture(H200_GRAPH, roles_from_order=True).kernels.set_index("kernel_id")
+    eager = kernels.loc[0:19]
+    graph = kernels.loc[22:59]
+    assert set(eager.role_source) == {"nvtx"} and set(graph.role_source) == {"order"}
+    assert all(len(stack) == 2 for stack in graph.nvtx_stack)  # decode, step_<j>: no role range
+    # each replay is the eager step without its first copy kernel, in the same order, but for
+    # one residual add that the graph runs vectorized: it takes its slot's role all the same
+    for replay in (graph.iloc[:19], graph.iloc[19:]):
+        same_name = [a == b for a, b in zip(replay.kernel_name, eager.kernel_name.iloc[1:])]
+        assert same_name.count(False) == 1 and "CUDAFunctor_add" in replay.kernel_name.iloc[same_name.index(False)]
+        assert list(replay.role) == list(eager.role.iloc[1:])
+    assert set(graph.role) == {"qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj",
+                               "elementwise"}
+    gate_up = graph[graph.role == "gate_up_proj"]
+    assert set(gate_up.shape_n) == {28672} and set(gate_up.shape_m) == {4}
+    # the copies around the capture are in no role range and not in the eager order
+    assert list(kernels.loc[20:21, "role_source"]) == ["name", "name"]
+    # the views explain the graph's GEMMs as they do the eager ones: 4 of 8 tile rows useful
+    figures = compute_views(kernels.reset_index()).kernels.set_index("kernel_id")
+    graph_gemms = figures.loc[22:59].query("kind == 'gemm'")
+    assert len(graph_gemms) == 8 and (graph_gemms["fill"].round(2) <= 0.5).all()
+    assert set(figures.loc[22:59, "validation_V3"]) >= {"pass"}
