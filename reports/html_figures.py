@@ -53,6 +53,14 @@ def _values(series: pd.Series) -> list:
     return [None if is_missing(v) else float(v) for v in pd.to_numeric(series, errors="coerce")]
 
 
+def _bar(labels: list, name: str, values: pd.Series, color: str, hover_name: Optional[str] = None,
+         value_format: str = "%{y:.3g} %") -> dict:
+    """One bar per group; the hover says `hover_name` (default: `name`) and the value."""
+    return {"type": "bar", "name": plot_text(name), "x": labels, "y": _values(values),
+            "marker": {"color": color},
+            "hovertemplate": f"%{{x}}<br>{plot_text(hover_name or name)}: {value_format}<extra></extra>"}
+
+
 def fig_gap(groups: pd.DataFrame) -> Optional[dict]:
     """Headline SM throughput against SM active, tensor pipe and useful tensor work, per group."""
     if groups is None or groups.empty:
@@ -61,11 +69,8 @@ def fig_gap(groups: pd.DataFrame) -> Optional[dict]:
     labels = _labels(groups)
     levels = (("sm_throughput_pct", "SM throughput (headline)"), ("sm_active_pct", "SM active"),
               ("tensor_pipe_pct", "tensor pipe"), ("useful_tensor_pct", "useful tensor work"))
-    traces = []
-    for (column, name), color in zip(levels, LEVEL_COLORS):
-        traces.append({"type": "bar", "name": plot_text(name), "x": labels,
-                       "y": _values(col(groups, column)), "marker": {"color": color},
-                       "hovertemplate": "%{x}<br>" + plot_text(name) + ": %{y:.3g} %<extra></extra>"})
+    traces = [_bar(labels, name, col(groups, column), color)
+              for (column, name), color in zip(levels, LEVEL_COLORS)]
     return {"data": traces, "layout": _layout(
         "From the headline to useful tensor work, per phase and role (time-weighted)", 420,
         barmode="group", yaxis={"title": {"text": "% of peak"}, "rangemode": "tozero"},
@@ -77,9 +82,9 @@ def fig_time(groups: pd.DataFrame) -> Optional[dict]:
     if groups is None or groups.empty or "time_ns" not in groups.columns:
         return None
     groups = sort_groups(groups)
-    phases = [p for p in dict.fromkeys(groups["phase"])]
+    phases = list(dict.fromkeys(groups["phase"]))
     traces = []
-    for role in dict.fromkeys(sort_groups(groups.assign())["role"]):
+    for role in dict.fromkeys(groups["role"]):
         rows = groups[groups["role"] == role]
         by_phase = dict(zip(rows["phase"], pd.to_numeric(rows["time_ns"], errors="coerce")))
         traces.append({
@@ -105,12 +110,8 @@ def fig_tensor(groups: pd.DataFrame) -> Optional[dict]:
         return None
     labels = _labels(groups)
     traces = [
-        {"type": "bar", "name": "tensor pipe", "x": labels, "y": _values(col(groups, "tensor_pipe_pct")),
-         "marker": {"color": LEVEL_COLORS[2]},
-         "hovertemplate": "%{x}<br>tensor pipe: %{y:.3g} %<extra></extra>"},
-        {"type": "bar", "name": "useful tensor work", "x": labels,
-         "y": _values(col(groups, "useful_tensor_pct")), "marker": {"color": LEVEL_COLORS[3]},
-         "hovertemplate": "%{x}<br>useful: %{y:.3g} %<extra></extra>"},
+        _bar(labels, "tensor pipe", col(groups, "tensor_pipe_pct"), LEVEL_COLORS[2]),
+        _bar(labels, "useful tensor work", col(groups, "useful_tensor_pct"), LEVEL_COLORS[3], "useful"),
         {"type": "scatter", "mode": "markers", "name": "fill (right axis)", "x": labels,
          "y": _values(col(groups, "fill")), "yaxis": "y2",
          "marker": {"symbol": "diamond", "size": 11, "color": "#e45756"},
@@ -129,14 +130,8 @@ def fig_occupancy(groups: pd.DataFrame) -> Optional[dict]:
         return None
     groups = sort_groups(groups)
     labels = _labels(groups)
-    traces = [
-        {"type": "bar", "name": "theoretical", "x": labels,
-         "y": _values(col(groups, "theoretical_occupancy_pct")), "marker": {"color": "#c6dbef"},
-         "hovertemplate": "%{x}<br>theoretical: %{y:.3g} %<extra></extra>"},
-        {"type": "bar", "name": "achieved", "x": labels,
-         "y": _values(col(groups, "achieved_occupancy_pct")), "marker": {"color": "#4c78a8"},
-         "hovertemplate": "%{x}<br>achieved: %{y:.3g} %<extra></extra>"},
-    ]
+    traces = [_bar(labels, "theoretical", col(groups, "theoretical_occupancy_pct"), "#c6dbef"),
+              _bar(labels, "achieved", col(groups, "achieved_occupancy_pct"), "#4c78a8")]
     return {"data": traces, "layout": _layout(
         "Achieved against theoretical occupancy (% of 64 warps per SM)", 380, barmode="group",
         yaxis={"title": {"text": "% of max warps"}, "range": [0, 105]}, xaxis={"tickangle": -30})}
@@ -146,6 +141,22 @@ def _kernel_hover(kernels: pd.DataFrame) -> list:
     return [plot_text(f"#{i} {short_name(n, 60)} ({p} \u00b7 {r})")
             for i, n, p, r in zip(col(kernels, "id"), col(kernels, "name"), col(kernels, "phase"),
                                   col(kernels, "role"))]
+
+
+def _by_phase(kernels: pd.DataFrame):
+    """(phase, row mask) for each phase present, in run order."""
+    for phase in sorted(dict.fromkeys(kernels["phase"]), key=lambda p: _order_key([p], PHASE_ORDER)):
+        yield phase, kernels["phase"] == phase
+
+
+def _kernel_markers(phase: str, rows: pd.DataFrame, x: pd.Series, y: pd.Series, opacity: float,
+                    hovertemplate: str) -> dict:
+    """One phase's kernels as markers sized by kernel time, with their names in the hover."""
+    return {"type": "scatter", "mode": "markers", "name": plot_text(phase), "x": _values(x),
+            "y": _values(y), "text": _kernel_hover(rows),
+            "marker": {"size": _marker_sizes(rows), "color": PHASE_COLORS.get(phase, "#9d9d9d"),
+                       "opacity": opacity, "line": {"width": 0.5, "color": "#333"}},
+            "hovertemplate": hovertemplate}
 
 
 def _marker_sizes(kernels: pd.DataFrame) -> list:
@@ -161,19 +172,15 @@ def fig_waves(kernels: pd.DataFrame) -> Optional[dict]:
     if kernels.empty:
         return None
     traces = []
-    for phase in sorted(dict.fromkeys(kernels["phase"]), key=lambda p: _order_key([p], PHASE_ORDER)):
-        rows = kernels[kernels["phase"] == phase]
+    for phase, mask in _by_phase(kernels):
+        rows = kernels[mask]
         efficiency = num(rows, "wave_efficiency")
         coverage = num(rows, "sm_coverage")
         w = num(rows, "waves")
         # Below one wave, what is idle is SMs with no block at all: coverage says it.
         y = efficiency.where(w >= 1, coverage.fillna(efficiency))
-        traces.append({
-            "type": "scatter", "mode": "markers", "name": plot_text(phase),
-            "x": _values(w), "y": _values(y), "text": _kernel_hover(rows),
-            "marker": {"size": _marker_sizes(rows), "color": PHASE_COLORS.get(phase, "#9d9d9d"),
-                       "opacity": 0.7, "line": {"width": 0.5, "color": "#333"}},
-            "hovertemplate": "%{text}<br>waves: %{x:.3g}<br>busy share: %{y:.3f}<extra></extra>"})
+        traces.append(_kernel_markers(
+            phase, rows, w, y, 0.7, "%{text}<br>waves: %{x:.3g}<br>busy share: %{y:.3f}<extra></extra>"))
     return {"data": traces, "layout": _layout(
         "Waves and tail: share of SM block slots busy (size: kernel time)", 400,
         xaxis={"title": {"text": "waves per SM (log)"}, "type": "log"},
@@ -205,10 +212,7 @@ def fig_stalls(groups: pd.DataFrame) -> Optional[dict]:
     # Shares may come as fractions or percent; show percent.
     scale = 100.0 if max((v.max() for v in values.values() if v.notna().any()), default=0) <= 1.0 else 1.0
     labels = _labels(groups)
-    traces = [{"type": "bar", "name": plot_text(f), "x": labels, "y": _values(v * scale),
-               "marker": {"color": STALL_COLORS[f]},
-               "hovertemplate": "%{x}<br>" + plot_text(f) + ": %{y:.3g} %<extra></extra>"}
-              for f, v in values.items()]
+    traces = [_bar(labels, f, v * scale, STALL_COLORS[f]) for f, v in values.items()]
     return {"data": traces, "layout": _layout(
         "Why resident warps do not issue: stall shares by family", 400, barmode="stack",
         yaxis={"title": {"text": "% of stalled warp-cycles"}, "range": [0, 101]},
@@ -248,16 +252,10 @@ def fig_roofline(kernels: pd.DataFrame, device: dict) -> Optional[dict]:
     ceilings = device_ceilings(kernels, device)
     kernels, intensity, rate = kernels[ok], intensity[ok], rate[ok]
     traces = []
-    for phase in sorted(dict.fromkeys(kernels["phase"]), key=lambda p: _order_key([p], PHASE_ORDER)):
-        mask = kernels["phase"] == phase
-        rows = kernels[mask]
-        traces.append({
-            "type": "scatter", "mode": "markers", "name": plot_text(phase),
-            "x": _values(intensity[mask]), "y": _values(rate[mask] / 1e12),
-            "text": _kernel_hover(rows),
-            "marker": {"size": _marker_sizes(rows), "color": PHASE_COLORS.get(phase, "#9d9d9d"),
-                       "opacity": 0.75, "line": {"width": 0.5, "color": "#333"}},
-            "hovertemplate": "%{text}<br>%{x:.3g} FLOP/byte<br>%{y:.3g} TFLOP/s<extra></extra>"})
+    for phase, mask in _by_phase(kernels):
+        traces.append(_kernel_markers(
+            phase, kernels[mask], intensity[mask], rate[mask] / 1e12, 0.75,
+            "%{text}<br>%{x:.3g} FLOP/byte<br>%{y:.3g} TFLOP/s<extra></extra>"))
     bw = ceilings["peak_dram_bytes_per_s"]
     peaks = ceilings["peak_flops_per_s_by_path"]
     lo = float(min(intensity.min(), 0.1)) / 2
@@ -289,12 +287,8 @@ def fig_time_compare(groups: pd.DataFrame, base: pd.DataFrame) -> Optional[dict]
         return None
     merged = _merge_groups(groups, base)
     labels = _labels(merged)
-    traces = [
-        {"type": "bar", "name": "baseline", "x": labels, "y": _values(num(merged, "time_ns_base") / 1e6),
-         "marker": {"color": "#c6dbef"}, "hovertemplate": "%{x}<br>baseline: %{y:.4g} ms<extra></extra>"},
-        {"type": "bar", "name": "this run", "x": labels, "y": _values(num(merged, "time_ns") / 1e6),
-         "marker": {"color": "#4c78a8"}, "hovertemplate": "%{x}<br>this run: %{y:.4g} ms<extra></extra>"},
-    ]
+    traces = [_bar(labels, "baseline", num(merged, "time_ns_base") / 1e6, "#c6dbef", value_format="%{y:.4g} ms"),
+              _bar(labels, "this run", num(merged, "time_ns") / 1e6, "#4c78a8", value_format="%{y:.4g} ms")]
     return {"data": traces, "layout": _layout(
         "Time per phase and role against the baseline", 400, barmode="group",
         yaxis={"title": {"text": "kernel time (ms)"}}, xaxis={"tickangle": -30})}
