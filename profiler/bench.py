@@ -118,23 +118,33 @@ def versions() -> dict:
 
 # --- GPU measurement primitives -----------------------------------------------------------------
 
-def time_graph(calls: list[Callable[[], object]], repeats: int, warmup: int = 3) -> dict:
-    """Median time of one call, from CUDA-graph replays of `calls` (run in order, one graph)."""
+def _cuda_graph(warm: Callable[[], object], capture: Callable[[], object]):
+    """A CUDA graph of what `capture()` launches, after `warm()` on a side stream (as torch asks
+    before a capture: lazy initialisation and autotuning must not land in the graph)."""
     import torch
-    for c in calls:
-        c()
-    torch.cuda.synchronize()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        for c in calls[:2]:
-            c()
+        warm()
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for c in calls:
+        capture()
+    return graph
+
+
+def time_graph(calls: list[Callable[[], object]], repeats: int, warmup: int = 3) -> dict:
+    """Median time of one call, from CUDA-graph replays of `calls` (run in order, one graph)."""
+    import torch
+
+    def run_in_order(some: list[Callable[[], object]]) -> None:
+        for c in some:
             c()
+
+    run_in_order(calls)
+    torch.cuda.synchronize()
+    graph = _cuda_graph(lambda: run_in_order(calls[:2]), lambda: run_in_order(calls))
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
     for i in range(warmup + repeats):
@@ -318,6 +328,12 @@ class _Layer:
         g, u = gu.chunk(2, dim=-1)
         return h + self._lin(self.down, F.silu(g) * u)
 
+    def decode_graph(self, h_step, pos_step):
+        """A CUDA graph of one decode step that writes its output back into `h_step` [1, hidden]
+        (`pos_step` [1] its position): replays chain steps."""
+        return _cuda_graph(lambda: [self.forward(h_step, pos_step, decode=True) for _ in range(2)],
+                           lambda: h_step.copy_(self.forward(h_step, pos_step, decode=True)))
+
 
 def layer_benchmark(model: str, impls: list[str], prompt: int = 2048, decode_steps: int = 32,
                     repeats: int = 3, seed: int = 0, progress=None) -> dict:
@@ -336,17 +352,7 @@ def layer_benchmark(model: str, impls: list[str], prompt: int = 2048, decode_ste
         h = layer.forward(h0, pos_prefill, decode=False)
         h_step.copy_(h[-1:])
         pos_step.fill_(prompt)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                layer.forward(h_step, pos_step, decode=True)
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            nxt = layer.forward(h_step, pos_step, decode=True)
-            h_step.copy_(nxt)
+        graph = layer.decode_graph(h_step, pos_step)
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
         runs = []
         for _ in range(repeats):
@@ -449,7 +455,7 @@ def run_determinism(model: str = "llama-3.1-8b", batches: Optional[list[int]] = 
         torch.cuda.empty_cache()
     if layer:
         say("decoder layer")
-        result["layer"] = layer_benchmark(model, [i for i in impls], seed=seed,
+        result["layer"] = layer_benchmark(model, impls, seed=seed,
                                           progress=lambda i: say(f"decoder layer: {i} done"))
     result["targets"] = evaluate_targets(result)
     return result
