@@ -7,6 +7,7 @@ import pytest
 
 from reports.gate import DEFAULT_RULES, Rule, Run, run_gate
 from reports.gate_rules import parse_rules
+from tests.gate_cases import capture_figures, find
 
 
 @pytest.fixture(scope="module")
@@ -25,16 +26,7 @@ def sections(sections_capture) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def decode12(data_dir) -> pd.DataFrame:
-    from profiler.capture import read_capture
-    from views.registry import compute_views
-
-    return compute_views(read_capture(data_dir / "decode12_raw.csv").kernels).kernels
-
-
-def find(result, rule_label, group):
-    matches = [c for c in result.comparisons if c.rule.label == rule_label and c.group_label == group]
-    assert len(matches) == 1, f"{rule_label} {group}: {len(matches)} comparisons"
-    return matches[0]
+    return capture_figures(data_dir / "decode12_raw.csv")
 
 
 def test_a_capture_against_itself_passes_and_says_the_threshold_alone_decided(targeted):

@@ -11,15 +11,13 @@ import pytest
 
 from reports.gate import Run, run_gate
 from tests.conftest import DATA
+from tests.gate_cases import capture_figures
 
 GEMM_ROLES = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 
 
 def figures(path) -> Run:
-    from profiler.capture import read_capture
-    from views.registry import compute_views
-
-    return Run(path.name.split(".")[0], compute_views(read_capture(path).kernels).kernels)
+    return Run(path.name.split(".")[0], capture_figures(path))
 
 
 @pytest.fixture(scope="module")

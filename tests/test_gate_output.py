@@ -12,6 +12,7 @@ from rich.console import Console
 
 from reports.gate import Run, cannot_judge, run_gate
 from reports.gate_output import render_table, short_kernel_name, to_junit, to_markdown
+from tests.gate_cases import capture_figures
 
 XSD = Path(__file__).parent / "data" / "junit.xsd"
 
@@ -32,10 +33,7 @@ def sections(sections_capture):
 
 @pytest.fixture(scope="module")
 def decode12(data_dir):
-    from profiler.capture import read_capture
-    from views.registry import compute_views
-
-    return compute_views(read_capture(data_dir / "decode12_raw.csv").kernels).kernels
+    return capture_figures(data_dir / "decode12_raw.csv")
 
 
 @pytest.fixture(scope="module")

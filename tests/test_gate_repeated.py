@@ -14,6 +14,7 @@ import pytest
 
 from reports.gate import Run, run_gate
 from tests.conftest import DATA
+from tests.gate_cases import capture_figures, find
 
 RUNS = DATA / "h200_runs"
 REPEATS = ("gate-b1-r1", "gate-b1-r2", "gate-b1-r3")
@@ -21,22 +22,13 @@ OPEN = {"regression", "noise", "improved", "cannot judge"}  # anything but pass,
 
 
 def figures(name: str) -> pd.DataFrame:
-    from profiler.capture import read_capture
-    from views.registry import compute_views
-
-    return compute_views(read_capture(RUNS / f"{name}.csv.gz").kernels).kernels
+    return capture_figures(RUNS / f"{name}.csv.gz")
 
 
 @pytest.fixture(scope="module")
 def runs() -> dict[str, Run]:
     names = REPEATS + ("gate-b4-r1",)
     return {name: Run(name, figures(name)) for name in names}
-
-
-def find(result, rule_label, group):
-    matches = [c for c in result.comparisons if c.rule.label == rule_label and c.group_label == group]
-    assert len(matches) == 1, f"{rule_label} {group}"
-    return matches[0]
 
 
 def splits():
