@@ -42,23 +42,22 @@ def short_kernel_name(name: Any, width: int = 60, missing: str = "n/a") -> str:
     return short if len(short) <= width else short[: width - 1] + "…"
 
 
+def in_units(value: float, units: tuple[tuple[float, str], ...]) -> str:
+    """`value` to three significant digits in the first of `units` ((size, suffix), largest first)
+    that it reaches, else in the last."""
+    size, suffix = next(((s, u) for s, u in units if abs(value) >= s), units[-1])
+    return f"{value / size:.3g}{suffix}"
+
+
 def time_text(ns: Any, missing: str = "n/a") -> str:
     """Nanoseconds, three significant digits in the unit that fits: 83.7 µs, 1.25 ms."""
     if is_missing(ns):
         return missing
-    ns = float(ns)
-    for limit, suffix in ((1e9, " s"), (1e6, " ms"), (1e3, " µs")):
-        if abs(ns) >= limit:
-            return f"{ns / limit:.3g}{suffix}"
-    return f"{ns:.3g} ns"
+    return in_units(float(ns), ((1e9, " s"), (1e6, " ms"), (1e3, " µs"), (1, " ns")))
 
 
 def bytes_text(count: Any, missing: str = "n/a") -> str:
     """Bytes, decimal units as ncu prints them: 12.6 MB."""
     if is_missing(count):
         return missing
-    count = float(count)
-    for limit, suffix in ((1e9, " GB"), (1e6, " MB"), (1e3, " kB")):
-        if abs(count) >= limit:
-            return f"{count / limit:.3g}{suffix}"
-    return f"{count:.3g} B"
+    return in_units(float(count), ((1e9, " GB"), (1e6, " MB"), (1e3, " kB"), (1, " B")))

@@ -14,7 +14,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
-from reports.formatting import is_missing, short_kernel_name
+from reports.formatting import in_units, is_missing, short_kernel_name
 
 TITLES = {"V1": "Time and SM activity", "V2": "Tensor-pipe utilization", "V3": "Fragment fill",
           "V4": "Occupancy and its limiter", "V5": "Wave quantization and tail",
@@ -54,11 +54,8 @@ def si(value, unit: str = "") -> str:
     """1.26e7 -> 12.6 M."""
     if is_missing(value):
         return "n/a"
-    value = float(value)
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}".rstrip()
+    prefixes = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1, ""))
+    return in_units(float(value), tuple((scale, f" {prefix}{unit}") for scale, prefix in prefixes)).rstrip()
 
 
 def text(value) -> str:
