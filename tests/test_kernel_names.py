@@ -128,3 +128,18 @@ def test_tile_geometry_reads_the_orientation_from_the_grid():
     # a grid that fits neither orientation: the cuBLAS one, and no match
     odd = geometry(kernels.iloc[:1], names.iloc[:1], grid_blocks=pd.Series([100.0]).to_numpy())
     assert odd["tile_count"].tolist() == [48] and odd["grid_matches_tiles"].tolist() == [0]
+
+
+@pytest.mark.parametrize("with_kind", [True, False])
+def test_compute_views_parses_the_names_once(targeted_capture, monkeypatch, with_kind):
+    """V3, V7, V8 and (without a kind column) the registry all read the parsed names: one parse."""
+    from views import kernel_names
+    from views.registry import compute_views
+
+    kernels = targeted_capture.kernels if with_kind else targeted_capture.kernels.drop(columns=["kind"])
+    parsed_rows = []
+    real = kernel_names.parse_names
+    monkeypatch.setattr(kernel_names, "parse_names", lambda names: parsed_rows.append(len(names)) or real(names))
+    result = compute_views(kernels)
+    assert parsed_rows == [len(kernels)]
+    assert set(result.kernels["kind"].astype(str)) >= {"gemm", "attention"}
