@@ -49,7 +49,8 @@ ABS_TOLERANCE_PCT = 0.006  # ncu prints percentages to 0.01
 
 
 def _paths(kernels: pd.DataFrame) -> list[tuple[str, str, str]]:
-    """The op counters present, each with the path it counts on this row's device."""
+    """The OPS_COUNTERS entries whose counter this table has ("by_cc" paths are resolved per row by
+    the callers)."""
     return [(c, p, t) for c, p, t in OPS_COUNTERS if c in kernels.columns]
 
 

@@ -1,9 +1,9 @@
 """V3 Fragment fill: how much of the tensor work is useful.
 
 fill = useful FLOPs (2·M·N·K for a GEMM; 4·B·H·Sq·Skv·D for attention, halved when causal) / the
-tensor ops counted. Tensor cores work in whole
-tiles, so a batch-4 decode GEMM on an 8-wide tile multiplies padding half the time. The validation
-predicts the fill from the tile in the kernel's name (tiles.py) and the problem shape alone.
+tensor ops counted. Tensor cores work in whole tiles, so a batch-4 decode GEMM on an 8-wide tile
+multiplies padding half the time. The validation predicts the fill from the tile in the kernel's
+name (tiles.py) and the problem shape alone.
 `useful_tensor_pct` = tensor_pipe_pct · fill is the figure the headline should have been.
 """
 from __future__ import annotations
@@ -64,12 +64,12 @@ def compute(kernels: pd.DataFrame) -> pd.DataFrame:
     useful = np.where(gemm, 2 * m * n * k, np.where(attention, attention_flops(kernels), np.nan))
     geo = geometry(kernels)
     padded = geo["padded_m"].to_numpy() * geo["padded_n"].to_numpy() * geo["padded_k"].to_numpy()
-    # no MMA ops: no useful tensor work, a measured zero (a GEMM on CUDA cores, an elementwise kernel)
     fill = safe_div(useful, ops)
     return pd.DataFrame({
         "useful_flops": useful,
         "fill": fill,
         "predicted_fill": np.where(gemm, safe_div(m * n * k, padded), np.nan),
+        # no MMA ops: no useful tensor work, a measured zero (a GEMM on CUDA cores, an elementwise kernel)
         "useful_tensor_pct": np.where(ops == 0, np.where(np.isnan(pipe), np.nan, 0.0), pipe * fill),
     }, index=kernels.index, copy=False)
 
