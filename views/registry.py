@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from views.common import metric, shared_results
+from views.common import STATUSES, metric, shared_results
 from views import (device, gap as gap_module, grouping, kernel_names, v1_time, v2_tensor, v3_fill,
                    v4_occupancy, v5_waves, v6_stalls, v7_memory, v8_selection)
 
@@ -112,8 +112,8 @@ class ViewsResult:
         for view in self.view_ids:
             status = self.kernels[f"validation_{view}"]
             rows.append({"view": view, "title": VIEWS[view].TITLE,
-                         **{s: int((status == s).sum()) for s in ("pass", "fail", "n/a")}})
-        return pd.DataFrame(rows, columns=["view", "title", "pass", "fail", "n/a"])
+                         **{s: int((status == s).sum()) for s in STATUSES}})
+        return pd.DataFrame(rows, columns=["view", "title", *STATUSES])
 
     def to_dict(self, run=None) -> dict:
         k = self.kernels
@@ -132,9 +132,10 @@ class ViewsResult:
             record["validations"] = {v: status[f"validation_{v}"] for v in self.view_ids}
             record["validation_details"] = {v: detail[f"validation_detail_{v}"] for v in self.view_ids
                                             if detail[f"validation_detail_{v}"]}
-        groups = _records(self.groups.drop(columns=[c for c in self.groups if _is_count(c, self.view_ids)]))
+        counts = {f"{v}_{s}" for v in self.view_ids for s in STATUSES}  # grouping.partials' status counts
+        groups = _records(self.groups.drop(columns=[c for c in self.groups if c in counts]))
         for record, (_, row) in zip(groups, self.groups.iterrows()):
-            record["validations"] = {v: {s: int(row[f"{v}_{s}"]) for s in ("pass", "fail", "n/a")}
+            record["validations"] = {v: {s: int(row[f"{v}_{s}"]) for s in STATUSES}
                                      for v in self.view_ids if f"{v}_pass" in row}
         return {"run": run, "views": {v: VIEWS[v].TITLE for v in self.view_ids},
                 "devices": _records(self.devices), "kernels": kernels, "groups": groups,
@@ -142,10 +143,6 @@ class ViewsResult:
 
     def to_json(self, run=None, indent=None) -> str:
         return json.dumps(self.to_dict(run), indent=indent, allow_nan=False)
-
-
-def _is_count(column: str, views: list[str]) -> bool:
-    return any(column in (f"{v}_pass", f"{v}_fail", f"{v}_n/a") for v in views)
 
 
 def _as_list(value) -> list:
