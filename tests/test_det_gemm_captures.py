@@ -65,7 +65,7 @@ def test_every_kernel_has_its_phase_role_and_shape_from_the_ranges(figures):
 
 def test_det_kernels_are_the_fma_kernels_and_their_fixed_order_fold(figures):
     k = figures["det"]
-    names = k["kernel_name"].str.split("<").str[0]
+    names = k["kernel_name"].astype(str).str.split("<").str[0]
     decode, prefill = k[k["phase"] == "decode"], k[k["phase"] == "warm_prefill"]
     # M <= 16: split-K partials, then their fold in a fixed order (a second kernel, no atomics)
     assert sorted(names[decode.index].value_counts().items()) == [
