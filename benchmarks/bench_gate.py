@@ -18,7 +18,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from profiler.capture import read_capture  # noqa: E402
+from profiler.ingest.capture import read_capture  # noqa: E402
 from reports.gate import Run, run_gate  # noqa: E402
 from views.registry import compute_views  # noqa: E402
 

@@ -23,7 +23,7 @@ SOURCE = ROOT / "tests" / "data" / "targeted_raw.csv"
 
 SMLENS = """
 import sys, time
-from profiler.store import Store
+from profiler.ingest.store import Store
 start = time.perf_counter()
 row, _ = Store(sys.argv[2]).ingest(sys.argv[1])
 print(time.perf_counter() - start, row["kernel_count"])

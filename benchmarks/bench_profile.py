@@ -64,7 +64,7 @@ def _timed(cmd: list[str], box_s: float | None = None, env=None) -> tuple[float,
 
 
 def gpu(full_box_s: float, basic_box_s: float) -> dict:
-    from profiler.ncu import find_ncu
+    from profiler.run.ncu import find_ncu
 
     ncu = find_ncu()
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")

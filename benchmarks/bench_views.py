@@ -3,7 +3,7 @@
     python3 benchmarks/bench_views.py [--kernels 1000000] [--repeats 5] [--profile]
 
 The input is the real H200 targeted capture (tests/data/targeted_raw.csv, with its GEMM shapes)
-read by `profiler.capture.read_capture`, cut to the columns the views read (what `smlens views`
+read by `profiler.ingest.capture.read_capture`, cut to the columns the views read (what `smlens views`
 asks the store for, `views.registry.input_columns()`), its 188 rows repeated to the requested
 count with kernel ids renumbered. Timed: compute_views with all eight views, the per-phase-and-role
 groups, the gap, the kernel selection and the device constants. Not timed: building the input.
@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from profiler.capture import parse_shapes_file, read_capture  # noqa: E402
+from profiler.ingest.capture import parse_shapes_file, read_capture  # noqa: E402
 from views.registry import compute_views, input_columns  # noqa: E402
 
 SOURCE = ROOT / "tests" / "data" / "targeted_raw.csv"

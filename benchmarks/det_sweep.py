@@ -20,8 +20,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import torch  # noqa: E402
 
-from profiler import bench  # noqa: E402
-from profiler.workloads import deterministic as det  # noqa: E402
+from profiler.workloads.deterministic import bench  # noqa: E402
+from profiler.workloads.deterministic import kernels as det  # noqa: E402
 
 SHAPES = [("qkv_proj", 6144, 4096), ("o_proj", 4096, 4096), ("gate_up_proj", 28672, 4096), ("down_proj", 4096, 14336)]
 

@@ -77,8 +77,8 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
                            "ranges take the roles of an eager step of the same phase, in order."),
            format: Format = typer.Option(Format.table, "--format")):
     """Read ncu captures into the Parquet store, one run per file."""
-    from profiler.capture import parse_shapes_file
-    from profiler.store import Store, parse_tags
+    from profiler.ingest.capture import parse_shapes_file
+    from profiler.ingest.store import Store, parse_tags
     from reports.runs import print_runs, run_record
     import json
     import pandas as pd
@@ -112,7 +112,7 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
 @command
 def runs(store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
     """List the runs in the store."""
-    from profiler.store import Store
+    from profiler.ingest.store import Store
     from reports.runs import print_runs, runs_json
 
     table = Store(store_path(store), create=False).runs()
@@ -124,7 +124,7 @@ def show(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name
          store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
     """One run: where it came from, and its kernels by phase and role."""
     import json
-    from profiler.store import Store
+    from profiler.ingest.store import Store
     from reports.runs import print_run, run_summary
 
     the_store = Store(store_path(store), create=False)
@@ -138,7 +138,7 @@ def rm(run: str = typer.Argument(..., help="Run id, id prefix or name."),
        store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
     """Remove a run from the store."""
     import json
-    from profiler.store import Store
+    from profiler.ingest.store import Store
     from reports.runs import run_record
 
     row = Store(store_path(store), create=False).remove(run)
@@ -170,7 +170,7 @@ def gate(baseline: Optional[List[str]] = typer.Option(
 
     error = None
     try:  # a run or rules file that cannot be read is still a verdict CI must see: exit 2, reports written
-        from profiler.capture import parse_shapes_file
+        from profiler.ingest.capture import parse_shapes_file
         rule_set = load_rules(rules) if rules else None
         shape_map = parse_shapes_file(shapes) if shapes else None
         from rich.console import Console
@@ -212,7 +212,7 @@ def _views_of_run(the_store, ref: Optional[str]):
 
 def _check_filter(phase: Optional[str], role: Optional[str]) -> None:
     from profiler.errors import BadInput
-    from profiler.nvtx import PHASES, ROLES
+    from profiler.ingest.nvtx import PHASES, ROLES
 
     if phase and phase not in PHASES + ("other",):
         raise BadInput(f"--phase {phase}: expected one of {', '.join(PHASES + ('other',))}")
@@ -252,7 +252,7 @@ def views(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, nam
     import re
     from rich.console import Console
     from profiler.errors import BadInput
-    from profiler.store import Store
+    from profiler.ingest.store import Store
     from reports.terminal import kernels_csv, print_views
     from views.registry import compute_views, input_columns, view_ids
 
@@ -299,7 +299,7 @@ def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, na
     import json
     from rich.console import Console
     from profiler.errors import BadInput
-    from profiler.store import Store
+    from profiler.ingest.store import Store
     from reports.html import filter_input
 
     _check_filter(phase, role)
@@ -326,8 +326,8 @@ def demo(output: Path = typer.Option(Path("smlens-demo.html"), "--output", "-o",
     import json
     import tempfile
     from importlib.resources import as_file, files
-    from profiler.capture import parse_shapes_file
-    from profiler.store import Store
+    from profiler.ingest.capture import parse_shapes_file
+    from profiler.ingest.store import Store
     from rich.console import Console
     from reports.terminal import print_views
 
@@ -396,10 +396,10 @@ def profile(program: Optional[List[str]] = typer.Argument(
             format: Format = typer.Option(Format.table, "--format")):
     """Profile LLM prefill and decode with ncu and store the run (see --plan first)."""
     import json
-    from profiler import ncu as ncu_mod
-    from profiler import profile as prof
+    from profiler.run import ncu as ncu_mod
+    from profiler.run import profile as prof
     from profiler.errors import BadInput
-    from profiler.store import parse_tags
+    from profiler.ingest.store import parse_tags
 
     if repeat < 1:
         raise BadInput("--repeat must be 1 or more")
@@ -456,7 +456,7 @@ def doctor(ncu: Optional[str] = typer.Option(None, help="ncu executable (default
            format: Format = typer.Option(Format.table, "--format")):
     """Can this machine profile? ncu, GPU and driver, counter permission, packages."""
     import json
-    from profiler import doctor as doc
+    from profiler.run import doctor as doc
 
     checks = doc.run_checks(ncu, deep)
     if format == Format.json:
@@ -494,8 +494,8 @@ def determinism(model: str = typer.Option("llama-3.1-8b", help="Model whose four
                 format: Format = typer.Option(Format.table, "--format")):
     """Bits (batch invariance, run to run, CPU reference) and speed against the baselines, on the GPU."""
     import json
-    from profiler import bench
-    from profiler.workloads import deterministic as det
+    from profiler.workloads.deterministic import bench
+    from profiler.workloads.deterministic import kernels as det
     impls = [i.strip() for i in impl.split(",") if i.strip()]
     bad = [i for i in impls if i not in det.IMPLS]
     if bad or not impls:
@@ -524,7 +524,7 @@ def compare(a: Path = typer.Argument(..., help="Result of `smlens bench determin
             format: Format = typer.Option(Format.table, "--format")):
     """Did two runs give the same bits? Exit 0 when the det kernels' bits match, 1 when they differ."""
     import json
-    from profiler import bench
+    from profiler.workloads.deterministic import bench
     cmp = bench.compare_results(bench.load_result(a), bench.load_result(b))
     if format == Format.json:
         typer.echo(json.dumps(cmp))

@@ -74,8 +74,8 @@ def load_runs(values: list[str] | None, side: str, store_dir: Path,
               shapes: dict | None = None) -> list[Run]:
     """Every run one side of the gate names, as figure tables. Raises BadInput for what is missing.
     `shapes` (role -> M, N, K) applies to capture files whose NVTX ranges carry none, as in ingest."""
-    from profiler.capture import read_capture
-    from profiler.store import Store
+    from profiler.ingest.capture import read_capture
+    from profiler.ingest.store import Store
 
     refs = split_refs(values)
     if not refs:

@@ -23,13 +23,13 @@ def data_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def targeted_capture():
-    from profiler.capture import read_capture
+    from profiler.ingest.capture import read_capture
 
     return read_capture(DATA / "targeted_raw.csv", shapes=TARGETED_SHAPES)
 
 
 @pytest.fixture(scope="session")
 def sections_capture():
-    from profiler.capture import read_capture
+    from profiler.ingest.capture import read_capture
 
     return read_capture(DATA / "sections_raw.csv", shapes=TARGETED_SHAPES)

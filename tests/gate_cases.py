@@ -12,7 +12,7 @@ import pandas as pd
 def capture_figures(path: Path) -> pd.DataFrame:
     """The views' per-kernel figures of a capture file whose NVTX ranges carry the shapes (the
     tests copy the frame before changing it)."""
-    from profiler.capture import read_capture
+    from profiler.ingest.capture import read_capture
     from views.registry import compute_views
 
     return compute_views(read_capture(path).kernels).kernels

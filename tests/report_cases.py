@@ -50,7 +50,7 @@ def hostile_capture(source: Path, target: Path) -> Path:
 
 def views_input(path: Path, shapes: dict | None, run: dict):
     """capture -> views -> the report's input, the way `smlens report` joins them."""
-    from profiler.capture import read_capture
+    from profiler.ingest.capture import read_capture
     from views.registry import compute_views
 
     kernels = read_capture(path, shapes=shapes).kernels

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from profiler import bench
+from profiler.workloads.deterministic import bench
 from profiler.cli import app
 from profiler.errors import BadInput
 
@@ -50,7 +50,7 @@ def _w(n=24, k=64, seed=0):
 
 @needs_torch
 def test_batch_invariance_counts_changed_batches():
-    from profiler.workloads.deterministic import reference_linear
+    from profiler.workloads.deterministic.kernels import reference_linear
     w = _w()
     x = torch.randn(12, 64, generator=torch.Generator().manual_seed(1))
 
@@ -90,7 +90,7 @@ def test_tensor_digest_is_of_the_bits():
 
 @needs_torch
 def test_reference_check_counts_mismatches():
-    from profiler.workloads.deterministic import reference_linear
+    from profiler.workloads.deterministic.kernels import reference_linear
     w = _w(8, 512)
     x = torch.randn(4, 512, generator=torch.Generator().manual_seed(2))
     cols = bench.reference_columns(8, count=4)

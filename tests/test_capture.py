@@ -6,8 +6,8 @@ import gzip
 import pandas as pd
 import pytest
 
-from profiler import nvtx
-from profiler.capture import read_capture, parse_shapes_file, sniff
+from profiler.ingest import nvtx
+from profiler.ingest.capture import read_capture, parse_shapes_file, sniff
 from profiler.errors import BadInput
 
 
@@ -181,7 +181,7 @@ def test_attention_shape_from_nvtx_and_its_fill(data_dir):
 def test_small_blocks_give_the_same_table(data_dir, monkeypatch):
     """A capture streamed in many blocks (types fixed by the first, cold/warm prefill carried
     across blocks) equals the capture read in one."""
-    import profiler.capture as capture_module
+    import profiler.ingest.capture as capture_module
 
     whole = read_capture(data_dir / "targeted_raw.csv").kernels
     monkeypatch.setattr(capture_module, "BLOCK_BYTES", 20_000)

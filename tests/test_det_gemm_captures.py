@@ -16,11 +16,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from profiler import ncu
-from profiler.capture import read_capture
+from profiler.run import ncu
+from profiler.ingest.capture import read_capture
 from profiler.cli import app
-from profiler.store import Store
-from profiler.workloads import deterministic as det
+from profiler.ingest.store import Store
+from profiler.workloads.deterministic import kernels as det
 from tests.conftest import DATA
 from tests.test_profile import FAKES, QUICK, ncu_calls
 
@@ -172,7 +172,7 @@ def test_smlens_views_explains_a_det_run(tmp_path):
 def fake_det(monkeypatch, tmp_path):
     """The fake ncu replays a det-gemm capture; the workload itself needs a GPU, so a quick program
     stands in for it (the command line ncu is given is still checked)."""
-    from profiler import profile as prof
+    from profiler.run import profile as prof
 
     monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(ncu, "NCU_FALLBACKS", ())

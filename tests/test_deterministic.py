@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from profiler.errors import BadInput
-from profiler.workloads import deterministic as det
+from profiler.workloads.deterministic import kernels as det
 
 ROOT = Path(__file__).resolve().parents[1]
 f32 = np.float32
@@ -225,7 +225,7 @@ def test_model_cases_are_the_published_projections():
 
 
 def _run_main(*args):
-    return subprocess.run([sys.executable, "-m", "profiler.workloads.deterministic", *args],
+    return subprocess.run([sys.executable, "-m", "profiler.workloads.deterministic.kernels", *args],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 
@@ -241,7 +241,7 @@ def test_workload_main_bad_input_one_line():
 
 _INTERP_SCRIPT = r"""
 import json, sys, numpy as np, torch
-from profiler.workloads import deterministic as det
+from profiler.workloads.deterministic import kernels as det
 g = torch.Generator().manual_seed(0)
 out = []
 for M, N, K, ck, bias in json.loads(sys.argv[1]):

@@ -12,9 +12,9 @@ import io
 
 import pytest
 
-from profiler.capture import read_capture
-from profiler.nvtx import parse_stack
-from profiler.store import Store
+from profiler.ingest.capture import read_capture
+from profiler.ingest.nvtx import parse_stack
+from profiler.ingest.store import Store
 from tests.conftest import DATA
 
 SOURCE = DATA / "h200_runs" / "llama-3.1-8b-b1-p512.csv.gz"

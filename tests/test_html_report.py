@@ -89,7 +89,7 @@ def trace(figure: dict, name: str) -> dict:
 
 @pytest.fixture(scope="module")
 def targeted():
-    from profiler.capture import read_capture
+    from profiler.ingest.capture import read_capture
     from views.registry import compute_views
 
     kernels = read_capture(DATA / "targeted_raw.csv", shapes=TARGETED_SHAPES).kernels
@@ -108,7 +108,7 @@ def test_size_is_plotly_plus_under_2_kb_per_kernel(targeted):
 
 def test_larger_captures_stay_within_2_kb_per_kernel():
     """Ten copies of the capture (1,880 kernels): the per-kernel part is what grows."""
-    from profiler.capture import read_capture
+    from profiler.ingest.capture import read_capture
     from views.registry import compute_views
 
     kernels = read_capture(DATA / "targeted_raw.csv", shapes=TARGETED_SHAPES).kernels
@@ -237,7 +237,7 @@ def test_every_kernel_is_in_the_kernel_table(targeted):
 
 def test_baseline_shows_delta_and_marks_regressions():
     """Llama-3.1-8B decode (decode12) against the smaller model's decode as the baseline."""
-    from profiler.capture import read_capture
+    from profiler.ingest.capture import read_capture
     from views.registry import compute_views
 
     cur_k = read_capture(DATA / "decode12_raw.csv").kernels
@@ -315,7 +315,7 @@ def test_hostile_names_and_messages_stay_text(tmp_path):
 
 def test_a_capture_with_only_times_draws_no_blank_figures():
     """Only identity columns and gpu__time_duration: every other figure says n/a, none is empty."""
-    from profiler.capture import read_capture
+    from profiler.ingest.capture import read_capture
     from views.registry import compute_views
 
     kernels = read_capture(DATA / "decode12_raw.csv").kernels

@@ -7,9 +7,9 @@ import random
 import pyarrow.parquet as pq
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from profiler.capture import read_capture
+from profiler.ingest.capture import read_capture
 from profiler.errors import BadInput
-from profiler.store import Store
+from profiler.ingest.store import Store
 from tests.conftest import DATA
 from tests.test_store import snapshot
 

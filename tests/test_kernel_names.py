@@ -13,7 +13,7 @@ from views.tiles import geometry
 
 
 def test_every_name_in_the_h200_captures_parses_or_is_left_null(targeted_capture, data_dir):
-    from profiler.capture import read_capture
+    from profiler.ingest.capture import read_capture
 
     names = pd.concat([targeted_capture.kernels["kernel_name"],
                        read_capture(data_dir / "decode12_raw.csv").kernels["kernel_name"]]).unique()

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler import ncu
-from profiler.capture import read_capture
+from profiler.run import ncu
+from profiler.ingest.capture import read_capture
 from profiler.errors import BadInput, EnvironmentProblem
 
 FAKES = Path(__file__).parent / "fakes"

@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from profiler import ncu
-from profiler.capture import read_capture
+from profiler.run import ncu
+from profiler.ingest.capture import read_capture
 from profiler.errors import BadInput
 from tests.conftest import DATA
 

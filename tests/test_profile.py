@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from profiler import ncu
+from profiler.run import ncu
 from profiler.cli import app
-from profiler.store import Store
+from profiler.ingest.store import Store
 
 FAKES = Path(__file__).parent / "fakes"
 CAPTURE = Path(__file__).parent / "data" / "h200_runs" / "dedup-reference-all-layers.csv.gz"
@@ -251,7 +251,7 @@ def test_doctor(fake_env, monkeypatch):
 
 
 def test_doctor_deep_permission(fake_env, monkeypatch):
-    from profiler import doctor
+    from profiler.run import doctor
     assert doctor.check_permission(ncu.find_ncu(), deep=True).status in ("ok", "warn")
     monkeypatch.setenv("FAKE_NCU_MODE", "perm")
     check = doctor.check_permission(ncu.find_ncu(), deep=True)
@@ -259,7 +259,7 @@ def test_doctor_deep_permission(fake_env, monkeypatch):
 
 
 def test_doctor_reads_the_driver_setting(tmp_path, monkeypatch):
-    from profiler import doctor
+    from profiler.run import doctor
     params = tmp_path / "params"
     params.write_text("ResmanDebugLevel: 4294967295\nRmProfilingAdminOnly: 1\n")
     monkeypatch.setattr(doctor, "PARAMS", params)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from profiler.capture import read_capture
-from profiler.nvtx import PHASES, ROLES
+from profiler.ingest.capture import read_capture
+from profiler.ingest.nvtx import PHASES, ROLES
 from profiler.workloads import decoder
 from profiler.workloads.models import get_model
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from profiler.cli import app
 from profiler.errors import BadInput
-from profiler.store import Store
+from profiler.ingest.store import Store
 from tests.conftest import DATA
 
 runner = CliRunner()

@@ -433,7 +433,7 @@ def test_views_never_import_profiler():
 
 
 def test_decode12_shapes_from_nvtx_and_a_persistent_grid(data_dir):
-    from profiler.capture import read_capture
+    from profiler.ingest.capture import read_capture
 
     result = compute_views(read_capture(data_dir / "decode12_raw.csv").kernels)
     gemm = rows(result, kind="gemm")
@@ -448,7 +448,7 @@ def test_decode12_shapes_from_nvtx_and_a_persistent_grid(data_dir):
 def test_raw_and_details_exports_of_one_report_give_the_same_views(data_dir):
     """decode12: one .ncu-rep exported as the raw and the details page (details rounds values to
     the display precision, e.g. 4.13 µs for 4,128 ns, and carries no device attributes)."""
-    from profiler.capture import read_capture
+    from profiler.ingest.capture import read_capture
 
     raw = compute_views(read_capture(data_dir / "decode12_raw.csv").kernels).kernels
     details = compute_views(read_capture(data_dir / "decode12_details.csv").kernels).kernels

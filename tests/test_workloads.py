@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from profiler import nvtx as nvtx_parse  # noqa: E402
+from profiler.ingest import nvtx as nvtx_parse  # noqa: E402
 from profiler.errors import BadInput  # noqa: E402
 from profiler.workloads import decoder  # noqa: E402
 from profiler.workloads.models import MODELS, get_model  # noqa: E402

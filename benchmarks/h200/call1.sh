@@ -45,7 +45,7 @@ for n in ("nodedup", "dedup", "dedup2", "limited"):
                   [(i["label"], i["seconds"], i["kernels"], i["passes_per_kernel"], i["returncode"]) for i in o["invocations"]])
     except Exception as e:
         print(n, "no json", e)
-from profiler.store import Store
+from profiler.ingest.store import Store
 s = Store(f"{W}/store", create=False)
 for _, r in s.runs().iterrows():
     k = s.kernels(r["id"], columns=["phase", "role", "nvtx_stack", "kernel_name"])

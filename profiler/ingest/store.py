@@ -27,7 +27,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from profiler import capture
+from profiler.ingest import capture
 from profiler.errors import BadInput
 
 FORMAT_VERSION = 1

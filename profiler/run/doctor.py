@@ -1,7 +1,7 @@
 """`smlens doctor`: can this machine profile? ncu, GPU and driver, counter permission, packages.
 
 Each check says ok, warn or problem, and for a problem what to do. The exit code is that of the
-first problem in the order `smlens profile` would meet it (see profiler.ncu EXIT_*), 0 when none.
+first problem in the order `smlens profile` would meet it (see profiler.run.ncu EXIT_*), 0 when none.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from importlib import metadata
 from pathlib import Path
 
-from profiler import ncu as ncu_mod
+from profiler.run import ncu as ncu_mod
 from profiler.errors import SmlensError
 
 # Package -> (needed for, required?)

@@ -30,9 +30,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from profiler import nvtx
+from profiler.ingest import nvtx
 from profiler.errors import BadInput
-from profiler.units import to_base
+from profiler.ingest.units import to_base
 
 # ncu's identity columns -> ours. Everything else in a raw capture is a metric.
 IDENTITY_COLUMNS = {

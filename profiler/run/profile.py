@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from profiler import ncu as ncu_mod
+from profiler.run import ncu as ncu_mod
 from profiler.errors import BadInput, EnvironmentProblem
-from profiler.ncu import Invocation, NcuError
+from profiler.run.ncu import Invocation, NcuError
 from profiler.workloads import decoder
 
 METRICS_PLACEHOLDER = "<METRICS>"
@@ -167,17 +167,17 @@ _DECODER_DEFAULTS = {"--layers": 2, "--batch": "1", "--prompt": "512", "--decode
 
 
 def _det_program(model: str, tokens: list[int], impl: str) -> list[str]:
-    return [sys.executable, "-m", "profiler.workloads.deterministic", "--model", model,
+    return [sys.executable, "-m", "profiler.workloads.deterministic.kernels", "--model", model,
             "--tokens", ",".join(str(t) for t in tokens), "--impl", impl]
 
 
 def plan_det_gemm(model: str, tokens: list[int], impl: str, metrics: list[str],
                   cache_control: str = "auto", graph_profiling: str | None = None) -> ProfilePlan:
-    """One ncu run of `profiler.workloads.deterministic` with one implementation: each of the
+    """One ncu run of `profiler.workloads.deterministic.kernels` with one implementation: each of the
     model's four projections at each M, inside `smlens:<phase>` / `smlens:impl=<impl>` /
     `smlens:<role> M= N= K= impl=<impl>`. The include filters name the phase ranges only, so each
     case's warm-up call (compilation, library heuristics), made outside any range, is not profiled."""
-    from profiler.workloads import deterministic as det
+    from profiler.workloads.deterministic import kernels as det
 
     cases = det.model_cases(model, tokens)
     phases = tuple(dict.fromkeys(c.phase for c in cases))
@@ -203,7 +203,7 @@ def plan_det_gemm(model: str, tokens: list[int], impl: str, metrics: list[str],
 def _det_gemm_plans(metrics: list[str], model: str, tokens: str | None, impl: str | None,
                     cache_control: str, graph_profiling: str | None,
                     decoder_options: dict) -> list[tuple[ProfilePlan, str, dict]]:
-    from profiler.workloads import deterministic as det
+    from profiler.workloads.deterministic import kernels as det
     from profiler.workloads.models import get_model
 
     changed = [opt for opt, value in decoder_options.items() if value != _DECODER_DEFAULTS[opt]]
@@ -326,7 +326,7 @@ def _short(name: str | None, width: int = 28) -> str:
 
 def _env() -> dict:
     env = dict(os.environ)
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])  # the folder that holds profiler/
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
@@ -340,7 +340,7 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
     A failure (interrupt, time limit, crash) stops the remaining invocations; what was profiled is
     still stored, marked partial, and the failure is raised after that with the run id.
     """
-    from profiler.store import Store
+    from profiler.ingest.store import Store
 
     store = Store(store_path)  # a bad --store fails now, before minutes of profiling
     started = time.monotonic()

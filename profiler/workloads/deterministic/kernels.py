@@ -29,8 +29,8 @@ Gluon, `det_linear` falls back to it.
 
 Run as a workload (NVTX ranges of the `smlens` domain, role ranges carrying `M= N= K=`):
 
-    python -m profiler.workloads.deterministic --model llama-3.1-8b --tokens 1,2048 --impl det,layercast
-    python -m profiler.workloads.deterministic --shapes decode/qkv_proj:1x6144x4096 o_proj:16x4096x4096
+    python -m profiler.workloads.deterministic.kernels --model llama-3.1-8b --tokens 1,2048 --impl det,layercast
+    python -m profiler.workloads.deterministic.kernels --shapes decode/qkv_proj:1x6144x4096 o_proj:16x4096x4096
 """
 from __future__ import annotations
 
@@ -855,7 +855,7 @@ def run_workload(cases: list[GemmCase], impls: list[str], repeat: int = 1, seed:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m profiler.workloads.deterministic",
+    p = argparse.ArgumentParser(prog="python -m profiler.workloads.deterministic.kernels",
                                 description="Run the deterministic GEMMs and baselines inside NVTX ranges.")
     p.add_argument("--shapes", nargs="*", default=None,
                    help="[phase/]role:MxNxK items, e.g. decode/qkv_proj:1x6144x4096")

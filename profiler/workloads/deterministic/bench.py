@@ -243,7 +243,7 @@ def reference_check(fn, x, w, rows: int, columns: list[int], Ms: Iterable[int]) 
     """GPU bits of fn(x[:M])[:rows, columns] for each M against the exact CPU emulation."""
     import numpy as np
     import torch
-    from profiler.workloads.deterministic import reference_linear
+    from profiler.workloads.deterministic.kernels import reference_linear
     cols = torch.tensor(columns, device=w.device)
     ref = reference_linear(x[:rows].cpu(), w.index_select(0, cols).cpu())
     out = {"rows": rows, "columns": len(columns), "K": int(x.shape[1]), "by_M": {}}
@@ -265,7 +265,7 @@ class _Layer:
 
     def __init__(self, model: str, impl: str, max_len: int, seed: int, device: str = "cuda"):
         import torch
-        from profiler.workloads.deterministic import Linear
+        from profiler.workloads.deterministic.kernels import Linear
         from profiler.workloads.models import get_model
         m = self.m = get_model(model)
         self.impl = impl
@@ -401,7 +401,7 @@ def run_determinism(model: str = "llama-3.1-8b", batches: Optional[list[int]] = 
         import torch
     except ImportError:
         raise EnvironmentProblem("smlens bench determinism needs torch and triton: pip install 'smlens[gpu]'") from None
-    from profiler.workloads import deterministic as det
+    from profiler.workloads.deterministic import kernels as det
     if not torch.cuda.is_available():
         raise EnvironmentProblem("smlens bench determinism needs a CUDA GPU (torch.cuda.is_available() is False)")
     det._need_gpu_stack()

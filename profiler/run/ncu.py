@@ -454,7 +454,7 @@ def merge_raw_csvs(paths: Iterable[Path], out: Path) -> int:
     """Concatenate raw-page CSVs of several ncu runs into one, the union of their columns, kernel
     IDs renumbered so they stay unique and in run order. A column whose unit differs between the
     files (`us` in one, `ns` in another) is converted to its base unit. Returns the kernel count."""
-    from profiler.units import to_base
+    from profiler.ingest.units import to_base
 
     parts = [read_raw_csv(Path(p)) for p in paths]
     parts = [p for p in parts if p[0]]
