@@ -9,21 +9,8 @@ from __future__ import annotations
 import re
 import shlex
 
-PHASES = ("cold_prefill", "warm_prefill", "decode")
-ROLES = ("qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj", "elementwise")
-KINDS = ("gemm", "attention", "splitk_reduce", "elementwise", "other")
+from views.vocabulary import KINDS, PHASES, ROLE_ALIASES, ROLES  # noqa: F401 (re-exported)
 
-# Range names other tools use for the same roles (vLLM, HF module names, our own older captures).
-_ROLE_ALIASES = {
-    "qkv": "qkv_proj", "q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj",
-    "attn": "attention", "self_attn": "attention", "sdpa": "attention",
-    "out_proj": "o_proj", "dense": "o_proj",
-    "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj", "gate_up": "gate_up_proj",
-    "fc1": "gate_up_proj", "fc2": "down_proj", "down": "down_proj",
-    "norm": "elementwise", "rmsnorm": "elementwise", "layernorm": "elementwise",
-    "rotary": "elementwise", "rope": "elementwise", "residual": "elementwise",
-    "activation": "elementwise", "kv_cache": "elementwise",
-}
 _SHAPE = re.compile(r"\b([MNK])\s*=\s*(\d+)")
 # attention ranges: `attention B=8 H=32 KVH=8 Sq=1 Skv=513 D=128 causal=0`
 ATTENTION_KEYS = {"B": "attn_batch", "H": "attn_heads", "Sq": "attn_q_len", "Skv": "attn_kv_len",
@@ -79,7 +66,7 @@ def canonical_role(word: str) -> str | None:
     word = word.lower()
     if word in ROLES:
         return word
-    return _ROLE_ALIASES.get(word)
+    return ROLE_ALIASES.get(word)
 
 
 def phase_of(stack: list[str]) -> str:

@@ -1,0 +1,30 @@
+"""The words smlens uses for phases, roles and kernel kinds, defined once.
+
+The profiler (NVTX parsing, workloads, annotation), the views and the reports read them from here.
+"""
+from __future__ import annotations
+
+# Phases of LLM inference, in the order a request meets them. A bare `prefill` range is told cold
+# or warm by order at ingest; kernels outside any phase range are `other`.
+PHASES = ("cold_prefill", "warm_prefill", "decode")
+PHASE_ORDER = (*PHASES, "other")
+
+# Per-layer roles: the four projections of a transformer layer, attention, and the elementwise
+# work between them (norms, rotary embedding, activation, residual adds).
+GEMM_ROLES = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+ROLES = ("qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj", "elementwise")
+
+# What a kernel is, from its name alone.
+KINDS = ("gemm", "attention", "splitk_reduce", "elementwise", "other")
+
+# Range names other tools use for the same roles (vLLM, HF module names, our own older captures).
+ROLE_ALIASES = {
+    "qkv": "qkv_proj", "q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj",
+    "attn": "attention", "self_attn": "attention", "sdpa": "attention",
+    "out_proj": "o_proj", "dense": "o_proj",
+    "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj", "gate_up": "gate_up_proj",
+    "fc1": "gate_up_proj", "fc2": "down_proj", "down": "down_proj",
+    "norm": "elementwise", "rmsnorm": "elementwise", "layernorm": "elementwise",
+    "rotary": "elementwise", "rope": "elementwise", "residual": "elementwise",
+    "activation": "elementwise", "kv_cache": "elementwise",
+}
