@@ -340,6 +340,7 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
     A failure (interrupt, time limit, crash) stops the remaining invocations; what was profiled is
     still stored, marked partial, and the failure is raised after that with the run id.
     """
+    from profiler.ingest.merge import merge_raw_exports
     from profiler.ingest.store import Store
 
     store = Store(store_path)  # a bad --store fails now, before minutes of profiling
@@ -372,7 +373,11 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
                 if failure is not None:
                     break
         merged = workdir / f"{_safe(name)}.csv"
-        count = ncu_mod.merge_raw_csvs(csvs, merged)
+        try:
+            count = merge_raw_exports(csvs, merged)
+        except BadInput as err:  # not expected (one metric list, base units): keep what was profiled
+            keep_dir = workdir
+            raise NcuError(f"{err}; the reports are kept in {workdir}", ncu_mod.EXIT_NCU_FAILED) from None
         if count == 0:
             if failure is not None:
                 raise NcuError(f"{failure}; nothing was profiled, so no run was stored",
