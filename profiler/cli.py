@@ -467,7 +467,7 @@ def doctor(ncu: Optional[str] = typer.Option(None, help="ncu executable (default
     import json
     from profiler.run import doctor as doc
 
-    checks = doc.run_checks(ncu, deep)
+    checks = doc.run_checks(lambda: _profile_metrics(None, None), ncu, deep)
     if format == Format.json:
         typer.echo(json.dumps(doc.to_json(checks), indent=2))
     else:
