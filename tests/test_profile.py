@@ -299,16 +299,16 @@ def test_time_limit_keeps_what_was_profiled(fake_env, monkeypatch):
 def test_ctrl_c_keeps_what_was_profiled(fake_env):
     """SIGINT to smlens (ncu runs in its own session, so only smlens gets the terminal's Ctrl-C):
     smlens passes it to ncu, which saves its report; the run is stored partial; exit 130."""
-    store = fake_env / "store"
-    env = dict(os.environ, FAKE_NCU_MODE="hang", PYTHONPATH=str(Path(__file__).parent.parent))
+    store, hanging = fake_env / "store", fake_env / "ncu-hanging"
+    env = dict(os.environ, FAKE_NCU_MODE="hang", FAKE_NCU_HANGING=str(hanging),
+               PYTHONPATH=str(Path(__file__).parent.parent))
     proc = subprocess.Popen([sys.executable, "-m", "profiler.cli", "profile", "--store", str(store),
                              "--quiet", "--", *QUICK], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-    log = fake_env / "ncu-args.jsonl"
-    deadline = time.monotonic() + 60
-    while not (log.exists() and ncu_calls(fake_env)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(1.5)  # the fake has profiled its kernel and waits
+    deadline = time.monotonic() + 120
+    while not hanging.exists():  # the fake has profiled its kernel and waits for the signal
+        assert proc.poll() is None and time.monotonic() < deadline, "the fake ncu never got there"
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == ncu.EXIT_INTERRUPTED
