@@ -13,15 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from profiler.run import ncu
-from profiler.cli import app
 from profiler.ingest.store import Store
+from tests.cli import smlens
 
 FAKES = Path(__file__).parent / "fakes"
 CAPTURE = Path(__file__).parent / "data" / "h200_runs" / "dedup-reference-all-layers.csv.gz"
-runner = CliRunner()
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                  reason="the built-in workload runs torch")
 TINY = ["--model", "tiny", "--layers", "2", "--prompt", "8", "--decode-steps", "2"]
@@ -37,11 +35,6 @@ def fake_env(monkeypatch, tmp_path):
     for name in ("FAKE_NCU_MODE", "FAKE_SMI_MODE", "SMLENS_NCU", "SMLENS_STORE"):
         monkeypatch.delenv(name, raising=False)
     return tmp_path
-
-
-def smlens(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    return result.exit_code, result.stdout, result.stderr
 
 
 def ncu_calls(tmp_path):
@@ -324,7 +317,8 @@ def test_doctor(fake_env, monkeypatch):
     checks = {c["name"]: c for c in json.loads(out)}
     assert checks["ncu"]["status"] == "ok" and "2025.3.1.0" in checks["ncu"]["detail"]
     assert checks["gpu"]["detail"].startswith("0: NVIDIA H200, driver 580.159.04, cc 9.0")
-    assert checks["views"]["status"] == "ok"
+    from views.registry import required_metrics
+    assert checks["views"]["detail"] == f"{len(required_metrics())} ncu metrics for all views"
     assert code == (0 if all(c["status"] != "problem" for c in checks.values()) else
                     next(c["exit_code"] for c in checks.values() if c["status"] == "problem"))
     monkeypatch.setenv("FAKE_SMI_MODE", "none")
@@ -332,6 +326,16 @@ def test_doctor(fake_env, monkeypatch):
     gpu = {c["name"]: c for c in json.loads(out)}["gpu"]
     assert gpu["status"] == "problem" and "driver" in gpu["fix"]
     assert code == ncu.EXIT_NO_GPU
+
+
+def test_doctor_reports_views_that_do_not_load():
+    from profiler.run import doctor
+
+    def broken():
+        raise ImportError("No module named 'views'")
+
+    check = doctor.check_views(broken)
+    assert (check.status, check.exit_code) == ("problem", 2) and "No module named 'views'" in check.detail
 
 
 def test_doctor_deep_permission(fake_env, monkeypatch):

@@ -5,17 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
 from profiler.run import ncu
-from profiler.cli import app
-
-runner = CliRunner()
-
-
-def smlens(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    return result.exit_code, result.stdout, result.stderr
+from tests.cli import smlens
 
 
 def test_plan_one_run_per_impl_without_ncu_or_gpu(monkeypatch, tmp_path):

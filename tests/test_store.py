@@ -1,9 +1,9 @@
 """The Parquet store and the store commands (ingest, runs, show, rm), bad input included."""
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
-import fcntl
 import shutil
 import threading
 from pathlib import Path
@@ -11,19 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
 
-from profiler.cli import app
 from profiler.errors import BadInput
 from profiler.ingest.store import Store
+from tests.cli import smlens
 from tests.conftest import DATA
-
-runner = CliRunner()
-
-
-def smlens(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    return result.exit_code, result.stdout, result.stderr
 
 
 def snapshot(folder: Path) -> dict:
