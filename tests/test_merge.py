@@ -15,8 +15,9 @@ from profiler.ingest.merge import merge_raw_exports
 from tests.conftest import DATA
 
 
-def split_export(source, first_rows: int, folder) -> list:
-    """The capture's rows as two ncu exports: the first `first_rows` kernels, then the rest."""
+def split_export(source, first_rows: int, folder, first_id: int = 0) -> list:
+    """The capture's rows as two ncu exports: the first `first_rows` kernels, then the rest; IDs
+    from `first_id` in each, printed as ncu prints numbers (1,000)."""
     opener = gzip.open if source.name.endswith(".gz") else open
     with opener(source, "rt", encoding="utf-8", newline="") as handle:
         rows = list(csv.reader(handle))
@@ -25,7 +26,7 @@ def split_export(source, first_rows: int, folder) -> list:
     for number, chunk in enumerate((kernels[:first_rows], kernels[first_rows:])):
         text = io.StringIO()
         writer = csv.writer(text, quoting=csv.QUOTE_ALL, lineterminator="\n")
-        writer.writerows([header, units] + [[str(i)] + row[1:] for i, row in enumerate(chunk)])
+        writer.writerows([header, units] + [[f"{first_id + i:,}"] + row[1:] for i, row in enumerate(chunk)])
         parts.append(folder / f"run{number}.csv")
         parts[-1].write_text(text.getvalue(), encoding="utf-8")
     return parts
@@ -61,6 +62,14 @@ def test_values_are_converted_once_at_ingest(tmp_path):
     assert got.units["gpu__time_duration.sum"] == "ns"
     assert got.kernels["gpu__time_duration.sum"].tolist()[:3] == [4128.0, 8256.0, 18048.0]
     pd.testing.assert_frame_equal(got.kernels, whole.kernels)
+
+
+def test_ids_with_thousands_separators(tmp_path):
+    parts = split_export(DATA / "decode12_raw.csv", 5, tmp_path, first_id=998)
+    merged = tmp_path / "merged.csv"
+    assert merge_raw_exports(parts, merged) == 12
+    # run 1 holds 998..1,002, run 2 starts after it
+    assert read_capture(merged).kernels["kernel_id"].tolist() == list(range(998, 1003)) + list(range(2001, 2008))
 
 
 def test_empty_exports_are_skipped(tmp_path):

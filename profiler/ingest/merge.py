@@ -4,8 +4,8 @@
 rest without), with the same metrics and `--print-units base`, so the exports share their header
 and units row. They are joined as text: that header and units row once, then every kernel row,
 kernel IDs renumbered in run order so they stay unique. Values are not touched here: the capture
-reader converts them, once, when the run is ingested. Rows are found with the capture reader's own
-line splitting, so the two cannot disagree about what a kernel row is.
+reader converts them, once, when the run is ingested. The text is split into rows, and the units
+row found, by the capture reader's own code, so the two cannot disagree about what a row is.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Iterable
 from profiler.errors import BadInput
 from profiler.ingest.capture import _find_header, _open_binary, _row_chunks
 
-_LEADING_ID = re.compile(rb'^(\s*)"(\d+)",', re.MULTILINE)
+_LEADING_ID = re.compile(rb'^(\s*)"([\d,]+)",', re.MULTILINE)  # ncu may print 1000 as "1,000"
 
 
 def merge_raw_exports(paths: Iterable[Path], out: Path) -> int:
@@ -37,7 +37,7 @@ def merge_raw_exports(paths: Iterable[Path], out: Path) -> int:
 
             def renumber(match: re.Match) -> bytes:
                 nonlocal next_id
-                kernel_id = base + int(match.group(2))
+                kernel_id = base + int(match.group(2).replace(b",", b""))
                 next_id = max(next_id, kernel_id + 1)
                 return b'%s"%d",' % (match.group(1), kernel_id)
 
@@ -45,10 +45,11 @@ def merge_raw_exports(paths: Iterable[Path], out: Path) -> int:
                 header, rest = _find_header(stream, path)
                 if header[0] != "ID":
                     raise BadInput(f"{path}: the ID column is not first, as ncu writes it")
-                for block in _row_chunks(stream, header, rest, found):
+                for block in _row_chunks(stream, header, rest, found, filter_lines=False):
                     if first is None:
                         first = (path, header, found["units"])
-                        handle.write(_csv_line(header) + _csv_line([found["units"].get(n, "") for n in header]))
+                        units = [found["units"].get(name, "") for name in header]
+                        handle.write(_csv_line(header) + _csv_line(units))
                     elif (header, found["units"]) != first[1:]:
                         raise BadInput(f"{path} and {first[0]}: the ncu exports of one run differ "
                                        "in their columns or units; ingest each on its own")
