@@ -26,11 +26,6 @@ MAX_FAILURES = 5
 Fmt = Callable[[Any], str]
 
 
-def num(value, digits: int = 3) -> str:
-    """3 significant digits, thousands grouped above 1000; n/a when missing."""
-    return number_text(value, digits)
-
-
 def pct(value) -> str:
     return "n/a" if is_missing(value) else f"{float(value):.1f}"
 
@@ -75,7 +70,7 @@ def heading(figure: Figure) -> str:
 
 
 def formatter(figure: Figure) -> Fmt:
-    return _FORMATS.get(figure.unit, num)
+    return _FORMATS.get(figure.unit, number_text)
 
 
 def _cell(rendered: str) -> Text:
@@ -246,7 +241,7 @@ def device_line(devices: pd.DataFrame) -> Optional[str]:
         peak, source = d.get("dram_peak_bytes_per_s"), d.get("dram_peak_source")
         if is_missing(peak) and not is_missing(d.get("dram_peak_from_attributes_bytes_per_s")):
             peak, source = d.get("dram_peak_from_attributes_bytes_per_s"), "device attributes"
-        parts.append(f"{text(d.get('name'))}: CC {text(d.get('cc'))}, {num(d.get('sm_count'))} SMs, "
+        parts.append(f"{text(d.get('name'))}: CC {text(d.get('cc'))}, {number_text(d.get('sm_count'))} SMs, "
                      f"{si(d.get('max_clock_hz'), 'Hz')}, DRAM peak {si(peak, 'B/s')}"
                      + (f" ({source})" if not is_missing(source) else ""))
     return "; ".join(parts)
