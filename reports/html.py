@@ -1,7 +1,7 @@
 """One self-contained HTML report per run or comparison (plotly.js inlined, no network).
 
 The input is the views' frames (`views.registry.ViewsResult`: kernels, groups, gap) under the
-names of VIEWS.md's machine-readable form; `from_views(result, run)` adapts one without importing
+names of docs/VIEWS.md's machine-readable form; `from_views(result, run)` adapts one without importing
 views or profiler. Escaping lives in reports/html_text.py, figures in html_figures.py, tables in
 html_tables.py; this module assembles the page.
 """
@@ -39,7 +39,7 @@ class ReportInput:
     view_ids: list = field(default_factory=lambda: list(registry.VIEWS))  # the views computed
 
 
-# The views keep the kernels table's identity names; the report reads VIEWS.md's JSON names.
+# The views keep the kernels table's identity names; the report reads docs/VIEWS.md's JSON names.
 _KERNEL_RENAMES = {"kernel_id": "id", "kernel_name": "name"}
 
 
@@ -264,8 +264,8 @@ def _summary(data: ReportInput, checks: pd.DataFrame) -> str:
         rows.append([badge(st.status), esc(view), esc(registry.title(view)), esc(st.passed),
                      esc(st.failed), esc(st.not_available)])
     return ('<section id="validation"><h2>Validation</h2><p class="lead">Every figure is checked '
-            'against an independent counter or formula (VIEWS.md). A failed check keeps its figure '
-            'but says by how much it disagrees; n/a means the inputs were missing.</p>'
+            'against an independent counter or formula (docs/VIEWS.md in smlens). A failed check '
+            'keeps its figure but says by how much it disagrees; n/a means the inputs were missing.</p>'
             + _table(["status", "view", "", "pass", "fail", "n/a"], rows, "sum") + "</section>")
 
 

@@ -1,4 +1,4 @@
-"""The eight views over the real H200 captures (tests/data/PROVENANCE.md): the values VIEWS.md saw.
+"""The eight views over the real H200 captures (tests/data/PROVENANCE.md): the values docs/VIEWS.md saw.
 
 targeted_raw.csv carries the views' own metric list; sections_raw.csv the same run profiled with six
 ncu sections, which lack several of those metrics (those views must be n/a, not wrong).
@@ -278,7 +278,7 @@ def test_selection_says_what_changed_from_prefill_to_decode(targeted):
 def test_gap_of_the_decode_qkv_projection(targeted):
     gap = targeted.gap
     qkv = gap[(gap["phase"] == "decode") & (gap["role"] == "qkv_proj")].iloc[0]
-    # VIEWS.md: a batch-4 decode GEMM shows sm__throughput 6 %, tensor pipe 5 %, half of it useful
+    # docs/VIEWS.md: a batch-4 decode GEMM shows sm__throughput 6 %, tensor pipe 5 %, half of it useful
     assert qkv["sm_throughput_pct"] == pytest.approx(6.0, abs=0.1)
     assert qkv["tensor_pipe_pct"] == pytest.approx(5.39, abs=0.05)
     assert qkv["useful_tensor_pct"] == pytest.approx(qkv["tensor_pipe_pct"] / 2)
