@@ -187,11 +187,15 @@ def _sections(data: ReportInput, base: Optional[ReportInput]) -> list:
     gap = _drop_lone_all(data.gap if not data.gap.empty else data.groups)
     base_gap = None if base is None else (base.gap if not base.gap.empty else base.groups)
     gap_section = Section(
-        "gap", "The gap: headline against useful tensor work",
-        "Nsight Compute's SM throughput, the figure usually quoted, against the share of "
-        "cycles the SMs had work, the share the tensor pipe was busy, and the tensor work "
-        "that was useful (not padding). Each step is a factor (\u00d7) and the figures of "
-        "the views that explain it. A phase's `all` row sums its roles.",
+        "gap", "The gap: from elapsed time to useful tensor work",
+        "Every step is a share of elapsed time and at most the one before: the SMs had work, the "
+        "tensor pipe was busy, that MMA work at the device's best rate for its type, and the part "
+        "of it that was not padding. Each step's factor (\u00d7) says what it loses, beside the "
+        "figures of the views that explain it. Nsight Compute's SM throughput, the figure usually "
+        "quoted, stands beside as the headline: it is no step. DRAM's share of its peak and the "
+        "bound say whether a low tensor share is headroom at all (memory-bound at 80 % of DRAM "
+        "peak is not). A phase's `all` row sums its roles; `role from` says which roles were "
+        "guessed from kernel names. docs/VIEWS.md defines every figure.",
         [fig_gap(gap)], gap_table(gap, base_gap), tuple(registry.gap_views()))
     return [gap_section] + [_view_section(view, data, base) for view in data.view_ids]
 

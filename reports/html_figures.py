@@ -64,17 +64,20 @@ def _bar(labels: list, name: str, values: pd.Series, color: str, hover_name: Opt
 
 
 def fig_gap(groups: pd.DataFrame) -> Optional[dict]:
-    """Headline SM throughput against SM active, tensor pipe and useful tensor work, per group."""
+    """The gap's steps (shares of elapsed time) per group, the headline beside them in outline."""
     if groups is None or groups.empty:
         return None
     groups = sort_groups(groups)
     labels = _labels(groups)
     catalog = registry.figures()
-    traces = [_bar(labels, catalog[column].label, col(groups, column), color)
-              for column, color in zip(gap_figures.STEPS, LEVEL_COLORS)]
+    headline = _bar(labels, catalog[gap_figures.HEADLINE].label, col(groups, gap_figures.HEADLINE), "#ffffff")
+    headline["marker"] = {"color": "rgba(0,0,0,0)", "line": {"color": "#333", "width": 1.5}}
+    traces = [headline] + [_bar(labels, catalog[column].label, col(groups, column), color)
+                           for column, color in zip(gap_figures.STEPS, LEVEL_COLORS)]
     return {"data": traces, "layout": _layout(
-        "From the headline to useful tensor work, per phase and role (time-weighted)", 420,
-        barmode="group", yaxis={"title": {"text": "% of peak"}, "rangemode": "tozero"},
+        "From elapsed time to useful tensor work, per phase and role (% of elapsed time; the "
+        "headline in outline)", 420,
+        barmode="group", yaxis={"title": {"text": "% of elapsed time"}, "rangemode": "tozero"},
         xaxis={"tickangle": -30})}
 
 

@@ -66,6 +66,15 @@ def validation_box(kernels: pd.DataFrame, views: Iterable[str], checks: pd.DataF
     return f'<aside class="valid"><h4>Validation</h4>{"".join(parts)}</aside>'
 
 
+def role_source_text(group) -> str:
+    """Where the group's role came from; `guessed` when no role range named it (role_source
+    `name`: the kernel-name classifier; `order`: an eager run's launch order)."""
+    source = group.get("role_source")
+    if not isinstance(source, str) or group.get("role") == "all":
+        return ""
+    return "range" if source == "nvtx" else f"guessed ({source})"
+
+
 def group_table(groups: pd.DataFrame, figures: list, base: Optional[pd.DataFrame] = None,
                 with_time: bool = True) -> str:
     """One row per phase and role: figures as value, or value (delta %) against the baseline."""
@@ -79,7 +88,9 @@ def group_table(groups: pd.DataFrame, figures: list, base: Optional[pd.DataFrame
         lookup = {(r["phase"], r["role"]): r for _, r in base.iterrows()}
     total = numbers(groups, "time_ns").sum()
     base_total = numbers(base, "time_ns").sum() if compare else 0.0
-    headers = ["phase", "role"] + (["kernels", "time", "share"] if with_time else [])
+    # a column saying where roles came from, when any was guessed
+    sourced = "role_source" in groups.columns and groups["role_source"].isin(["name", "order"]).any()
+    headers = ["phase", "role"] + (["role from"] if sourced else []) + (["kernels", "time", "share"] if with_time else [])
     headers += [label for _, label, _ in figures]
     rows = []
     for _, g in groups.iterrows():
@@ -88,7 +99,7 @@ def group_table(groups: pd.DataFrame, figures: list, base: Optional[pd.DataFrame
         def before(column):
             return b.get(column) if b is not None else NOT_IN_BASELINE
 
-        row = [esc(g.get("phase")), esc(g.get("role"))]
+        row = [esc(g.get("phase")), esc(g.get("role"))] + ([esc(role_source_text(g))] if sourced else [])
         if with_time and "time_share_pct" in groups.columns:  # the views' share of the whole run
             share, bshare = g.get("time_share_pct"), before("time_share_pct")
         elif with_time:
@@ -138,17 +149,17 @@ def columns_of(figures: Iterable[Figure], suffix: Callable[[Figure], str] = lamb
 
 
 def gap_columns() -> list:
-    """The gap's steps, the factor between each two, and the figures of the views that explain
-    them (their view in the label)."""
+    """The headline, the gap's steps with the factor each loses to the step before, the memory
+    side, and the figures of the views that explain the steps (their view in the label)."""
     catalog = registry.figures()
-    factors = {figure: (factor, before) for factor, (figure, before) in gap_figures.FACTORS.items()}
-    out = []
+    factors = {step: factor for factor, step in
+               zip(registry.gap_figures().values(), gap_figures.STEPS)}
+    out = columns_of([catalog[gap_figures.HEADLINE]], lambda f: " (headline, no step)")
     for step in gap_figures.STEPS:
         out += columns_of([catalog[step]])
-        if step in factors:
-            factor, before = factors[step]
-            out.append((factor, f"\u00d7 {catalog[step].label} / {catalog[before].label}", _factor))
-    return out + columns_of([catalog[c] for c in gap_figures.EXPLAINERS], lambda f: f" ({f.view})")
+        out.append((factors[step].column, factors[step].label, _factor))
+    return out + columns_of([catalog[c] for c in gap_figures.MEMORY + gap_figures.EXPLAINERS],
+                            lambda f: f" ({f.view})")
 
 
 def gap_table(gap: pd.DataFrame, base: Optional[pd.DataFrame]) -> str:

@@ -100,33 +100,61 @@ def _phase_heading(table: Table, phase: str, previous: Optional[str]) -> str:
 
 # --- the gap ---------------------------------------------------------------------------------------
 
-GAP_COLUMNS = [
-    ("phase / role", "left"), ("time%", "right"), ("headline", "right"), ("active", "right"),
-    ("tensor", "right"), ("useful", "right"), ("cover", "right"), ("occup", "right"), ("fill", "right"),
-    ("top stall", "left")]
+# (column, heading): the steps, each a share of elapsed time, with the headline and the memory side
+GAP_STEPS = [("sm_throughput_pct", "headline"), ("sm_active_pct", "active"),
+             ("tensor_pipe_elapsed_pct", "tensor"), ("tensor_device_pct", "@best"),
+             ("useful_tensor_pct", "useful"), ("dram_pct", "DRAM")]
+# what each step loses (the gap's factors) and the figures that explain it
+GAP_LOSSES = [("activity_factor", "xactive"), ("tensor_issue_factor", "xtensor"),
+              ("path_factor", "xpath"), ("fill_factor", "xfill"), ("sm_coverage", "cover"),
+              ("wave_efficiency", "waves"), ("achieved_occupancy_pct", "occup"), ("top_stall", "top stall")]
+GUESSED = "?"  # a guessed role; `*` marks a changed choice in V8's table
 
 
-def gap_table(gap: pd.DataFrame) -> Table:
-    """headline sm__throughput -> SM active -> tensor pipe -> useful tensor, and what explains each."""
-    table = _table("The gap (%): headline SM throughput -> SM active -> tensor pipe -> useful tensor work",
-                   GAP_COLUMNS)
+def role_text(row) -> str:
+    """The group's role, marked when no role range named it (role_source `name` or `order`)."""
+    source = row.get("role_source")
+    guessed = isinstance(source, str) and source != "nvtx" and row.get("role") != "all"
+    return f"{row['role']}{GUESSED if guessed else ''}"
+
+
+def _bound_cell(row) -> str:
+    bound, at = row.get("bound"), row.get("bound_pct")
+    return "n/a" if is_missing(bound) else f"{bound} {float(at):.0f}" if not is_missing(at) else str(bound)
+
+
+def _gap_rows(table: Table, gap: pd.DataFrame, cells) -> Table:
     previous = None
     for _, row in gap.iterrows():
         phase, role = _group_label(row)
         previous = _phase_heading(table, phase, previous)
         style = "bold" if role == "all" else None
-        cells = [f"  {role}", pct(row.get("time_share_pct")), pct(row.get("sm_throughput_pct")),
-                 pct(row.get("sm_active_pct")), pct(row.get("tensor_pipe_pct")),
-                 pct(row.get("useful_tensor_pct")), share(row.get("sm_coverage")),
-                 pct(row.get("achieved_occupancy_pct")), ratio(row.get("fill")), text(row.get("top_stall"))]
-        table.add_row(*[_cell(c) for c in cells], style=style)
+        table.add_row(*[_cell(c) for c in [f"  {role_text(row)}", *cells(row)]], style=style)
     return table
 
 
-GAP_LEGEND = ("headline: sm__throughput, what tools call SM utilization. active: share of elapsed cycles "
-              "the SMs had work (explained by cover, the SMs the grid reaches, and waves, V5). tensor: "
-              "tensor-pipe busy share of active cycles (explained by occup(ancy), V4, and stalls, V6). "
-              "useful: tensor x fill, the tensor work that was not padding (V3).")
+def gap_tables(gap: pd.DataFrame) -> list[Table]:
+    """The gap per phase and role on one basis (shares of elapsed time, each step at most the one
+    before, the headline beside), the memory side, then what each step loses and why."""
+    catalog = {**registry.figures(), **registry.gap_figures()}
+    steps = _table("The gap, % of elapsed time: active -> tensor -> @best -> useful (headline beside; "
+                   "DRAM and the bound)", [("phase / role", "left"), ("time%", "right")]
+                   + [(h, "right") for _, h in GAP_STEPS] + [("bound %", "left")])
+    losses = _table("What each step loses (x: the step over the one before) and why",
+                    [("phase / role", "left")]
+                    + [(h, "left" if catalog[c].is_text else "right") for c, h in GAP_LOSSES])
+    return [_gap_rows(steps, gap, lambda row: [pct(row.get("time_share_pct"))]
+                      + [pct(row.get(c)) for c, _ in GAP_STEPS] + [_bound_cell(row)]),
+            _gap_rows(losses, gap, lambda row: [formatter(catalog[c])(row.get(c)) for c, _ in GAP_LOSSES])]
+
+
+GAP_LEGEND = ("headline: sm__throughput, what tools call SM utilization (no step: the busiest SM unit). "
+              "active: SMs had work (lost to cover, the SMs the grid reaches, and waves, V5). tensor: "
+              "tensor pipe busy (lost to occup(ancy), V4, and stalls, V6). @best: that MMA work at the "
+              "device's best rate for its type (lost to an older path, V2/V8). useful: not padding "
+              "(fill, V3). bound: the unit nearest its peak (DRAM, tensor, FP32), latency when none "
+              f"reaches 60 %, V7. {GUESSED}: role guessed from kernel names or launch order (no role "
+              "range). docs/VIEWS.md defines every figure.")
 
 
 # --- one table per view ------------------------------------------------------------------------------
@@ -153,7 +181,7 @@ def view_tables(result, view: str, width: int = 80) -> list[Table]:
     shown = _group_figures(result, view)
     if not shown:  # a view whose figures are all per kernel (V8: its selection table says it)
         return []
-    rows = [(str(row["phase"]), str(row["role"]), row) for _, row in result.groups.iterrows()]
+    rows = [(str(row["phase"]), role_text(row), row) for _, row in result.groups.iterrows()]
     cells = {f.column: [formatter(f)(row.get(f.column)) for _, _, row in rows] for f in shown}
     checks = [_checks(row, view) for _, _, row in rows]
 
@@ -261,7 +289,8 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
         console.print("no kernels")
         return
     console.print()
-    console.print(gap_table(result.gap))
+    for table in gap_tables(result.gap):
+        console.print(table)
     console.print(Text(GAP_LEGEND, style="dim"))
     console.print()
     console.print(summary_table(result))

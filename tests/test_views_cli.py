@@ -32,7 +32,9 @@ def test_table_starts_with_the_gap_then_each_view(store):
     assert code == 0, err
     assert out.index("The gap") < out.index("Validations") < out.index("V1 Time and SM activity") \
         < out.index("V8 Kernel selection")
-    assert "NVIDIA H200: CC 9.0, 132 SMs, 1.98 GHz, DRAM peak 4.8 TB/s (dram__throughput)" in out
+    assert "NVIDIA H200: CC 9.0, 132 SMs, 1.98 GHz, DRAM peak 4.81 TB/s (device attributes)" in out
+    # the roles no role range named (the capture's norms and copies) are marked as guessed
+    assert "  elementwise?" in out and "  qkv_proj?" not in out
     words = " ".join(out.split())  # the terminal wraps long cells
     # the one V6 failure is shown with its discrepancy
     assert "stall reasons add to 23.42 warps per issue, ncu counts 26.31 (-11.0 %)" in words

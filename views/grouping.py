@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from views.common import STATUSES, group_codes
+from views.common import STATUSES, argmax_label, group_codes
 from views.vocabulary import KERNEL_ROLES, PHASE_ORDER
 
 ALL = "all"
@@ -35,6 +35,8 @@ class GroupSpec:
     ratios: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (numerator, denominator)
     # text: the value holding the most time; name -> a value that counts only where no other occurs
     modes: dict[str, str | None] = field(default_factory=dict)
+    # text: the largest of several means; name -> ((value, mean column), ...), floor, value column
+    argmaxes: dict[str, tuple] = field(default_factory=dict)
 
 
 def _codes(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
@@ -112,8 +114,10 @@ def rollup(parts: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return _with(labels, out)
 
 
-def finish(parts: pd.DataFrame, total_time: float, modes: dict[str, str | None]) -> pd.DataFrame:
-    """Partials -> figures: means, shares, ratios and the text value holding the most time."""
+def finish(parts: pd.DataFrame, total_time: float, modes: dict[str, str | None],
+           argmaxes: dict[str, tuple] | None = None) -> pd.DataFrame:
+    """Partials -> figures: means, shares, ratios, the text value holding the most time, and the
+    text naming the largest of several means (with that mean)."""
     time_ns = parts["time_ns"].to_numpy(dtype=float)
     positive = np.where(time_ns > 0, time_ns, np.nan)
     out = {"time_share_pct": 100 * time_ns / total_time if total_time and total_time > 0
@@ -139,6 +143,14 @@ def finish(parts: pd.DataFrame, total_time: float, modes: dict[str, str | None])
         best = ranked.argmax(axis=1)
         out[name] = np.where(found, values[best], None)
         out[f"{name}_time_share"] = np.where(found, times[np.arange(len(times)), best] / positive, np.nan)
+    for name, (candidates, floor, value_column) in (argmaxes or {}).items():
+        columns = [(label, out[column]) for label, column in candidates if column in out]
+        if not columns:
+            continue
+        labels, top = argmax_label([c for _, c in columns], [label for label, _ in columns], floor)
+        out[name] = np.array([None if pd.isna(v) else v for v in labels.astype(object)], dtype=object)
+        if value_column:
+            out[value_column] = top
     return _with(parts[[c for c in parts.columns if "__" not in c]], out)
 
 
@@ -163,4 +175,5 @@ def groups_and_phases(kernels: pd.DataFrame, spec: GroupSpec, view_ids: list[str
     parts = partials(kernels, spec, view_ids)
     per_phase = rollup(parts, ["phase"])
     per_phase.insert(1, "role", ALL)
-    return order(finish(parts, total_time_ns, spec.modes)), order(finish(per_phase, total_time_ns, spec.modes))
+    return (order(finish(parts, total_time_ns, spec.modes, spec.argmaxes)),
+            order(finish(per_phase, total_time_ns, spec.modes, spec.argmaxes)))

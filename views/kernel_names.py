@@ -40,7 +40,7 @@ FAMILY_KIND = {"cublaslt_nvjet": "gemm", "cublas": "gemm", "cutlass": "gemm",
                "flashinfer": "attention", "splitk_reduce": "splitk_reduce", "aten": "elementwise",
                "triton": "elementwise"}
 # The MMA instruction family a name claims -> the tensor path the counters should show (V8a).
-MMA_PATH = {"wgmma": "gmma", "wmma": "hmma", "hmma": "hmma"}
+MMA_PATH = {"wgmma": "gmma", "wmma": "hmma", "hmma": "hmma", "imma": "imma", "tcgen05": "tcgen05"}
 
 COLUMNS = ("kind", "kernel_family", "tile", "tile_m", "tile_n", "tile_k", "cluster_m", "cluster_n",
            "name_split_k", "persistent", "name_arch", "name_mma")
@@ -52,7 +52,10 @@ _LEGACY_CUBLAS = re.compile(r"\b(volta|turing|ampere|ada|hopper)_(?:[a-z0-9]+_)?
 _STAGES = re.compile(r"stages_(\d+)x\d+")
 _ARCH_WORD = {"volta": "sm70", "turing": "sm75", "ampere": "sm80", "ada": "sm89", "hopper": "sm90"}
 _CUTLASS3X = re.compile(r"cutlass3x_(sm\d+)_\w*?_(\d+)x(\d+)x(\d+)_(\d+)x(\d+)x(\d+)_")
-_CUTLASS2X = re.compile(r"cutlass_(\d{2,3})_(wmma_)?tensorop_\w*?_(\d+)x(\d+)_(\d+)x(\d+)_")
+_CUTLASS2X = re.compile(r"cutlass_(\d{2,3})_(wmma_)?tensorop_(\w*?)_(\d+)x(\d+)_(\d+)x(\d+)_")
+# An integer MMA: CUTLASS 2.x's `i16832gemm_s8`, or a templated tensor-op GEMM on 8-bit integers
+_INTEGER_OP = re.compile(r"^(?:\w*_)?i\d{4,5}gemm")
+_INTEGER_TENSOR_OP = re.compile(r"MmaTensorOp<\s*cutlass::gemm::GemmShape<[^>]*>,\s*(?:signed|unsigned) char")
 _GEMM_SHAPE = re.compile(r"GemmShape<\s*(\d+),\s*(\d+),\s*(\d+)\s*>")
 _CUTE_TUPLE = re.compile(r"cute::tuple<\s*cute::C<(\d+)>,\s*cute::C<(\d+)>,\s*cute::C<(\d+)>\s*>")
 _SM_TEMPLATE = re.compile(r"[Ss]m(\d{2,3})\b|Sm(\d{2,3})[A-Z_]")
@@ -72,9 +75,9 @@ def _arch_mma(arch: str | None, explicit: str | None = None) -> str | None:
     if not arch:
         return None
     number = int(arch[2:])
-    if number >= 100:
-        return "tcgen05"  # Blackwell's MMA: none of the hgmma/hmma counters see it
-    return "wgmma" if number == 90 else "hmma"
+    if 100 <= number < 120:
+        return "tcgen05"  # data-centre Blackwell's MMA: none of the hgmma/hmma counters see it
+    return "wgmma" if number == 90 else "hmma"  # GeForce Blackwell (sm120) has mma.sync only
 
 
 def _row(family, tile=None, cluster=(None, None), split_k=False, persistent=False, arch=None,
@@ -142,9 +145,9 @@ def _cutlass(name: str):
     m = _CUTLASS2X.search(name)
     if m:
         arch = f"sm{m.group(1)}"
-        return _row("cutlass", (int(m.group(3)), int(m.group(4)), int(m.group(5))),
-                    arch=arch, mma="wmma" if m.group(2) else _arch_mma(arch),
-                    split_k="splitk" in name.lower())
+        mma = "wmma" if m.group(2) else "imma" if _INTEGER_OP.search(m.group(3)) else _arch_mma(arch)
+        return _row("cutlass", (int(m.group(4)), int(m.group(5)), int(m.group(6))),
+                    arch=arch, mma=mma, split_k="splitk" in name.lower())
     if "cutlass" not in name:
         return None
     arch_match = _SM_TEMPLATE.search(name)
@@ -153,7 +156,8 @@ def _cutlass(name: str):
     shape = _GEMM_SHAPE.search(name)
     if tile is None and shape:
         tile = tuple(int(x) for x in shape.groups())
-    mma = "wgmma" if "Gmma" in name or "GMMA" in name else _arch_mma(arch)
+    mma = ("wgmma" if "Gmma" in name or "GMMA" in name else
+           "imma" if _INTEGER_TENSOR_OP.search(name) else _arch_mma(arch))
     return _row("cutlass", tile, cluster, arch=arch, mma=mma,
                 persistent=bool(re.search(r"Cooperative|Pingpong|Persistent", name)),
                 split_k=bool(re.search(r"SplitK|StreamK", name)))

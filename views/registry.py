@@ -20,8 +20,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from views.catalog import MEAN, MODE, RATIO, SUM, Figure
-from views.common import STATUSES, metric
+from views.catalog import ARGMAX, MEAN, MODE, RATIO, SUM, Figure
+from views.common import STATUSES, Checks, combine, metric
 from views.context import Context, names
 from views import (device, gap as gap_module, grouping, v1_time, v2_tensor, v3_fill, v4_occupancy,
                    v5_waves, v6_stalls, v7_memory, v8_selection)
@@ -33,7 +33,11 @@ IDENTITY = ("kernel_id", "kernel_name", "nvtx_stack", "phase", "role", "role_sou
             "shape_n", "shape_k", "attn_batch", "attn_heads", "attn_q_len", "attn_kv_len", "attn_head_dim",
             "attn_causal", "grid_blocks", "block_threads", "device", "cc", "process_id", "run_id")
 # The identity every kernel's JSON record opens with (kernel_id and kernel_name under short names).
-JSON_IDENTITY = {"id": "kernel_id", "name": "kernel_name", "phase": "phase", "role": "role", "kind": "kind"}
+JSON_IDENTITY = {"id": "kernel_id", "name": "kernel_name", "phase": "phase", "role": "role",
+                 "role_source": "role_source", "kind": "kind"}
+# How a group tells where its role came from: the source holding the most of its time (`nvtx`, a
+# role range; `order`, an eager run's order; `name`, guessed from kernel names).
+GROUP_TEXT_IDENTITY = ("role_source",)
 # V8's per phase and role summary of what ran (ViewsResult.selection).
 SELECTION_VIEW = v8_selection.ID
 
@@ -70,12 +74,17 @@ def json_kernel_keys() -> tuple[str, ...]:
     return (*JSON_IDENTITY, *(c for c, f in figures().items() if f.summary))
 
 
+def gap_figures() -> Mapping[str, Figure]:
+    """The gap's own figures (its factors), computed per group from the views' figures."""
+    return MappingProxyType({f.column: replace(f, view="gap") for f in gap_module.FIGURES})
+
+
 def gap_views() -> list[str]:
     """The views whose figures the gap (headline -> useful) reads: they are computed whatever is
     asked."""
     catalog = figures()
-    owners = {v for c in gap_module.STEPS + gap_module.EXPLAINERS if c in catalog
-              for v in catalog[c].vouched_by}
+    read = (gap_module.HEADLINE, *gap_module.STEPS, *gap_module.MEMORY, *gap_module.EXPLAINERS)
+    owners = {v for c in read if c in catalog for v in catalog[c].vouched_by}
     return [v for v in VIEWS if v in owners]
 
 
@@ -107,7 +116,8 @@ def input_columns(view_ids_=None) -> list[str]:
     """The kernels-table columns the views (and the gap) read: identity, metrics, device attributes.
     A store reads only these (the others of a `--set full` capture are thousands)."""
     ids = sorted(set(view_ids(view_ids_)) | set(gap_views()))
-    return list(dict.fromkeys(list(IDENTITY) + required_metrics(ids) + device.DEVICE_METRICS))
+    fallbacks = [name for view in ids for name in getattr(VIEWS[view], "FALLBACK_METRICS", ())]
+    return list(dict.fromkeys(list(IDENTITY) + required_metrics(ids) + fallbacks + device.DEVICE_METRICS))
 
 
 def _json_value(value):
@@ -203,10 +213,17 @@ def _computed_views(ids: list[str]) -> list[str]:
 def _group_spec(ids: list[str]) -> grouping.GroupSpec:
     computed = _computed_views(ids)
     shown = [f for f in figures().values() if f.view in computed]
-    return grouping.GroupSpec(means=[f.column for f in shown if f.aggregate == MEAN],
+    argmaxes = {f.column: (f.argmax_of, f.argmax_floor, f.argmax_value) for f in shown
+                if f.aggregate == ARGMAX}
+    # the figures an ARGMAX chooses among are averaged too, even those no table shows
+    compared = [column for candidates, _, _ in argmaxes.values() for _, column in candidates]
+    return grouping.GroupSpec(means=list(dict.fromkeys([f.column for f in shown if f.aggregate == MEAN]
+                                                       + compared)),
                               sums=[f.column for f in shown if f.aggregate == SUM],
                               ratios={f.column: f.ratio_of for f in shown if f.aggregate == RATIO},
-                              modes={f.column: f.mode_fallback for f in shown if f.aggregate == MODE})
+                              modes={**{f.column: f.mode_fallback for f in shown if f.aggregate == MODE},
+                                     **{c: None for c in GROUP_TEXT_IDENTITY}},
+                              argmaxes=argmaxes)
 
 
 def _assemble(kernels: pd.DataFrame, ids: list[str], devices: pd.DataFrame,
@@ -237,9 +254,12 @@ def _devices(ctx: Context, result: pd.DataFrame) -> pd.DataFrame:
         "sm_count": device.sm_count(sub),
         "max_clock_hz": device.max_clock_hz(sub),
         "max_warps_per_sm": device.max_warps_per_sm(sub),
-        "tensor_ops_per_cycle_per_sm_gmma": device.tensor_rate(sub, "gmma"),
-        "tensor_ops_per_cycle_per_sm_hmma": device.tensor_rate(sub, "hmma"),
+        # bf16, the type LLM inference runs; every path and type in tensor_rates
+        "tensor_ops_per_cycle_per_sm_gmma": device.tensor_rate(sub, "gmma", "bf16"),
+        "tensor_ops_per_cycle_per_sm_hmma": device.tensor_rate(sub, "hmma", "bf16"),
+        "tensor_rates": [device.TENSOR_RATES.get(str(c)) for c in device.cc(sub)],
         "dram_peak_from_attributes_bytes_per_s": device.dram_peak_from_attributes(sub),
+        "dram_peak_published_bytes_per_s": device.published_dram_peak(sub),
     })
     if "dram_peak_bytes_per_s" in result:
         implied = result["implied_dram_peak_bytes_per_s"].to_numpy()
@@ -281,14 +301,53 @@ def compute_views(kernels: pd.DataFrame, view_ids_=None) -> ViewsResult:
     return _compute(Context(_text_as_category(kernels.reset_index(drop=True))), ids)
 
 
+def _bound_text(figure: Figure, value: float) -> str:
+    low, high = figure.bounds
+    side = f"below {low:g}" if low is not None and value < low else f"above {high:g}"
+    unit = " %" if figure.unit == "%" else ""
+    return (f"{figure.column} {value:.4g}{unit} is {side}{unit}: physically impossible, a counter "
+            "is wrong (the raw value is kept)")
+
+
+def bounds_checks(figures: pd.DataFrame, declared) -> dict[str, pd.DataFrame]:
+    """Per declared figure that leaves its physical bounds somewhere (a hit rate of 140 %, a
+    negative time), a check failing those kernels; empty when every value is in range."""
+    out = {}
+    for figure in declared:
+        if figure.bounds is None or figure.column not in figures:
+            continue
+        values = figures[figure.column].to_numpy(dtype=float)
+        outside = figure.outside(values)
+        if outside.any():
+            checks = Checks(len(values))
+            checks.failed(outside, lambda v, f=figure: _bound_text(f, v), values)
+            out[figure.column] = checks.frame(figures.index, leftover="")
+    return out
+
+
+def failed_for(kernels: pd.DataFrame, view: str, figure: str) -> np.ndarray:
+    """The kernels on which `view` fails to vouch for `figure`: its cross-checks failed, or the
+    figure itself left its physical bounds. Another figure out of bounds (an impossible L2 hit
+    rate) fails the view's validation but says nothing against this one (DRAM bytes)."""
+    checks = kernels.get(f"validation_checks_{view}", kernels.get(f"validation_{view}"))
+    if checks is None:
+        return np.zeros(len(kernels), dtype=bool)
+    failed = (checks == "fail").to_numpy(dtype=bool, na_value=False)
+    if "out_of_bounds" in kernels:
+        named = kernels["out_of_bounds"].astype(object).to_numpy()
+        failed = failed | np.array([isinstance(n, str) and figure in n.split(", ") for n in named], dtype=bool)
+    return failed
+
+
 def _compute(ctx: Context, ids: list[str]) -> ViewsResult:
     kernels = ctx.kernels
     parts = {c: kernels[c] for c in IDENTITY if c in kernels.columns}
     if "kind" not in parts:
         parts["kind"] = pd.Series(names(ctx)["kind"], index=kernels.index)
-    parts["time_ns"] = pd.Series(metric(kernels, "gpu__time_duration.sum"), index=kernels.index)
+    parts["time_ns"] = pd.Series(v1_time.time_ns(ctx), index=kernels.index)
 
     figure_frames, validation = [], {}
+    out_of_bounds = np.full(len(kernels), None, dtype=object)  # the figures out of range, by name
     # the gap's views always run (their figures feed it); only the requested ones are validated
     for view in _computed_views(ids):
         module = VIEWS[view]
@@ -297,6 +356,13 @@ def _compute(ctx: Context, ids: list[str]) -> ViewsResult:
         if view not in ids:
             continue
         checked = module.validate(ctx, figures)
+        outside = bounds_checks(figures, module.FIGURES)
+        if outside:
+            validation[f"validation_checks_{view}"] = checked["status"]  # the cross-checks alone
+            checked = combine(kernels.index, checked, *outside.values())
+            for name, check in outside.items():
+                rows = np.flatnonzero((check["status"] == "fail").to_numpy())
+                out_of_bounds[rows] = [f"{o}, {name}" if o else name for o in out_of_bounds[rows]]
         validation[f"validation_{view}"] = checked["status"]
         validation[f"validation_detail_{view}"] = checked["detail"]
     columns = dict(parts)
@@ -304,6 +370,7 @@ def _compute(ctx: Context, ids: list[str]) -> ViewsResult:
         for name in frame.columns:
             columns.setdefault(name, frame[name])
     columns.update(validation)
+    columns["out_of_bounds"] = pd.Series(out_of_bounds, index=kernels.index)
     # copy=False: a million rows of ~100 figures are not copied into one block
     result = pd.DataFrame(columns, index=kernels.index, copy=False)
     return _assemble(result, ids, _devices(ctx, result))
