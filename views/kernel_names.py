@@ -26,7 +26,8 @@ FAMILIES = ("cublaslt_nvjet", "cublas", "cutlass", "cudnn_sdpa", "cudnn", "flash
 # decides, so the specific ones come first. cuDNN's `lean_reduction_kernel` is its SDPA's split-KV
 # reduction (it runs inside the attention range, seen on the H200).
 _KIND_PATTERNS = [
-    ("splitk_reduce", re.compile(r"splitkreduce|splitk_reduce|split_k_reduce|reduce_splitk", re.I)),
+    ("splitk_reduce", re.compile(r"splitkreduce|splitk_reduce|split_k_reduce|reduce_splitk|"
+                                 r"execute_split_k_kernel", re.I)),
     ("attention", re.compile(r"flash|fmha|sdpa|attention|attn|cudnn::lean_reduction|paged_?attention", re.I)),
     ("gemm", re.compile(r"nvjet|gemm|cutlass|xmma|matmul|\bmm_|_mm\b|gemv|dot_kernel", re.I)),
     ("elementwise", re.compile(
@@ -40,7 +41,8 @@ FAMILY_KIND = {"cublaslt_nvjet": "gemm", "cublas": "gemm", "cutlass": "gemm",
                "flashinfer": "attention", "splitk_reduce": "splitk_reduce", "aten": "elementwise",
                "triton": "elementwise"}
 # The MMA instruction family a name claims -> the tensor path the counters should show (V8a).
-MMA_PATH = {"wgmma": "gmma", "wmma": "hmma", "hmma": "hmma", "imma": "imma", "tcgen05": "tcgen05"}
+MMA_PATH = {"wgmma": "gmma", "wmma": "hmma", "hmma": "hmma", "imma": "imma", "tcgen05": "tcgen05",
+            "ffma": "none"}
 
 COLUMNS = ("kind", "kernel_family", "tile", "tile_m", "tile_n", "tile_k", "cluster_m", "cluster_n",
            "name_split_k", "persistent", "name_arch", "name_mma")
@@ -65,7 +67,8 @@ _MMA_WORD = re.compile(r"_(wgmma|wmma|hmma|mma)_")
 _FA2_TRAITS = re.compile(r"Flash_(?:fwd|bwd)_kernel_traits\w*<\s*(\d+),\s*(\d+),\s*(\d+)")
 _FMHA = re.compile(r"fmha_cutlass[FB]_\w*?_(\d+)x(\d+)_\w*?(sm\d+)")
 _SM_WORD = re.compile(r"(?<![a-z])sm_?(\d{2,3})(?![0-9])")
-_SPLITK_REDUCE = re.compile(r"splitKreduce|splitk_reduce|split_k_reduce", re.I)
+# cuBLAS's xmma split-K GEMM is `..._execute_kernel`, its reduce `..._execute_split_k_kernel`
+_SPLITK_REDUCE = re.compile(r"splitKreduce|splitk_reduce|split_k_reduce|execute_split_k_kernel", re.I)
 
 
 def _arch_mma(arch: str | None, explicit: str | None = None) -> str | None:
@@ -105,7 +108,8 @@ def _cublas(name: str):
     m = _XMMA.search(name)
     if m:
         arch = m.group(1)
-        mma = "wgmma" if "warpgroup" in name else _arch_mma(arch)
+        # an `_ffma_` xmma kernel multiplies on the FP32 CUDA cores: it claims no tensor path
+        mma = "wgmma" if "warpgroup" in name else "ffma" if "_ffma_" in name else _arch_mma(arch)
         split = bool(re.search(r"splitk|segment_k_on", name, re.I))
         return _row("cublas", tuple(int(g) for g in m.groups()[1:4]), split_k=split, arch=arch, mma=mma)
     m = _LEGACY_CUBLAS.search(name)

@@ -80,6 +80,9 @@ def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     top = device.max_clock_hz(ctx) / 1e9
     low, high = CLOCK_FLOOR_SHARE * top, CLOCK_CEILING_SHARE * top
     checks = Checks(len(kernels))
+    checks.na(np.isnan(clock) & ~np.isnan(metric(kernels, ELAPSED_RATE)),
+              f"no gpu__time_duration.sum: the time comes from the cycles and {ELAPSED_RATE}, which "
+              "cannot check the clock they give")
     checks.na(np.isnan(clock), "needs sm__cycles_elapsed.avg and gpu__time_duration.sum")
     checks.na(np.isnan(top), "the device's boost clock is unknown (no device__attribute_max_gpu_frequency_khz, "
                              "and its compute capability is not in the table)")

@@ -330,6 +330,10 @@ def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     # both counters say nothing ran: an agreement, down to ncu's printing
     checks.passed(idle & (predicted == 0) & (pipe <= PRINT_STEP_PCT / 2),
                   "no MMA ops and no other work on the tensor pipe, which reads 0")
+    missing = f" (the capture counts no {', '.join(uncounted)} ops)" if uncounted else ""
+    gmma_inst = metric(kernels, GMMA_INST)
+    checks.failed(idle & (gmma_inst > 0), lambda g: f"{g:,.0f} wgmma instructions ran, yet no op "
+                  f"counter counts their work{missing}", gmma_inst)
     checks.na(idle & np.isnan(predicted), "no MMA ops, and the rate at which this device's tensor "
                                           "pipe runs other instructions is unknown")
     checks.na(np.isnan(predicted), "no tensor rate known for this device's compute capability, path "
@@ -342,7 +346,6 @@ def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     checks.passed(close & idle, "no MMA ops: the pipe's busy cycles are its non-MMA instructions "
                                 "(HFMA2.MMA) at the device's rate")
     checks.passed(close)
-    missing = f" (the capture counts no {', '.join(uncounted)} ops)" if uncounted else ""
     checks.failed(idle, lambda p, n, q: f"no MMA ops, yet the tensor pipe is {p:.2f} % busy; "
                   f"{n:,.0f} non-MMA instructions explain {q:.2f} %{missing}", pipe, non_mma, predicted)
     checks.failed(~close, lambda q, p, r: f"ops imply {q:.2f} % tensor-pipe busy, counter says "

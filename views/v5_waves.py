@@ -62,8 +62,9 @@ def compute(ctx: Context) -> pd.DataFrame:
     tiles = geometry(ctx)["tile_count"].to_numpy()
     units = np.where(persistent, tiles, grid)
     slots = np.minimum(grid, capacity)
-    # without the blocks per SM: ncu's waves (rounded to 0.01: a 2-block grid shows 0.00)
-    by_waves = safe_div(waves, np.ceil(waves))
+    # without the blocks per SM: ncu's waves (rounded to 0.01: a 2-block grid shows 0.00); below
+    # one wave there is no tail
+    by_waves = np.where(waves <= 1, np.where(waves >= 0, 1.0, np.nan), safe_div(waves, np.ceil(waves)))
     efficiency = np.where(np.isnan(slots) & ~persistent, by_waves,
                           safe_div(units, np.ceil(safe_div(units, slots)) * slots))
     return pd.DataFrame({

@@ -16,7 +16,7 @@ import pandas as pd
 from views import device, v2_tensor, v4_occupancy
 from views.catalog import KERNEL, NEITHER, Figure
 from views.common import Checks, combine, metric, safe_div
-from views.context import Context, geometry, grid_blocks, kind_is, names, shapes
+from views.context import Context, geometry, grid_blocks, kind_is, names, shapes, split_k
 from views.vocabulary import PHASE_ORDER
 
 ID = "V8"
@@ -52,23 +52,6 @@ SELECTION_KINDS = ("gemm", "attention", "splitk_reduce")
 SELECTION_COLUMNS = ["phase", "role", "kind", "choice", "kernels", "time_ns", "changed"]
 
 
-def reduce_follows(kernels: pd.DataFrame, family: pd.Categorical) -> np.ndarray:
-    """True where the next kernel launched (same process, phase and role) is a split-K reduce."""
-    order = (np.argsort(kernels["kernel_id"].to_numpy(), kind="stable") if "kernel_id" in kernels
-             else np.arange(len(kernels)))
-    is_reduce = np.asarray(family == "splitk_reduce", dtype=bool)[order]
-    same = np.ones(max(len(order) - 1, 0), dtype=bool)
-    for column in ("process_id", "phase", "role"):
-        if column in kernels.columns:
-            codes = pd.factorize(kernels[column], use_na_sentinel=False)[0][order]
-            same &= codes[1:] == codes[:-1]
-    follows = np.zeros(len(order), dtype=bool)
-    follows[:-1] = same & is_reduce[1:]
-    out = np.zeros(len(order), dtype=bool)
-    out[order] = follows
-    return out
-
-
 def persistent(ctx: Context) -> np.ndarray:
     """A GEMM whose name says persistent (cooperative, ping-pong), or whose grid is the device's
     co-resident capacity (to a cluster) and smaller than its tile count (seen: decode12's 224-tile
@@ -95,7 +78,7 @@ def compute(ctx: Context) -> pd.DataFrame:
     parsed = names(ctx)
     gemm = kind_is(ctx, "gemm")
     geo = geometry(ctx)
-    split = np.asarray(parsed["name_split_k"], dtype=bool) | reduce_follows(kernels, parsed["kernel_family"])
+    split = split_k(ctx)
     arch = parsed["arch_number"].to_numpy()
     device_arch = device.cc_number(ctx)
     behind = pd.arrays.BooleanArray(arch < device_arch, np.isnan(arch) | np.isnan(device_arch))
@@ -130,15 +113,19 @@ def _path_check(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     counted = v2_tensor.ops(ctx)
     instructions = {"gmma": metric(kernels, v2_tensor.GMMA_INST), "hmma": metric(kernels, v2_tensor.HMMA_INST),
                     "imma": metric(kernels, IMMA_INST), "tcgen05": np.full(len(kernels), np.nan)}
-    # instructions when collected, else the op counters; the hmma and imma instruction counters
-    # count HGMMA and IGMMA too, so they show their path only without gmma
-    shows = {p: np.where(np.isnan(instructions[p]), counted.path(p) > 0, instructions[p] > 0) for p in SHOWN}
+    # the op counters when collected (they count MMA work only), else the instructions (the hmma
+    # and imma ones count HGMMA, IGMMA and HFMA2.MMA too, so they show their path only without
+    # gmma), else the path V2 reads from the IMMA pipe (an Ampere full set has no op counters)
+    from_pipe = v2_tensor.mma_path(ctx)
+    shows = {p: np.where(counted.seen, counted.path(p) > 0,
+                         np.where(np.isnan(instructions[p]), np.asarray(from_pipe == p, dtype=bool),
+                                  instructions[p] > 0)) for p in SHOWN}
     for path in ("imma", "hmma"):
         shows[path] &= ~shows["gmma"]
-    unknown = np.isnan(instructions["gmma"]) & ~counted.seen
+    unknown = np.isnan(instructions["gmma"]) & ~counted.seen & np.asarray(from_pipe.isna(), dtype=bool)
     shown = np.select([shows[p] for p in SHOWN], list(range(len(SHOWN))), len(SHOWN))
     shown_text = [SHOWN_TEXT[p] for p in (*SHOWN, "none")]
-    agrees = np.zeros(len(kernels), dtype=bool)
+    agrees = np.asarray(claimed == "none", dtype=bool) & (shown == len(SHOWN))  # FP32 CUDA cores
     for path in SHOWN:
         agrees |= np.asarray(claimed == path, dtype=bool) & shows[path]
     behind = _true(figures["arch_behind_device"])

@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import math
 import re
 import shutil
 import subprocess
@@ -636,17 +637,19 @@ def _read_ncu_rep_module(report: Path, shown: Path, classifier: Classifier, note
     if not rows:
         raise BadInput(f"{shown}: the report holds no kernels")
     frame = pd.DataFrame(rows)
+    # a metric ncu could not read is NaN for that kernel (seen in a public H800 report): its
+    # identity cell stays empty, as in a CSV export
     for column, source in (("Block Size", "launch__block_dim_"), ("Grid Size", "launch__grid_dim_")):
-        if f"{source}x" in frame:
-            frame[column] = [f"({int(x)}, {int(y)}, {int(z)})" for x, y, z in
-                             zip(frame[f"{source}x"], frame[f"{source}y"], frame[f"{source}z"])]
+        if all(f"{source}{d}" in frame for d in "xyz"):
+            frame[column] = [_dims_text(dims) for dims in zip(*(frame[f"{source}{d}"] for d in "xyz"))]
     for column, source in (("Device", "launch__device_id"), ("Stream", "launch__stream_id"),
                            ("Context", "launch__context_id")):
         if source in frame:
             frame[column] = frame[source].astype("Int64").astype("string")
     if "device__attribute_compute_capability_major" in frame:
-        frame["CC"] = (frame["device__attribute_compute_capability_major"].astype(int).astype(str) + "."
-                       + frame["device__attribute_compute_capability_minor"].astype(int).astype(str))
+        frame["CC"] = [_dims_text(cc, ".", "{}") for cc in zip(
+            frame["device__attribute_compute_capability_major"],
+            frame["device__attribute_compute_capability_minor"])]
     identity = pa.Table.from_pandas(
         frame[[c for c in frame.columns if c in IDENTITY_COLUMNS or c == PUSH_POP_PREFIX]].astype("string"),
         preserve_index=False)
@@ -654,6 +657,15 @@ def _read_ncu_rep_module(report: Path, shown: Path, classifier: Classifier, note
     metrics = frame[[c for c in frame.columns if c not in IDENTITY_COLUMNS and c != PUSH_POP_PREFIX]]
     kernels = pd.concat([kernels, metrics.reset_index(drop=True)], axis=1)
     return Capture(kernels, units, "ncu-rep", notes=notes)
+
+
+def _dims_text(values, separator: str = ", ", form: str = "({})") -> str | None:
+    """(256, 1, 1) from numbers; None when ncu could not read one of them (NaN, or not a number)."""
+    try:
+        whole = [int(v) for v in values if math.isfinite(float(v))]
+    except (TypeError, ValueError):
+        return None
+    return form.format(separator.join(str(v) for v in whole)) if len(whole) == len(values) else None
 
 
 def _nvtx_cell(action) -> str:
