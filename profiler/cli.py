@@ -395,7 +395,7 @@ def profile(ctx: typer.Context,
                                        "one run each."),
             decode_steps: int = typer.Option(DecoderOptions.decode_steps,
                                              help="Decode steps after the prompt."),
-            dtype: str = typer.Option(DecoderOptions.dtype, help="bf16, fp16 or fp32."),
+            dtype: str = typer.Option(DecoderOptions.dtype, help="bf16, fp16, fp32, or fp8 (e4m3 weights, torch._scaled_mm)."),
             phases: str = typer.Option(DecoderOptions.phases, help="Phases to profile."),
             views: Optional[str] = typer.Option(None, help="Views to collect metrics for, e.g. V1,V3 "
                                                 "(default all)."),

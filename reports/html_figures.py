@@ -253,6 +253,19 @@ def fig_roofline(kernels: pd.DataFrame, device: dict) -> Optional[dict]:
         traces.append(_kernel_markers(
             phase, kernels[mask], intensity[mask], rate[mask] / 1e12, 0.75,
             "%{text}<br>%{x:.3g} FLOP/byte<br>%{y:.3g} TFLOP/s<extra></extra>"))
+    # the useful work (2·M·N·K where the shape is known) of the same kernels, below their executed
+    # FLOPs by their padding: open markers
+    useful = numbers(kernels, "useful_work_flops")
+    seconds = numbers(kernels, "time_ns") * 1e-9
+    useful_intensity = useful / numbers(kernels, "dram_bytes")
+    shown = useful.notna() & (useful > 0) & (useful < numbers(kernels, "flops")) & (useful_intensity > 0)
+    if shown.any():
+        traces.append({"type": "scatter", "mode": "markers", "name": "useful FLOPs (open)",
+                       "x": _values(useful_intensity[shown]), "y": _values(useful[shown] / seconds[shown] / 1e12),
+                       "text": _kernel_hover(kernels[shown]),
+                       "marker": {"size": _marker_sizes(kernels[shown]), "symbol": "circle-open",
+                                  "color": "#333", "line": {"width": 1}},
+                       "hovertemplate": "%{text}<br>useful: %{x:.3g} FLOP/byte<br>%{y:.3g} TFLOP/s<extra></extra>"})
     bw = ceilings["peak_dram_bytes_per_s"]
     peaks = ceilings["peak_flops_per_s_by_path"]
     lo = float(min(intensity.min(), 0.1)) / 2

@@ -342,3 +342,18 @@ def test_stall_families_are_shares_of_stalled_cycles(targeted):
         assert row["memory stalls"] == f"{expected:.3g} %"
     stacked = figures_of(text)["fig-v6"]["data"]
     assert [t["name"] for t in stacked] == list(STALL_FAMILIES)
+
+
+def test_roofline_shows_the_useful_work_below_the_executed(targeted):
+    result, text, _ = targeted
+    useful = next(t for t in figures_of(text)["fig-v7"]["data"] if t["name"] == "useful FLOPs (open)")
+    k = result.kernels
+    padded = k[k["useful_work_flops"] < k["flops"]]
+    # the GEMMs that multiply padding: the 32 decode ones (fill 0.5) and prefill gate_up (0.948)
+    assert len(useful["x"]) == len(padded) == 36
+    assert set(padded["role"]) == {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
+    qkv = padded[(padded["phase"] == "decode") & (padded["role"] == "qkv_proj")]
+    # at half the executed intensity
+    for value in qkv["useful_intensity"]:  # the plot keeps 4 significant digits
+        assert min(abs(x - value) for x in useful["x"]) < 1e-3 * value
+    assert qkv["useful_intensity"].to_numpy() == pytest.approx(qkv["intensity"].to_numpy() / 2, rel=0.01)

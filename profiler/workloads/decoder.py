@@ -31,7 +31,11 @@ from profiler.workloads.models import ModelShape, get_model
 from views.vocabulary import PHASES
 
 DOMAIN = "smlens"
-DTYPES = ("bf16", "fp16", "fp32")
+DTYPES = ("bf16", "fp16", "fp32", "fp8")
+# fp8: the four projections' weights in float8 e4m3 with one scale per tensor, the activations
+# quantized per tensor at each projection (dynamic W8A8, as FP8 checkpoints run in vLLM), the GEMM
+# torch._scaled_mm; everything else (norms, attention, the KV cache) in bf16.
+FP8_MAX = 448.0  # the largest e4m3 value
 _NULL = contextlib.nullcontext()
 
 
@@ -187,7 +191,34 @@ class Annotator:
 # --- the model -------------------------------------------------------------------------------
 
 def _torch_dtype(torch, name: str):
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
+    """The activations' type (fp8 runs its activations in bf16 between the projections)."""
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp8": torch.bfloat16}[name]
+
+
+@dataclass
+class Fp8Weight:
+    """A projection's weight in float8 e4m3 ([N, K], as nn.Linear keeps it) and its scale."""
+    data: object
+    scale: object  # float32 scalar: data x scale is the weight
+
+
+def _quantize_fp8(torch, tensor):
+    """(tensor in float8 e4m3, its float32 scale), one scale for the whole tensor."""
+    scale = tensor.abs().amax().float().clamp(min=1e-12) / FP8_MAX
+    return (tensor.float() / scale).to(torch.float8_e4m3fn), scale
+
+
+def linear(x, weight, bias=None):
+    """x @ weight^T (+ bias): F.linear, or for an Fp8Weight x quantized per tensor and
+    torch._scaled_mm (one FP8 GEMM on the tensor cores)."""
+    import torch
+    import torch.nn.functional as F
+    if not isinstance(weight, Fp8Weight):
+        return F.linear(x, weight, bias)
+    rows, row_scale = _quantize_fp8(torch, x.reshape(-1, x.shape[-1]))
+    out = torch._scaled_mm(rows, weight.data.t(), scale_a=row_scale, scale_b=weight.scale,
+                           out_dtype=x.dtype).reshape(*x.shape[:-1], -1)
+    return out if bias is None else out + bias
 
 
 @dataclass
@@ -233,6 +264,10 @@ class DecoderStack:
                 qkv_bias=bias if m.qkv_bias else None, o=o.view(m.hidden, m.q_width),
                 norm_mlp=norm_mlp, gate_up=gate_up.view(2 * m.mlp, m.hidden),
                 down=down.view(m.hidden, m.mlp)))
+            if config.dtype == "fp8":
+                w = stack.weights[-1]
+                for name in ("qkv", "o", "gate_up", "down"):
+                    setattr(w, name, Fp8Weight(*_quantize_fp8(torch, getattr(w, name))))
         max_len = config.prompt + config.decode_steps
         cache_shape = (config.batch, m.kv_heads, max_len, m.head_dim)
         for _ in range(config.layers):
@@ -257,7 +292,7 @@ class DecoderStack:
         with ann.range("elementwise op=rms_norm"):
             h = F.rms_norm(x, (m.hidden,), w.norm_attn, m.rms_eps)
         with ann.range(f"qkv_proj M={tokens} N={m.qkv_width} K={m.hidden}"):
-            qkv = F.linear(h, w.qkv, w.qkv_bias)
+            qkv = linear(h, w.qkv, w.qkv_bias)
         with ann.range("elementwise op=rope_kv_cache"):
             # q and k sit side by side in qkv: one rotary pass over both.
             qk = qkv[..., : m.q_width + m.kv_width].unflatten(-1, (heads + kv_heads, dim))
@@ -279,13 +314,13 @@ class DecoderStack:
         with ann.range("elementwise op=attn_layout"):
             attn = attn.transpose(1, 2).reshape(batch, seq, m.q_width)
         with ann.range(f"o_proj M={tokens} N={m.hidden} K={m.q_width}"):
-            o = F.linear(attn, w.o)
+            o = linear(attn, w.o)
         with ann.range("elementwise op=residual_add"):
             x = x + o
         with ann.range("elementwise op=rms_norm"):
             h = F.rms_norm(x, (m.hidden,), w.norm_mlp, m.rms_eps)
         with ann.range(f"gate_up_proj M={tokens} N={2 * m.mlp} K={m.hidden}"):
-            gate_up = F.linear(h, w.gate_up)
+            gate_up = linear(h, w.gate_up)
         with ann.range(f"elementwise op={m.activation}_mul"):
             gate, up = gate_up.chunk(2, dim=-1)
             if m.activation == "gelu_tanh":
@@ -293,7 +328,7 @@ class DecoderStack:
             else:
                 act = F.silu(gate) * up
         with ann.range(f"down_proj M={tokens} N={m.hidden} K={m.mlp}"):
-            down = F.linear(act, w.down)
+            down = linear(act, w.down)
         with ann.range("elementwise op=residual_add"):
             x = x + down
         return x
