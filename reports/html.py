@@ -177,7 +177,9 @@ def _view_section(view: str, data: ReportInput, base: Optional[ReportInput]) -> 
                        with_time=False) if numeric else ""
     body += "".join(shares_table(data.kernels, f) for f in texts)
     body += TABLES[view](data) if view in TABLES else ""
-    lead = " ".join(f"{f.label[:1].upper()}{f.label[1:]}: {f.definition}." for f in numeric + texts)
+    # what its table shows; a view whose figures are all per kernel: what sums a kernel up
+    described = numeric + texts or [f for f in figures if f.summary]
+    lead = " ".join(f"{f.label[:1].upper()}{f.label[1:]}: {f.definition}." for f in described)
     pictures = PICTURES[view](data, base) if view in PICTURES else []
     return Section(view.lower(), f"{view} {registry.title(view)}", lead, pictures, body, (view,),
                    has_pictures=view in PICTURES)
