@@ -177,7 +177,9 @@ def _view_section(view: str, data: ReportInput, base: Optional[ReportInput]) -> 
                        with_time=False) if numeric else ""
     body += "".join(shares_table(data.kernels, f) for f in texts)
     body += TABLES[view](data) if view in TABLES else ""
-    lead = " ".join(f"{f.label[:1].upper()}{f.label[1:]}: {f.definition}." for f in numeric + texts)
+    # what its table shows; a view whose figures are all per kernel: what sums a kernel up
+    described = numeric + texts or [f for f in figures if f.summary]
+    lead = " ".join(f"{f.label[:1].upper()}{f.label[1:]}: {f.definition}." for f in described)
     pictures = PICTURES[view](data, base) if view in PICTURES else []
     return Section(view.lower(), f"{view} {registry.title(view)}", lead, pictures, body, (view,),
                    has_pictures=view in PICTURES)
@@ -285,17 +287,18 @@ def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
     nav = []
     for s in _sections(data, baseline):
         nav.append(f'<a href="#{esc(s.anchor)}">{esc(s.title.split(":")[0])}</a>')
-        drawn = ""
-        for number, figure in enumerate(filter(_has_data, s.figures), 1):
+        drawn = [figure for figure in s.figures if _has_data(figure)]
+        shown = ""
+        for number, figure in enumerate(drawn, 1):
             div_id = f"fig-{s.anchor}" + (f"-{number}" if number > 1 else "")
             figures[div_id] = figure
-            drawn += _figure_div(div_id, figure)
+            shown += _figure_div(div_id, figure)
         if not drawn and s.has_pictures:
-            drawn = f'<p class="na">{esc(NO_FIGURE)}</p>'
+            shown = f'<p class="na">{esc(NO_FIGURE)}</p>'
         parts.append(
             f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2><p class="lead">{esc(s.lead)}</p>'
             # A section with no figure is a wide table: its validation goes below it.
-            f'<div class="row{"" if drawn.startswith("<div") else " wide"}"><div>{drawn}{s.body}</div>'
+            f'<div class="row{"" if drawn else " wide"}"><div>{shown}{s.body}</div>'
             f'{validation_box(data.kernels, s.views, checks)}</div></section>')
     nav.append('<a href="#kernels">Kernels</a><a href="#validation">Validation</a>')
     kernels_section = (
