@@ -53,7 +53,9 @@ CANDIDATES = {
          "reg_16x4_w2_fold128": G(16, 4, warps_n=2, **REG, **FOLD1)},
     0: {"default": det.TILE_CONFIGS[0],
         "ring_128x64": T(128, 64, 16, 8, 4, 4, 8, 4, 1, ring=True),
-        "ring_128x64_r168": T(128, 64, 16, 8, 4, 4, 8, 4, 1, ring=True, maxnreg=168)},
+        "ring_128x64_r168": T(128, 64, 16, 8, 4, 4, 8, 4, 1, ring=True, maxnreg=168),
+        "ring_128x64_bk32": T(128, 64, 32, 8, 4, 4, 8, 4, 1, ring=True),
+        "ring_64x64_w2": T(64, 64, 16, 8, 4, 4, 8, 2, 1, ring=True)},
 }
 TIME_M = {1: 1, 8: 8, 16: 16, 0: 2048}
 BITS_M = {1: (1,), 8: (5, 8), 16: (9, 16), 0: (100, 2048)}
