@@ -1,7 +1,12 @@
-"""Issue 16's device call: sweep the new deterministic kernels against the defaults, adopt the
+"""Issue 16's device calls: sweep the new deterministic kernels against the defaults, adopt the
 fastest bit-exact configuration per bucket, then run the benchmark of record with them.
 
-    python3 benchmarks/det_call4.py --out DIR [--repeats 30] [--skip record,generate]
+    python3 benchmarks/det_call4.py --out DIR [--round 1|2] [--repeats 30] [--skip record,generate]
+
+Round 1 (the first call): the register-blocked decode kernel at M = 1, 8, 16, the fold one output
+per thread, the cp.async-ring tile kernel at prefill. Round 2 (the second): the split-K decode
+kernel for M = 17..64 (buckets 32 and 64, against the tile kernel that had them) and two more
+register-blocked shapes at M = 16.
 
 Steps, each written to DIR as soon as it is done:
 1. ceilings: a device-to-device copy and an FP32 cuBLAS GEMM (TF32 off), 8192^3.
@@ -39,7 +44,7 @@ G, T = det.GemvConfig, det.TileConfig
 SHAPES = [("qkv_proj", 6144, 4096), ("o_proj", 4096, 4096), ("gate_up_proj", 28672, 4096), ("down_proj", 4096, 14336)]
 REG = dict(warps_m=1, registers=True)
 FOLD1 = dict(fold_block=128, fold_warps=4)       # one output per thread in the fold
-CANDIDATES = {
+ROUND1 = {
     1: {"default": det.GEMV_CONFIGS[1],
         "default_fold128": dataclasses.replace(det.GEMV_CONFIGS[1], **FOLD1),
         "reg_1x8_w4": G(1, 8, warps_n=4, **REG), "reg_1x4_w4": G(1, 4, warps_n=4, **REG),
@@ -57,8 +62,19 @@ CANDIDATES = {
         "ring_128x64_bk32": T(128, 64, 32, 8, 4, 4, 8, 4, 1, ring=True),
         "ring_64x64_w2": T(64, 64, 16, 8, 4, 4, 8, 2, 1, ring=True)},
 }
-TIME_M = {1: 1, 8: 8, 16: 16, 0: 2048}
-BITS_M = {1: (1,), 8: (5, 8), 16: (9, 16), 0: (100, 2048)}
+ROUND2 = {
+    16: {"default": det.GEMV_CONFIGS[16], "reg_16x2_w4": G(16, 2, warps_n=4, **REG),
+         "reg_16x1_w4": G(16, 1, warps_n=4, **REG), "reg_16x2_w8": G(16, 2, warps_n=8, **REG)},
+    32: {"tile64": det.TILE_CONFIGS[64],
+         "gemv_8x4_4x1": G(8, 4, 4, 1, **FOLD1), "gemv_8x4_4x2": G(8, 4, 4, 2, **FOLD1),
+         "gemv_16x2_2x2": G(16, 2, 2, 2, **FOLD1), "reg_32x2_w4": G(32, 2, warps_n=4, **REG, **FOLD1)},
+    64: {"tile64": det.TILE_CONFIGS[64],
+         "gemv_16x4_4x1": G(16, 4, 4, 1, **FOLD1), "gemv_16x2_4x2": G(16, 2, 4, 2, **FOLD1),
+         "gemv_8x4_8x1": G(8, 4, 8, 1, **FOLD1)},
+}
+CANDIDATES = ROUND1
+TIME_M = {1: 1, 8: 8, 16: 16, 32: 32, 64: 64, 0: 2048}
+BITS_M = {1: (1,), 8: (5, 8), 16: (9, 16), 32: (17, 32), 64: (33, 64), 0: (100, 2048)}
 
 
 def say(msg):
@@ -142,7 +158,7 @@ def choose(out):
                                                  and r["emulation_mismatches"] == 0 for r in mine)
             if ok:
                 scores[name] = max(r["median_us"] / base[(bucket, r["role"], against)] for r in mine)
-        best = min(scores, key=scores.get) if scores else "default"
+        best = min(scores, key=scores.get) if scores else next(iter(cands))
         winners[bucket] = {"variant": best, "worst_ratio": scores.get(best), "scores": scores, "against": against}
     out["winners"] = winners
     return winners
@@ -153,7 +169,7 @@ def adopt(winners):
         cfg = CANDIDATES[bucket][w["variant"]]
         if bucket == 0:
             det.TILE_CONFIGS[0] = cfg
-        else:
+        elif isinstance(cfg, G):
             det.GEMV_CONFIGS[bucket] = cfg
 
 
@@ -177,11 +193,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
     ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--round", type=int, default=1, choices=(1, 2))
     ap.add_argument("--skip", default="", help="comma list of: ceilings,sweep,record,generate")
     args = ap.parse_args()
     skip = set(args.skip.split(","))
-    out = {"env": bench.versions(), "configs_before": configs_now()}
-    path = os.path.join(args.out, "det_call4.json")
+    global CANDIDATES
+    CANDIDATES = ROUND1 if args.round == 1 else ROUND2
+    out = {"env": bench.versions(), "round": args.round, "configs_before": configs_now()}
+    path = os.path.join(args.out, "det_call4.json" if args.round == 1 else "det_call4_round2.json")
     t0 = time.time()
 
     def save():

@@ -7,7 +7,7 @@ never on M (the batch), the GPU, the run or the SM count (docs/DETERMINISM.md):
 * 16-bit weights (bf16, fp16) are upcast to FP32 in registers; x is FP32; products are accumulated
   with IEEE-754 FP32 FMA on the CUDA cores (never tensor cores, never TF32).
 * Every kernel here computes the canonical reduction order of reference.py, whatever its tiling:
-  the decode kernel (M <= 16) runs the K chains in parallel programs (a deterministic split-K: a
+  the decode kernel (small M) runs the K chains in parallel programs (a deterministic split-K: a
   scratch buffer of chain partials summed in that fixed order, no atomics; the split count is the
   chain count, a function of K alone), the tile kernel (M > 16) runs them one after the other
   inside each program.
@@ -30,7 +30,6 @@ from profiler.workloads.deterministic.reference import CHAIN_K, chain_count, ref
 from profiler.workloads.deterministic.stack import (HAVE_GLUON, HAVE_TRITON, cp_async, gl, gluon,
                                                     need_gpu_stack, tl, torch, triton)
 
-GEMV_MAX_M = 16        # M up to this runs the split-K decode kernel, above it the tile kernel
 K_MULTIPLE = 32        # the fast kernels need K % 32 == 0; other K run the portable kernel
 
 IMPLS = ("det", "layercast", "cublas_bf16", "bi_tc")
@@ -47,7 +46,8 @@ IMPL_TITLES = {
 
 @dataclass(frozen=True)
 class GemvConfig:
-    """Decode kernel (M <= GEMV_MAX_M): one program per (BLOCK_N columns, chain), all M rows.
+    """Decode kernel (M up to the largest key of GEMV_CONFIGS): one program per (BLOCK_N columns,
+    chain), all M rows.
 
     W^T rows stream through a ring of `stages` shared-memory buffers of `rows` k rows (cp.async),
     so the bytes in flight cost no registers. The program's warps_m x warps_n warps share the ring:
@@ -87,7 +87,7 @@ class GemvConfig:
 
 @dataclass(frozen=True)
 class TileConfig:
-    """Tile kernel (M > GEMV_MAX_M): one program per BLOCK_M x BLOCK_N output tile, chains in turn.
+    """Tile kernel (larger M): one program per BLOCK_M x BLOCK_N output tile, chains in turn.
 
     Thread (i, j) holds a `spt_m` x `spt_n` register block (repeated to cover the tile); x^T and W^T
     tiles of `block_k` rows reach shared memory as FP32 (W upcast on the way): through registers,
@@ -128,7 +128,7 @@ class TileConfig:
 
 # The constants. Changing one changes speed, never bits: the order is fixed by CHAIN_K alone.
 GEMV_CONFIGS = {   # picked from the H200 sweeps (benchmarks/DETERMINISM_NOTES.md)
-    1: GemvConfig(rows_per_thread=1, vec_n=2, warps_m=1, warps_n=4, rows=32, stages=3),
+    1: GemvConfig(rows_per_thread=1, vec_n=2, warps_m=1, warps_n=4, rows=32, stages=3, fold_block=128, fold_warps=4),
     2: GemvConfig(rows_per_thread=2, vec_n=2, warps_m=1, warps_n=4),
     4: GemvConfig(rows_per_thread=4, vec_n=2, warps_m=1, warps_n=4),
     8: GemvConfig(rows_per_thread=8, vec_n=2, warps_m=1, warps_n=4),
@@ -148,14 +148,16 @@ def _next_pow2(v: int) -> int:
 
 
 def choose_config(M: int, N: int, K: int):
-    """The kernel configuration for a problem shape: a constant per (M bucket); N and K never pick
-    a different order. Returns None when K needs the portable kernel."""
+    """The kernel configuration for a problem shape: a constant per M bucket (the power of two at
+    or above M): the decode kernel's where GEMV_CONFIGS has the bucket, else the tile kernel's; N
+    and K never pick a different order. Returns None when K needs the portable kernel."""
     if min(M, N, K) <= 0:
         raise ValueError(f"shape must be positive, got M={M} N={N} K={K}")
     if K % K_MULTIPLE:
         return None
-    if M <= GEMV_MAX_M:
-        return GEMV_CONFIGS[_next_pow2(M)]
+    bucket = _next_pow2(M)
+    if bucket in GEMV_CONFIGS:
+        return GEMV_CONFIGS[bucket]
     return TILE_CONFIGS[64] if M <= 64 else TILE_CONFIGS[0]
 
 
