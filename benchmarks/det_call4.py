@@ -33,8 +33,10 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
 
 import torch  # noqa: E402
+from det_sweep import ceilings  # noqa: E402  (issue 5's sweep: the copy and SGEMM ceilings)
 
 from profiler.workloads.deterministic import bench  # noqa: E402
 from profiler.workloads.deterministic import kernels as det  # noqa: E402
@@ -82,21 +84,6 @@ BITS_M = {1: (1,), 8: (5, 8), 16: (9, 16), 32: (17, 32), 64: (33, 64), 0: (100, 
 
 def say(msg):
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def ceilings(out):
-    a = torch.empty(int(2e9) // 4, device="cuda")
-    b = torch.empty_like(a)
-    t = bench.time_calls([lambda: b.copy_(a)], 10)
-    out["copy_TBps"] = 2 * a.numel() * 4 / (t["median_us"] * 1e-6) / 1e12
-    del a, b
-    torch.backends.cuda.matmul.allow_tf32 = False
-    x = torch.randn(8192, 8192, device="cuda")
-    y = torch.randn(8192, 8192, device="cuda")
-    t = bench.time_calls([lambda: x @ y], 5)
-    out["sgemm_TFLOPs"] = 2 * 8192 ** 3 / (t["median_us"] * 1e-6) / 1e12
-    del x, y
-    torch.cuda.empty_cache()
 
 
 def bits_of(cfg, lin, inp, Ms, cols, ref):

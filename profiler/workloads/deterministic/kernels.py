@@ -206,6 +206,20 @@ if HAVE_TRITON:
 if HAVE_GLUON:
 
     @gluon.jit
+    def _x_chain_slice(x_ptr, M, K, stride_xm, k0, BM: gl.constexpr, CHAIN: gl.constexpr, NW: gl.constexpr):
+        """A chain's slice of x, [BM, CHAIN] from column k0, read once (coalesced along k) and kept
+        transposed in shared memory: row k then gives a thread its adjacent rows of x in one load.
+        Returns the [CHAIN, BM] rows (the caller's barrier makes them visible)."""
+        XG: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [NW, 1], [1, 0])
+        xm_ = gl.arange(0, BM, layout=gl.SliceLayout(1, XG))
+        xk_ = k0 + gl.arange(0, CHAIN, layout=gl.SliceLayout(0, XG))
+        xg = gl.load(x_ptr + xm_[:, None] * stride_xm + xk_[None, :],
+                     mask=(xm_ < M)[:, None] & (xk_ < K)[None, :], other=0.0)
+        xs = gl.allocate_shared_memory(gl.float32, [CHAIN, BM], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+        xs.store(gl.permute(xg, [1, 0]))
+        return xs._reinterpret(gl.float32, [CHAIN, BM], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+
+    @gluon.jit
     def det_gemv_fma_kernel(x_ptr, wt_ptr, part_ptr, M, N, K, stride_xm,
                             CHAIN: gl.constexpr, TM: gl.constexpr, VN: gl.constexpr,
                             WM: gl.constexpr, WN: gl.constexpr, R: gl.constexpr, STAGES: gl.constexpr,
@@ -248,16 +262,7 @@ if HAVE_GLUON:
                                                  mask=cmask & (crow < (steps - s) * R)[:, None])
             cp_async.commit_group()
 
-        # this chain's slice of x, [BM, CHAIN], read once (coalesced along k) and kept transposed in
-        # shared memory: row k then gives each thread its TM adjacent rows of x in one load
-        XG: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [NW, 1], [1, 0])
-        xm_ = gl.arange(0, BM, layout=gl.SliceLayout(1, XG))
-        xk_ = k0 + gl.arange(0, CHAIN, layout=gl.SliceLayout(0, XG))
-        xg = gl.load(x_ptr + xm_[:, None] * stride_xm + xk_[None, :],
-                     mask=(xm_ < M)[:, None] & (xk_ < K)[None, :], other=0.0)
-        xs = gl.allocate_shared_memory(gl.float32, [CHAIN, BM], SL)
-        xs.store(gl.permute(xg, [1, 0]))
-        xrows = xs._reinterpret(gl.float32, [CHAIN, BM], RL)
+        xrows = _x_chain_slice(x_ptr, M, K, stride_xm, k0, BM, CHAIN, NW)
 
         offs_m = gl.arange(0, BM, layout=gl.SliceLayout(1, L))
         mmask = offs_m < M
@@ -366,14 +371,7 @@ if HAVE_GLUON:
         last = (K - 8).to(gl.int64) * NP                    # the last 8 rows' offset: loads stay below K
         w = _load_rows8(wp, row, NP)
 
-        XG: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [NW, 1], [1, 0])
-        xm_ = gl.arange(0, BM, layout=gl.SliceLayout(1, XG))
-        xk_ = k0 + gl.arange(0, CHAIN, layout=gl.SliceLayout(0, XG))
-        xg = gl.load(x_ptr + xm_[:, None] * stride_xm + xk_[None, :],
-                     mask=(xm_ < M)[:, None] & (xk_ < K)[None, :], other=0.0)
-        xs = gl.allocate_shared_memory(gl.float32, [CHAIN, BM], SL)
-        xs.store(gl.permute(xg, [1, 0]))
-        xrows = xs._reinterpret(gl.float32, [CHAIN, BM], RL)
+        xrows = _x_chain_slice(x_ptr, M, K, stride_xm, k0, BM, CHAIN, NW)
         gl.thread_barrier()
 
         acc = gl.full([BM, BP], 0.0, gl.float32, LW)
@@ -399,6 +397,38 @@ if HAVE_GLUON:
             gl.store(out, acc, mask=omask_m)
 
     @gluon.jit
+    def _tile_sources(xt_ptr, wt_ptr, pid_m, pid_n, M, N, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+                      XL: gl.constexpr, WL: gl.constexpr, EVEN_M: gl.constexpr, EVEN_N: gl.constexpr):
+        """Addresses and masks of a program's first [BK, BM] x^T tile and [BK, BN] W^T tile (the
+        next tiles are BK rows further: + BK * M, + BK * N)."""
+        xk_ = gl.arange(0, BK, layout=gl.SliceLayout(1, XL))
+        xm_ = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, XL))
+        wk_ = gl.arange(0, BK, layout=gl.SliceLayout(1, WL))
+        wn_ = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, WL))
+        x_src = xt_ptr + xk_[:, None].to(gl.int64) * M + xm_[None, :]
+        w_src = wt_ptr + wk_[:, None].to(gl.int64) * N + wn_[None, :]
+        if EVEN_M:
+            xmask = (xm_ >= 0)[None, :] & (xk_ >= 0)[:, None]
+        else:
+            xmask = (xm_ < M)[None, :] & (xk_ >= 0)[:, None]
+        if EVEN_N:
+            wmask = (wn_ >= 0)[None, :] & (wk_ >= 0)[:, None]
+        else:
+            wmask = (wn_ < N)[None, :] & (wk_ >= 0)[:, None]
+        return x_src, w_src, xmask, wmask
+
+    @gluon.jit
+    def _tile_store(total, y_ptr, bias_ptr, pid_m, pid_n, M, N, BM: gl.constexpr, BN: gl.constexpr,
+                    L: gl.constexpr, HAS_BIAS: gl.constexpr):
+        """y[tile] = total (+ bias, after the reduction)."""
+        offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, L))
+        offs_n = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, L))
+        if HAS_BIAS:
+            total = total + gl.expand_dims(gl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(gl.float32), 0)
+        out = y_ptr + gl.expand_dims(offs_m, 1) * N + gl.expand_dims(offs_n, 0)
+        gl.store(out, total, mask=gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0))
+
+    @gluon.jit
     def det_gemm_fma_kernel(xt_ptr, wt_ptr, bias_ptr, y_ptr, M, N, K,
                             CHAIN: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
                             L: gl.constexpr, XL: gl.constexpr, WL: gl.constexpr,
@@ -419,20 +449,8 @@ if HAVE_GLUON:
         xrows = xs._reinterpret(gl.float32, [2 * BK, BM], RL)
         wrows = ws._reinterpret(gl.float32, [2 * BK, BN], RL)
 
-        xk_ = gl.arange(0, BK, layout=gl.SliceLayout(1, XL))
-        xm_ = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, XL))
-        wk_ = gl.arange(0, BK, layout=gl.SliceLayout(1, WL))
-        wn_ = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, WL))
-        x_src = xt_ptr + xk_[:, None].to(gl.int64) * M + xm_[None, :]
-        w_src = wt_ptr + wk_[:, None].to(gl.int64) * N + wn_[None, :]
-        if EVEN_M:
-            xmask = (xm_ >= 0)[None, :] & (xk_ >= 0)[:, None]
-        else:
-            xmask = (xm_ < M)[None, :] & (xk_ >= 0)[:, None]
-        if EVEN_N:
-            wmask = (wn_ >= 0)[None, :] & (wk_ >= 0)[:, None]
-        else:
-            wmask = (wn_ < N)[None, :] & (wk_ >= 0)[:, None]
+        x_src, w_src, xmask, wmask = _tile_sources(xt_ptr, wt_ptr, pid_m, pid_n, M, N, BM, BN, BK, XL, WL,
+                                                   EVEN_M, EVEN_N)
         x_step = BK * M
         w_step = BK * N
 
@@ -473,12 +491,7 @@ if HAVE_GLUON:
         if TOTAL_SMEM:
             total = tot.load(L)
 
-        offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, L))
-        offs_n = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, L))
-        if HAS_BIAS:
-            total = total + gl.expand_dims(gl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(gl.float32), 0)
-        out = y_ptr + gl.expand_dims(offs_m, 1) * N + gl.expand_dims(offs_n, 0)
-        gl.store(out, total, mask=gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0))
+        _tile_store(total, y_ptr, bias_ptr, pid_m, pid_n, M, N, BM, BN, L, HAS_BIAS)
 
     @gluon.jit
     def det_gemm_fma_cp_kernel(xt_ptr, wt_ptr, bias_ptr, y_ptr, M, N, K,
@@ -498,20 +511,8 @@ if HAVE_GLUON:
         xrows = xring._reinterpret(gl.float32, [STAGES * BK, BM], RL)
         wfrows = wf._reinterpret(gl.float32, [BK, BN], RL)
 
-        xk_ = gl.arange(0, BK, layout=gl.SliceLayout(1, XL))
-        xm_ = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, XL))
-        wk_ = gl.arange(0, BK, layout=gl.SliceLayout(1, WL))
-        wn_ = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, WL))
-        x_src = xt_ptr + xk_[:, None].to(gl.int64) * M + xm_[None, :]
-        w_src = wt_ptr + wk_[:, None].to(gl.int64) * N + wn_[None, :]
-        if EVEN_M:
-            xmask = (xm_ >= 0)[None, :] & (xk_ >= 0)[:, None]
-        else:
-            xmask = (xm_ < M)[None, :] & (xk_ >= 0)[:, None]
-        if EVEN_N:
-            wmask = (wn_ >= 0)[None, :] & (wk_ >= 0)[:, None]
-        else:
-            wmask = (wn_ < N)[None, :] & (wk_ >= 0)[:, None]
+        x_src, w_src, xmask, wmask = _tile_sources(xt_ptr, wt_ptr, pid_m, pid_n, M, N, BM, BN, BK, XL, WL,
+                                                   EVEN_M, EVEN_N)
         x_step = BK * M
         w_step = BK * N
         T = K // BK
@@ -553,12 +554,7 @@ if HAVE_GLUON:
         if TOTAL_SMEM:
             total = tot.load(L)
 
-        offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, L))
-        offs_n = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, L))
-        if HAS_BIAS:
-            total = total + gl.expand_dims(gl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(gl.float32), 0)
-        out = y_ptr + gl.expand_dims(offs_m, 1) * N + gl.expand_dims(offs_n, 0)
-        gl.store(out, total, mask=gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0))
+        _tile_store(total, y_ptr, bias_ptr, pid_m, pid_n, M, N, BM, BN, L, HAS_BIAS)
 
 
     @gluon.jit
@@ -594,20 +590,8 @@ if HAVE_GLUON:
               gl.allocate_shared_memory(wdt, [BK, BN], SL), gl.allocate_shared_memory(wdt, [BK, BN], SL))
         wf = (gl.allocate_shared_memory(gl.float32, [BK, BN], SL), gl.allocate_shared_memory(gl.float32, [BK, BN], SL))
 
-        xk_ = gl.arange(0, BK, layout=gl.SliceLayout(1, XL))
-        xm_ = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, XL))
-        wk_ = gl.arange(0, BK, layout=gl.SliceLayout(1, WL))
-        wn_ = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, WL))
-        x_src = xt_ptr + xk_[:, None].to(gl.int64) * M + xm_[None, :]
-        w_src = wt_ptr + wk_[:, None].to(gl.int64) * N + wn_[None, :]
-        if EVEN_M:
-            xmask = (xm_ >= 0)[None, :] & (xk_ >= 0)[:, None]
-        else:
-            xmask = (xm_ < M)[None, :] & (xk_ >= 0)[:, None]
-        if EVEN_N:
-            wmask = (wn_ >= 0)[None, :] & (wk_ >= 0)[:, None]
-        else:
-            wmask = (wn_ < N)[None, :] & (wk_ >= 0)[:, None]
+        x_src, w_src, xmask, wmask = _tile_sources(xt_ptr, wt_ptr, pid_m, pid_n, M, N, BM, BN, BK, XL, WL,
+                                                   EVEN_M, EVEN_N)
         x_step = BK * M
         w_step = BK * N
         T = K // BK
@@ -638,12 +622,7 @@ if HAVE_GLUON:
             total = total + acc
         cp_async.wait_group(0)
 
-        offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, L))
-        offs_n = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, L))
-        if HAS_BIAS:
-            total = total + gl.expand_dims(gl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(gl.float32), 0)
-        out = y_ptr + gl.expand_dims(offs_m, 1) * N + gl.expand_dims(offs_n, 0)
-        gl.store(out, total, mask=gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0))
+        _tile_store(total, y_ptr, bias_ptr, pid_m, pid_n, M, N, BM, BN, L, HAS_BIAS)
 
 def tile_layouts(cfg: "TileConfig"):
     """Accumulator, staging (x^T, W^T) and upcast layouts of the tile kernels (Gluon layouts)."""
