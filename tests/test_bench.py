@@ -10,17 +10,15 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from profiler.cli import app
 from profiler.errors import BadInput
 from profiler.workloads.deterministic import bench
 from profiler.workloads.deterministic.measure import summarize, tensor_digest
+from tests.cli import smlens
 
 DATA = Path(__file__).parent / "data" / "h200_det"
 RESULT = DATA / "h200_det.json"
 RESULT_R2 = DATA / "h200_det_r2.json"
-runner = CliRunner()
 
 
 def test_parse_batches():
@@ -303,16 +301,15 @@ def test_cli_compare_exit_codes(tmp_path):
     b.write_text(json.dumps(_result()))
     c.write_text(json.dumps(_result(det_digest="bb")))
     d.write_text(json.dumps(_result(inputs="yy")))
-    r = runner.invoke(app, ["bench", "compare", str(a), str(b)])
-    assert r.exit_code == 0 and "same bits on both" in r.output
-    r = runner.invoke(app, ["bench", "compare", str(a), str(c), "--format", "json"])
-    assert r.exit_code == 1 and json.loads(r.output)["same_bits_by_impl"]["det"] is False
-    r = runner.invoke(app, ["bench", "compare", str(a), str(c)])
-    assert r.exit_code == 1 and "differs: det o_proj 4x8" in r.output
-    r = runner.invoke(app, ["bench", "compare", str(a), str(c), "--impl", "layercast"])
-    assert r.exit_code == 0
-    r = runner.invoke(app, ["bench", "compare", str(a), str(d)])
-    assert r.exit_code == 2 and "smlens: " in r.output and "no comparable case of det" in r.output
+    code, out, _ = smlens("bench", "compare", a, b)
+    assert code == 0 and "same bits on both" in out
+    code, out, _ = smlens("bench", "compare", a, c, "--format", "json")
+    assert code == 1 and json.loads(out)["same_bits_by_impl"]["det"] is False
+    code, out, _ = smlens("bench", "compare", a, c)
+    assert code == 1 and "differs: det o_proj 4x8" in out
+    assert smlens("bench", "compare", a, c, "--impl", "layercast")[0] == 0
+    code, _, err = smlens("bench", "compare", a, d)
+    assert code == 2 and err.startswith("smlens: ") and "no comparable case of det" in err
 
 
 def test_cli_bad_input(tmp_path):
@@ -326,17 +323,17 @@ def test_cli_bad_input(tmp_path):
                        (["bench", "determinism", "--batches", "0..4"], "positive batch sizes"),
                        (["bench", "determinism", "--impl", "det,fast"], "unknown fast"),
                        (["bench", "determinism", "--model", "gpt-9"], "unknown model")):
-        r = runner.invoke(app, args)
-        assert r.exit_code == 2, (args, r.output)
-        assert text in r.output and "Traceback" not in r.output
+        code, _, err = smlens(*args)
+        assert code == 2, (args, err)
+        assert err.startswith("smlens: ") and text in err and "Traceback" not in err
 
 
 @needs_torch
 def test_cli_determinism_without_gpu():
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    r = runner.invoke(app, ["bench", "determinism", "--batches", "1..2", "--generate", "--emulate"])
-    assert r.exit_code == 3 and "needs a CUDA GPU" in r.output
+    code, _, err = smlens("bench", "determinism", "--batches", "1..2", "--generate", "--emulate")
+    assert code == 3 and "needs a CUDA GPU" in err
 
 
 # --- recorded evidence: the H200 results of issue 5 (tests/data/h200_det/README.md) -----------------
@@ -375,8 +372,7 @@ def test_recorded_h200_other_configurations_same_bits(h200):
     det_rows = [r for r in cmp["rows"] if r["impl"] == "det"]
     assert len(det_rows) == 4 and all(r["status"] == "same bits" for r in det_rows)
     assert cmp["same_bits_by_impl"]["det"] is True
-    r = runner.invoke(app, ["bench", "compare", str(DATA / "h200_det_call2.json"), str(RESULT)])
-    assert r.exit_code == 0
+    assert smlens("bench", "compare", DATA / "h200_det_call2.json", RESULT)[0] == 0
 
 
 def test_recorded_h200_targets(h200):
