@@ -305,12 +305,13 @@ def run_determinism(model: str = "llama-3.1-8b", batches: Optional[list[int]] = 
                     prefill_tokens=PREFILL_TOKENS, layer: bool = True, seed: int = 0,
                     bits: bool = True, reference: bool = True, timing: bool = True,
                     emulate: bool = False, emulate_m=EMULATE_M, generate: bool = False,
-                    generate_options: Optional[dict] = None, layer_options: Optional[dict] = None,
+                    layer_options: Optional[dict] = None,
                     roles: Optional[list[str]] = None, device: str = "cuda",
                     progress: Optional[Callable[[str], None]] = None, command: str = "") -> dict:
     """Bits and speed of every implementation on every projection of `model` (see module doc);
     `emulate`: the CPU emulation of a sample of every projection's outputs at each M of
-    `emulate_m`; `generate`: generation.compare_generation with `generate_options`."""
+    `emulate_m`; `generate`: generate.compare_generation's defaults with these implementations;
+    `layer_options`: layer_benchmark's sizes (tests run it small)."""
     _need_device(device)
     import torch
     from profiler.workloads.deterministic import kernels as det
@@ -380,9 +381,8 @@ def run_determinism(model: str = "llama-3.1-8b", batches: Optional[list[int]] = 
                                           progress=lambda i: say(f"decoder layer: {i} done"))
     if generate:
         from profiler.workloads.deterministic.generate import GENERATE_IMPLS, compare_generation
-        options = {"model": model, "impls": [i for i in GENERATE_IMPLS if i in impls], "seed": seed,
-                   **(generate_options or {})}
-        result["generation"] = compare_generation(device=device, progress=say, **options)
+        result["generation"] = compare_generation(model, [i for i in GENERATE_IMPLS if i in impls], seed=seed,
+                                                  device=device, progress=say)
     result["targets"] = evaluate_targets(result)
     return result
 

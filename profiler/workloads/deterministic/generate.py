@@ -18,6 +18,7 @@ replay on a GPU, eager on a CPU).
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Callable, Optional
 
 from profiler.workloads.deterministic import invariant_ops
@@ -176,24 +177,17 @@ def generate(weights: Weights, impl: str, prompts, new_tokens: int, attention: s
             "prefill_ms": prefill_ms, "step_ms": step_ms}
 
 
-def _median(values: list[float]) -> Optional[float]:
-    return sorted(values)[len(values) // 2] if values else None
-
-
 def compare_generation(model: str = "llama-3.1-8b", impls=GENERATE_IMPLS, batches=GENERATE_BATCHES,
                        layers: int = 4, prompt_len: int = 64, new_tokens: int = 16,
                        vocab: int = DEFAULT_VOCAB, seed: int = 0, device: str = "cuda",
-                       attention_by_impl: Optional[dict] = None,
                        progress: Optional[Callable[[str], None]] = None) -> dict:
     """Prompt 0 alone and inside batches of `batches` (other prompts after it), per implementation:
     are its tokens and logits identical to those it got alone? With the time per decode step and
-    per token. det runs the invariant norm and attention, the others torch's (`attention_by_impl`
-    overrides, e.g. to show what a batch-dependent attention does)."""
+    per token. det runs the invariant norm and attention, the others torch's."""
     from profiler.workloads.models import get_model
     shape = get_model(model)
     say = progress or (lambda _m: None)
     batches = sorted(set(batches) | {1})
-    attention = {"det": "invariant"} | dict(attention_by_impl or {})
     gen = torch.Generator(device="cpu").manual_seed(seed + 7)
     prompts = torch.randint(0, vocab, (max(batches), prompt_len), generator=gen)
     say("generation: weights")
@@ -201,7 +195,7 @@ def compare_generation(model: str = "llama-3.1-8b", impls=GENERATE_IMPLS, batche
     result = {"model": shape.id, "layers": layers, "vocab": vocab, "prompt": prompt_len, "new_tokens": new_tokens,
               "batches": batches, "prompts_sha256": tensor_digest(prompts), "by_impl": {}}
     for impl in impls:
-        att = attention.get(impl, "sdpa")
+        att = "invariant" if impl == "det" else "sdpa"
         runs = {}
         for B in batches:
             say(f"generation: {impl} batch {B}")
@@ -211,7 +205,7 @@ def compare_generation(model: str = "llama-3.1-8b", impls=GENERATE_IMPLS, batche
         for B, r in runs.items():
             same_logits = r["logits"].view(torch.int32) == alone["logits"].view(torch.int32)
             differing = [i for i in range(new_tokens) if not bool(same_logits[i].all())]
-            step = _median(r["step_ms"])
+            step = statistics.median(r["step_ms"]) if r["step_ms"] else None
             rows[str(B)] = {"tokens_identical": bool(torch.equal(r["tokens"][0], alone["tokens"][0])),
                             "logits_identical": not differing,
                             "first_differing_token": differing[0] if differing else None,
