@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
 import torch  # noqa: E402
-from det_sweep import ceilings  # noqa: E402  (issue 5's sweep: the copy and SGEMM ceilings)
+from det_sweep import ceilings, run_steps  # noqa: E402  (issue 5's sweep: the ceilings, the step runner)
 
 from profiler.workloads.deterministic import bench  # noqa: E402
 from profiler.workloads.deterministic import kernels as det  # noqa: E402
@@ -197,18 +197,7 @@ def main():
         with open(path, "w") as f:
             json.dump(out, f, indent=1, default=str)
 
-    for name, step in (("ceilings", ceilings), ("sweep", lambda o: sweep(o, args.repeats))):
-        if name in skip:
-            continue
-        try:
-            step(out)
-        except Exception as err:
-            out[f"{name}_error"] = f"{type(err).__name__}: {err}"
-            out[f"{name}_trace"] = traceback.format_exc()[-3000:]
-            print(out[f"{name}_trace"], flush=True)
-        out[f"{name}_s"] = round(time.time() - t0, 1)
-        save()
-        say(f"{name} done")
+    run_steps(out, (("ceilings", ceilings), ("sweep", lambda o: sweep(o, args.repeats))), skip, t0, path)
     if "sweep" in out:
         adopt(choose(out))
     out["configs_adopted"] = configs_now()

@@ -206,6 +206,13 @@ def main():
              ("timing", lambda o: time_all(o, args.quick, args.repeats)),
              ("layer", lambda o: o.__setitem__("layer", bench.layer_benchmark(
                  "llama-3.1-8b", ["det", "layercast", "cublas_bf16"], repeats=2)))]
+    run_steps(out, steps, skip, t0, os.path.join(args.out, "det_sweep.json"))
+    print_table(out)
+
+
+def run_steps(out: dict, steps, skip: set, t0: float, path: str) -> None:
+    """Each (name, step) not in `skip` on `out`, an error kept in `out` rather than raised; `out`
+    written to `path` after each step (the device machine keeps only what is written)."""
     for name, step in steps:
         if name in skip:
             continue
@@ -216,10 +223,9 @@ def main():
             out[f"{name}_trace"] = traceback.format_exc()[-3000:]
             print(out[f"{name}_trace"], flush=True)
         out[f"{name}_s"] = round(time.time() - t0, 1)
-        with open(os.path.join(args.out, "det_sweep.json"), "w") as f:
+        with open(path, "w") as f:
             json.dump(out, f, indent=1, default=str)
         print(f"{name} done at {time.time() - t0:.0f}s", flush=True)
-    print_table(out)
 
 
 def print_table(out):
