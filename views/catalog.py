@@ -29,7 +29,7 @@ BETTER = (HIGHER, LOWER, NEITHER)
 
 # How far past a bound is still rounding, relative to the bound (to 1 for a bound of 0). A
 # percentage: 0.5 % of 100 (ncu prints to 0.01; seen on the H200: an L2 hit rate of 100.11 % on a
-# 14 us kernel, and 101.5 % to 823 % on short decode kernels, which fail). A share or ratio: 0.5 %.
+# 14 us kernel, and 101.6 % to 823 % on short decode kernels, which fail). A share or ratio: 0.5 %.
 BOUND_SLACK = {"%": 0.005, "share": 0.005, "ratio": 0.005}
 
 # `%`: percent of a peak or of cycles; `share`: a part of a whole as a fraction 0..1 (shown as a
