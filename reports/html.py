@@ -23,7 +23,7 @@ from reports.html_tables import (badge, columns_of, gap_table, group_table, kern
 from reports.html_text import (REGRESSION_PCT, esc, fmt_time_ns, is_missing, numbers, script_json,
                                validation_frame, view_status)
 from views import registry
-from views.catalog import MEAN, MODE, RATIO, SUM
+from views.catalog import ARGMAX, MEAN, MODE, RATIO, SUM
 
 # --- the input ------------------------------------------------------------------------------------
 
@@ -171,7 +171,8 @@ def _view_section(view: str, data: ReportInput, base: Optional[ReportInput]) -> 
     against the baseline), each text figure's share of the time, and its validation."""
     groups = data.groups
     figures = registry.view_figures(view)
-    numeric = [f for f in figures if f.aggregate in (MEAN, SUM, RATIO) and f.column in groups.columns]
+    # a group's own value (ARGMAX: its top stall, its bound) sits in the table with its numbers
+    numeric = [f for f in figures if f.aggregate in (MEAN, SUM, RATIO, ARGMAX) and f.column in groups.columns]
     texts = [f for f in figures if f.aggregate == MODE]
     body = group_table(groups, columns_of(numeric), base.groups if base is not None else None,
                        with_time=False) if numeric else ""

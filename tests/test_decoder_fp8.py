@@ -8,40 +8,12 @@ torch = pytest.importorskip("torch")
 
 from profiler.workloads import decoder  # noqa: E402
 from profiler.workloads.models import get_model  # noqa: E402
+from tests.test_workloads import OpRecorder, RecordingAnnotator  # noqa: E402
 from views.vocabulary import GEMM_ROLES  # noqa: E402
 
 
 def _config(dtype: str) -> decoder.WorkloadConfig:
     return decoder.WorkloadConfig(get_model("tiny"), layers=2, batch=2, prompt=6, decode_steps=2, dtype=dtype)
-
-
-class Recorder(decoder.Annotator):
-    def __init__(self):
-        super().__init__(enabled=False)
-        self.active, self.stack = True, []
-
-    def range(self, message):
-        recorder = self
-
-        class _Range:
-            def __enter__(self):
-                recorder.stack.append(message.split(" ")[0])
-
-            def __exit__(self, *exc):
-                recorder.stack.pop()
-                return False
-
-        return _Range()
-
-
-class Ops(torch.utils._python_dispatch.TorchDispatchMode):
-    def __init__(self, annotator):
-        super().__init__()
-        self.annotator, self.seen = annotator, []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.seen.append((func.overloadpacket.__name__, self.annotator.stack[-1] if self.annotator.stack else ""))
-        return func(*args, **(kwargs or {}))
 
 
 def test_fp8_weights_are_e4m3_with_one_scale_each():
@@ -61,11 +33,13 @@ def test_fp8_weights_are_e4m3_with_one_scale_each():
 
 
 def test_every_projection_is_one_scaled_mm_in_its_role_range():
-    ann = Recorder()
-    with Ops(ann) as ops:
+    ann = RecordingAnnotator()
+    with OpRecorder(ann) as ops:
         result = decoder.run(_config("fp8"), device="cpu", ann=ann)
     assert result["finite"]
-    gemms = [(op, role) for op, role in ops.seen if op in ("_scaled_mm", "mm", "addmm", "bmm", "linear")]
+    # the innermost range's name: `smlens:qkv_proj M=.. N=.. K=..` -> qkv_proj
+    gemms = [(op, stack[-1].split(":", 1)[1].split(" ")[0] if stack else "") for op, stack in ops.ops
+             if op in ("_scaled_mm", "mm", "addmm", "bmm", "linear")]
     assert {role for op, role in gemms if op == "_scaled_mm"} == set(GEMM_ROLES)
     assert all(op == "_scaled_mm" for op, role in gemms if role in GEMM_ROLES)
     # 2 layers x 4 projections x (cold prefill, warm prefill, 2 decode steps)

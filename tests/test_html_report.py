@@ -357,3 +357,13 @@ def test_roofline_shows_the_useful_work_below_the_executed(targeted):
     for value in qkv["useful_intensity"]:  # the plot keeps 4 significant digits
         assert min(abs(x - value) for x in useful["x"]) < 1e-3 * value
     assert qkv["useful_intensity"].to_numpy() == pytest.approx(qkv["intensity"].to_numpy() / 2, rel=0.01)
+
+
+def test_a_groups_top_stall_and_bound_sit_in_their_views_tables(targeted):
+    _, _, page = targeted
+    stalls = page.table("v6")
+    o_proj = stalls[(stalls["phase"] == "cold_prefill") & (stalls["role"] == "o_proj")].iloc[0]
+    assert o_proj["top stall"] == "long_scoreboard"  # the largest of its time-weighted shares
+    memory = page.table("v7")
+    gate_up = memory[(memory["phase"] == "decode") & (memory["role"] == "gate_up_proj")].iloc[0]
+    assert gate_up["bound"] == "memory" and gate_up["DRAM"] == "67.9 %"
