@@ -16,8 +16,6 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from views.common import shared
-
 FAMILIES = ("cublaslt_nvjet", "cublas", "cutlass", "cudnn_sdpa", "cudnn", "flash_attention",
             "cutlass_fmha", "flashinfer", "triton", "aten", "splitk_reduce")
 # Family -> kind, used only when a kernels table has no `kind` column of its own.
@@ -230,9 +228,3 @@ def parse_names(names: pd.Series) -> pd.DataFrame:
     for column in FLAG_COLUMNS:
         out[column] = table[column].to_numpy(dtype=bool)[codes]
     return pd.DataFrame(out, index=names.index, copy=False)
-
-
-def parsed_names(kernels: pd.DataFrame) -> pd.DataFrame:
-    """`parse_names` of a kernels table's `kernel_name`: the registry, V3, V7 and V8 all read it,
-    and within `views.common.shared_results` it is parsed once."""
-    return shared(kernels, "kernel_names", lambda: parse_names(kernels["kernel_name"]))

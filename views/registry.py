@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from views.common import STATUSES, metric, shared_results
+from views.common import STATUSES, metric
+from views.context import Context, names
 from views import (device, gap as gap_module, grouping, kernel_names, v1_time, v2_tensor, v3_fill,
                    v4_occupancy, v5_waves, v6_stalls, v7_memory, v8_selection)
 
@@ -172,17 +173,18 @@ def _assemble(kernels: pd.DataFrame, ids: list[str], devices: pd.DataFrame,
     return ViewsResult(kernels, groups, gap, selection, devices, ids, total_time_ns)
 
 
-def _devices(kernels: pd.DataFrame, result: pd.DataFrame) -> pd.DataFrame:
+def _devices(ctx: Context, result: pd.DataFrame) -> pd.DataFrame:
     """One row per device: the constants the views used and where each came from."""
+    kernels = ctx.kernels
     if kernels.empty:
         return pd.DataFrame()
-    key = device.device_key(kernels)
+    key = device.device_key(ctx)
     first = np.unique(key, return_index=True)[1]
-    sub = kernels.iloc[first]
+    sub = Context(kernels.iloc[first])
     out = pd.DataFrame({
-        "device": sub["device"].to_numpy(dtype=object) if "device" in sub else None,
-        "name": sub["device__attribute_display_name"].to_numpy(dtype=object)
-        if "device__attribute_display_name" in sub else None,
+        "device": sub.kernels["device"].to_numpy(dtype=object) if "device" in sub.kernels else None,
+        "name": sub.kernels["device__attribute_display_name"].to_numpy(dtype=object)
+        if "device__attribute_display_name" in sub.kernels else None,
         "cc": device.cc(sub),
         "sm_count": device.sm_count(sub),
         "max_clock_hz": device.max_clock_hz(sub),
@@ -193,7 +195,7 @@ def _devices(kernels: pd.DataFrame, result: pd.DataFrame) -> pd.DataFrame:
     })
     if "dram_peak_bytes_per_s" in result:
         implied = result["implied_dram_peak_bytes_per_s"].to_numpy()
-        peak, source = v7_memory.device_dram_peak(kernels, implied)
+        peak, source = v7_memory.device_dram_peak(ctx)
         out["dram_peak_bytes_per_s"] = peak[first]
         out["dram_peak_source"] = source[first]
         out["implied_peak_kernels"] = np.bincount(key, weights=~np.isnan(implied),
@@ -228,15 +230,14 @@ def compute_views(kernels: pd.DataFrame, view_ids_=None) -> ViewsResult:
     ids = view_ids(view_ids_)
     if "kernel_name" not in kernels.columns:
         raise ValueError("the kernels table has no kernel_name column: not an smlens kernels table")
-    kernels = _text_as_category(kernels.reset_index(drop=True))
-    with shared_results(kernels):
-        return _compute(kernels, ids)
+    return _compute(Context(_text_as_category(kernels.reset_index(drop=True))), ids)
 
 
-def _compute(kernels: pd.DataFrame, ids: list[str]) -> ViewsResult:
+def _compute(ctx: Context, ids: list[str]) -> ViewsResult:
+    kernels = ctx.kernels
     parts = {c: kernels[c] for c in IDENTITY if c in kernels.columns}
     if "kind" not in parts:
-        labels = kernel_names.parsed_names(kernels)["kernel_family"].map(kernel_names.FAMILY_KIND)
+        labels = names(ctx)["kernel_family"].map(kernel_names.FAMILY_KIND)
         parts["kind"] = pd.Series(pd.Categorical(labels.astype(object).fillna("other")), index=kernels.index)
     parts["time_ns"] = pd.Series(metric(kernels, "gpu__time_duration.sum"), index=kernels.index)
 
@@ -244,11 +245,11 @@ def _compute(kernels: pd.DataFrame, ids: list[str]) -> ViewsResult:
     # the gap's views always run (their figures feed it); only the requested ones are validated
     for view in [v for v in VIEWS if v in ids or v in GAP_VIEWS]:
         module = VIEWS[view]
-        figures = module.compute(kernels)
+        figures = module.compute(ctx)
         figure_frames.append(figures.drop(columns=[c for c in figures if c in parts]))
         if view not in ids:
             continue
-        checked = module.validate(kernels, figures)
+        checked = module.validate(ctx, figures)
         validation[f"validation_{view}"] = checked["status"]
         validation[f"validation_detail_{view}"] = checked["detail"]
     columns = dict(parts)
@@ -258,4 +259,4 @@ def _compute(kernels: pd.DataFrame, ids: list[str]) -> ViewsResult:
     columns.update(validation)
     # copy=False: a million rows of ~100 figures are not copied into one block
     result = pd.DataFrame(columns, index=kernels.index, copy=False)
-    return _assemble(result, ids, _devices(kernels, result))
+    return _assemble(result, ids, _devices(ctx, result))

@@ -11,6 +11,7 @@ import pandas as pd
 
 from views import device
 from views.common import Checks, metric, safe_div
+from views.context import Context
 
 ID = "V1"
 TITLE = "Time and SM activity"
@@ -31,7 +32,8 @@ CLOCK_FLOOR_SHARE = 0.3
 CLOCK_CEILING_SHARE = 1.02
 
 
-def compute(kernels: pd.DataFrame) -> pd.DataFrame:
+def compute(ctx: Context) -> pd.DataFrame:
+    kernels = ctx.kernels
     time_ns = metric(kernels, "gpu__time_duration.sum")
     elapsed = metric(kernels, "sm__cycles_elapsed.avg")
     return pd.DataFrame({
@@ -42,9 +44,10 @@ def compute(kernels: pd.DataFrame) -> pd.DataFrame:
     }, index=kernels.index, copy=False)
 
 
-def validate(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
+    kernels = ctx.kernels
     clock = figures["sm_clock_ghz"].to_numpy()
-    top = device.max_clock_hz(kernels) / 1e9
+    top = device.max_clock_hz(ctx) / 1e9
     low, high = CLOCK_FLOOR_SHARE * top, CLOCK_CEILING_SHARE * top
     checks = Checks(len(kernels))
     checks.na(np.isnan(clock), "needs sm__cycles_elapsed.avg and gpu__time_duration.sum")

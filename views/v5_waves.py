@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from views import device, v3_fill, v4_occupancy
+from views import device, v4_occupancy
 from views.common import Checks, metric, safe_div
+from views.context import Context, grid_blocks
 
 ID = "V5"
 TITLE = "Wave quantization and tail"
@@ -25,10 +26,11 @@ ABS_TOLERANCE = 0.0051
 REL_TOLERANCE = 0.001
 
 
-def compute(kernels: pd.DataFrame) -> pd.DataFrame:
-    sms = device.sm_count(kernels)
-    grid = v3_fill.grid_blocks(kernels)
-    recomputed = safe_div(grid, sms * v4_occupancy.blocks_per_sm(kernels))
+def compute(ctx: Context) -> pd.DataFrame:
+    kernels = ctx.kernels
+    sms = device.sm_count(ctx)
+    grid = grid_blocks(ctx)
+    recomputed = safe_div(grid, sms * v4_occupancy.blocks_per_sm(ctx))
     waves = metric(kernels, WAVES)
     # ncu's waves are rounded to 0.01 (a 2-block grid shows 0.00): use the exact count when known
     exact = np.where(np.isnan(recomputed), waves, recomputed)
@@ -42,7 +44,8 @@ def compute(kernels: pd.DataFrame) -> pd.DataFrame:
     }, index=kernels.index, copy=False)
 
 
-def validate(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
+    kernels = ctx.kernels
     waves = figures["waves"].to_numpy()
     recomputed = figures["waves_recomputed"].to_numpy()
     cluster = metric(kernels, "launch__cluster_size")

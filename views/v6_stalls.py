@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from views.common import Checks, categorical, metric, safe_div
+from views.context import Context
 
 ID = "V6"
 TITLE = "Stall signature"
@@ -61,7 +62,8 @@ def _add(columns: list[np.ndarray]) -> np.ndarray:
     return total
 
 
-def compute(kernels: pd.DataFrame) -> pd.DataFrame:
+def compute(ctx: Context) -> pd.DataFrame:
+    kernels = ctx.kernels
     present = [r for r in REASONS if reason_metric(r) in kernels.columns]
     values = {r: metric(kernels, reason_metric(r)) for r in present}
     n = len(kernels)
@@ -100,7 +102,8 @@ def compute(kernels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, index=kernels.index, copy=False)
 
 
-def validate(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
+    kernels = ctx.kernels
     total = figures["stall_sum"].to_numpy()
     expected = metric(kernels, WARPS_PER_ISSUE)
     time_ns = metric(kernels, "gpu__time_duration.sum")
