@@ -33,11 +33,10 @@ import numpy as np
 import pandas as pd
 
 from reports.formatting import is_missing
-from reports.gate_rules import (DEFAULT_RULES, FIGURES, GROUP_BY, Figure, Rule, RulesError,
-                                load_rules, parse_rules)
+from reports.gate_rules import (DEFAULT_RULES, GROUP_BY, Rule, RulesError, load_rules, parse_rules)
 from reports.gate_stats import mann_whitney_u, smallest_p_value
 
-__all__ = ["DEFAULT_RULES", "FIGURES", "GROUP_BY", "Figure", "Rule", "RulesError", "load_rules",
+__all__ = ["DEFAULT_RULES", "GROUP_BY", "Rule", "RulesError", "load_rules",
            "parse_rules", "Run", "Comparison", "GateResult", "run_gate", "compare_rule",
            "kernel_changes", "cannot_judge", "describe_method",
            "EXIT_PASS", "EXIT_REGRESSION", "EXIT_CANNOT_JUDGE"]

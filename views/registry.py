@@ -1,18 +1,26 @@
-"""The eight views, the metric list they need, and the function that runs them.
+"""The eight views, the catalog of their figures, the metric list they need, and the function
+that runs them.
 
-`required_metrics` derives the ncu `--metrics` list from the view modules' METRICS: the profiler
-collects exactly what the views read, and there is no second list to keep in step.
+A view is one module: ID, TITLE, METRICS (the ncu metrics it reads), FIGURES (catalog.Figure: what
+each column it computes is, for the reports), compute(ctx) and validate(ctx, figures). VIEWS below
+is the one list of them: everything else (the metric list the profiler collects, the group figures,
+the JSON keys, the terminal's and the report's tables, the gate's figures) is derived from the
+modules, so adding a view touches its module and that list only.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
+from views.catalog import MEAN, MODE, RATIO, SUM, Figure
 from views.common import STATUSES, metric
 from views.context import Context, names
 from views import (device, gap as gap_module, grouping, kernel_names, v1_time, v2_tensor, v3_fill,
@@ -24,12 +32,51 @@ VIEWS = {m.ID: m for m in (v1_time, v2_tensor, v3_fill, v4_occupancy, v5_waves, 
 IDENTITY = ("kernel_id", "kernel_name", "nvtx_stack", "phase", "role", "role_source", "kind", "shape_m",
             "shape_n", "shape_k", "attn_batch", "attn_heads", "attn_q_len", "attn_kv_len", "attn_head_dim",
             "attn_causal", "grid_blocks", "block_threads", "device", "cc", "process_id", "run_id")
-# VIEWS.md "Machine-readable output": the keys every kernel carries (null when not computed).
-JSON_KERNEL_KEYS = ("id", "name", "phase", "role", "time_ns", "sm_active_pct", "sm_throughput_pct",
-                    "kind", "tensor_pipe_pct", "tensor_ops", "mma_path", "fill", "useful_tensor_pct",
-                    "achieved_occupancy_pct", "theoretical_occupancy_pct", "occupancy_limiter", "waves",
-                    "wave_efficiency", "top_stall", "dram_bytes", "intensity", "kernel_family", "tile",
-                    "split_k")
+# The identity every kernel's JSON record opens with (kernel_id and kernel_name under short names).
+JSON_IDENTITY = {"id": "kernel_id", "name": "kernel_name", "phase": "phase", "role": "role", "kind": "kind"}
+# V8's per phase and role summary of what ran (ViewsResult.selection).
+SELECTION_VIEW = v8_selection.ID
+
+
+def figures() -> Mapping[str, Figure]:
+    """The catalog: every figure the views declare, by column, in view order, each with its view."""
+    return _catalog(tuple(VIEWS.values()))
+
+
+@functools.lru_cache(maxsize=4)
+def _catalog(modules: tuple) -> Mapping[str, Figure]:
+    catalog: dict[str, Figure] = {}
+    for module in modules:
+        for figure in module.FIGURES:
+            if figure.column in catalog:
+                raise ValueError(f"{module.ID} declares {figure.column}, which "
+                                 f"{catalog[figure.column].view} declares already")
+            catalog[figure.column] = replace(figure, view=module.ID)
+    return MappingProxyType(catalog)
+
+
+def view_figures(view: str) -> list[Figure]:
+    """One view's figures, in its order."""
+    return [f for f in figures().values() if f.view == view]
+
+
+def title(view: str) -> str:
+    return VIEWS[view].TITLE
+
+
+def json_kernel_keys() -> tuple[str, ...]:
+    """The keys every kernel's JSON record carries (null when its view did not run): the identity
+    and each view's summary figures."""
+    return (*JSON_IDENTITY, *(c for c, f in figures().items() if f.summary))
+
+
+def gap_views() -> list[str]:
+    """The views whose figures the gap (headline -> useful) reads: they are computed whatever is
+    asked."""
+    catalog = figures()
+    owners = {v for c in gap_module.STEPS + gap_module.EXPLAINERS if c in catalog
+              for v in catalog[c].vouched_by}
+    return [v for v in VIEWS if v in owners]
 
 
 def view_ids(requested=None) -> list[str]:
@@ -56,14 +103,10 @@ def required_metrics(view_ids_=None) -> list[str]:
     return list(seen)
 
 
-# The gap (headline -> useful) reads these views' figures: they are computed whatever is asked.
-GAP_VIEWS = ("V1", "V2", "V3", "V4", "V5", "V6")
-
-
 def input_columns(view_ids_=None) -> list[str]:
     """The kernels-table columns the views (and the gap) read: identity, metrics, device attributes.
     A store reads only these (the others of a `--set full` capture are thousands)."""
-    ids = sorted(set(view_ids(view_ids_)) | set(GAP_VIEWS))
+    ids = sorted(set(view_ids(view_ids_)) | set(gap_views()))
     return list(dict.fromkeys(list(IDENTITY) + required_metrics(ids) + device.DEVICE_METRICS))
 
 
@@ -119,10 +162,11 @@ class ViewsResult:
     def to_dict(self, run=None) -> dict:
         k = self.kernels
         frame = pd.DataFrame(index=k.index)
-        for key in JSON_KERNEL_KEYS:
-            source = {"id": "kernel_id", "name": "kernel_name"}.get(key, key)
+        keys = json_kernel_keys()
+        for key in keys:
+            source = JSON_IDENTITY.get(key, key)
             frame[key] = k[source].astype(object) if source in k else None
-        extra = [c for c in k.columns if c not in IDENTITY and c not in JSON_KERNEL_KEYS
+        extra = [c for c in k.columns if c not in IDENTITY and c not in keys
                  and not c.startswith("validation_")]
         for column in extra:
             frame[column] = k[column].astype(object)
@@ -150,25 +194,29 @@ def _as_list(value) -> list:
     return [value] if isinstance(value, str) else list(value)
 
 
-def _group_spec(ids: list[str]):
-    figures, sums, ratios = [], [], {}
-    for view in [v for v in VIEWS if v in ids or v in GAP_VIEWS]:
-        module = VIEWS[view]
-        figures += getattr(module, "GROUP_FIGURES", [])
-        sums += getattr(module, "GROUP_SUMS", [])
-        ratios.update(getattr(module, "GROUP_RATIOS", {}))
-    return figures, sums, ratios
+def _computed_views(ids: list[str]) -> list[str]:
+    """The views that run: those asked for, and those the gap reads."""
+    gap = gap_views()
+    return [v for v in VIEWS if v in ids or v in gap]
+
+
+def _group_spec(ids: list[str]) -> grouping.GroupSpec:
+    computed = _computed_views(ids)
+    shown = [f for f in figures().values() if f.view in computed]
+    return grouping.GroupSpec(means=[f.column for f in shown if f.aggregate == MEAN],
+                              sums=[f.column for f in shown if f.aggregate == SUM],
+                              ratios={f.column: f.ratio_of for f in shown if f.aggregate == RATIO},
+                              modes={f.column: f.mode_fallback for f in shown if f.aggregate == MODE})
 
 
 def _assemble(kernels: pd.DataFrame, ids: list[str], devices: pd.DataFrame,
               total_time_ns: float | None = None) -> ViewsResult:
-    figures, sums, ratios = _group_spec(ids)
     if total_time_ns is None:
         time_ns = kernels["time_ns"].to_numpy(dtype=float)
         total_time_ns = float(time_ns.sum()) if len(time_ns) and not np.isnan(time_ns).any() else float("nan")
-    groups, phases = grouping.groups_and_phases(kernels, figures, sums, ratios, ids, total_time_ns)
+    groups, phases = grouping.groups_and_phases(kernels, _group_spec(ids), ids, total_time_ns)
     gap = gap_module.gap(grouping.order(pd.concat([groups, phases], ignore_index=True)))
-    selection = (v8_selection.selection(kernels) if "V8" in ids else
+    selection = (v8_selection.selection(kernels) if SELECTION_VIEW in ids else
                  pd.DataFrame(columns=v8_selection.SELECTION_COLUMNS))
     return ViewsResult(kernels, groups, gap, selection, devices, ids, total_time_ns)
 
@@ -243,7 +291,7 @@ def _compute(ctx: Context, ids: list[str]) -> ViewsResult:
 
     figure_frames, validation = [], {}
     # the gap's views always run (their figures feed it); only the requested ones are validated
-    for view in [v for v in VIEWS if v in ids or v in GAP_VIEWS]:
+    for view in _computed_views(ids):
         module = VIEWS[view]
         figures = module.compute(ctx)
         figure_frames.append(figures.drop(columns=[c for c in figures if c in parts]))

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from views import device
+from views.catalog import HIGHER, LOWER, MEAN, NEITHER, SUM, Figure
 from views.common import Checks, metric, safe_div
 from views.context import Context
 
@@ -23,7 +24,18 @@ METRICS = [
     "device__attribute_max_gpu_frequency_khz",
     "device__attribute_clock_rate",
 ]
-GROUP_FIGURES = ["sm_throughput_pct", "sm_active_pct", "sm_clock_ghz"]
+FIGURES = (
+    Figure("time_ns", "time", "ns", LOWER, SUM, "gpu__time_duration.sum: the kernel's duration",
+           summary=True),
+    Figure("sm_throughput_pct", "SM throughput", "%", HIGHER, MEAN,
+           "sm__throughput.avg.pct_of_peak_sustained_elapsed: the headline, what tools call SM "
+           "utilization (the busiest of many SM unit throughputs)", summary=True),
+    Figure("sm_active_pct", "SM active", "%", HIGHER, MEAN,
+           "100 x sm__cycles_active.avg / sm__cycles_elapsed.avg: how much of the elapsed time the "
+           "SMs had any work", summary=True),
+    Figure("sm_clock_ghz", "SM clock", "GHz", NEITHER, MEAN,
+           "sm__cycles_elapsed.avg / gpu__time_duration.sum: the SM clock the kernel ran at"),
+)
 
 # The SM clock must lie between this share of the device's boost clock and the boost clock itself
 # (+2 % for rounding). Seen on the H200: 1.57 to 1.97 GHz against 1.98. A wrong rollup (.sum, ×132)

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from views import device
+from views.catalog import HIGHER, KERNEL, MEAN, MODE, NEITHER, SUM, Figure
 from views.common import Checks, choose, metric, safe_div
 from views.context import Context
 
@@ -39,8 +40,20 @@ GMMA_INST = "sm__inst_executed_pipe_tensor_op_gmma.sum"
 HFMA2_INST = "sm__inst_executed_pipe_tensor_op_hmma_type_hfma2.sum"
 METRICS = ([TENSOR_PIPE, TENSOR_PIPE_ELAPSED, "sm__cycles_active.avg", "launch__sm_count",
             HMMA_INST, GMMA_INST, HFMA2_INST] + [c for c, _, _ in OPS_COUNTERS])
-GROUP_FIGURES = ["tensor_pipe_pct", "tensor_pipe_elapsed_pct"]
-GROUP_SUMS = ["tensor_ops"]
+FIGURES = (
+    Figure("tensor_pipe_pct", "tensor pipe", "%", HIGHER, MEAN,
+           f"{TENSOR_PIPE}: the share of active cycles the tensor pipe was busy", summary=True),
+    Figure("tensor_pipe_elapsed_pct", "tensor elapsed", "%", HIGHER, MEAN,
+           f"{TENSOR_PIPE_ELAPSED}: the same share of elapsed cycles"),
+    Figure("tensor_ops", "tensor ops", "ops", NEITHER, SUM,
+           "the sum of the dense sm__ops_path_tensor_* counters: the MMA work (one op is one FLOP)",
+           summary=True),
+    Figure("mma_path", "MMA path", "text", NEITHER, MODE,
+           "gmma when wgmma ops were counted, hmma when only mma.sync ops, none when neither",
+           mode_fallback="none", summary=True),
+    Figure("tensor_ops_per_cycle_per_sm", "ops per busy cycle per SM", "ops/cycle/SM", NEITHER, KERNEL,
+           "tensor_ops / (tensor-pipe busy cycles summed over SMs): the rate the validation checks"),
+)
 
 # Bytes per input element of each input type (V7 weighs a GEMM's weights with it).
 ELEMENT_BYTES = {"16bit": 2.0, "tf32": 4.0, "8bit": 1.0}

@@ -12,14 +12,27 @@ import numpy as np
 import pandas as pd
 
 from views import v2_tensor
+from views.catalog import HIGHER, KERNEL, MEAN, NEITHER, RATIO, Figure
 from views.common import Checks, metric, safe_div
 from views.context import Context, geometry, kind_is, names, shapes
 
 ID = "V3"
 TITLE = "Fragment fill"
 METRICS = [v2_tensor.TENSOR_PIPE, "launch__grid_size"] + [c for c, _, _ in v2_tensor.OPS_COUNTERS]
-GROUP_FIGURES = ["useful_tensor_pct"]
-GROUP_RATIOS = {"fill": ("useful_flops", "tensor_ops")}
+FIGURES = (
+    Figure("useful_flops", "useful FLOPs", "FLOP", NEITHER, KERNEL,
+           "2·M·N·K for a GEMM; 4·B·H·Sq·Skv·D for attention (halved when causal); from the NVTX "
+           "shapes"),
+    Figure("fill", "fill", "ratio", HIGHER, RATIO, "useful FLOPs / tensor ops: the share of the "
+           "tensor work that was not padding", ratio_of=("useful_flops", "tensor_ops"),
+           rests_on=("V2",), summary=True),
+    Figure("predicted_fill", "predicted fill", "ratio", NEITHER, KERNEL,
+           "M·N·K / the problem padded to whole tiles of the kernel's name: what the validation "
+           "expects of a GEMM's fill"),
+    Figure("useful_tensor_pct", "useful tensor", "%", HIGHER, MEAN,
+           "tensor pipe x fill: the tensor work that was useful, the figure the headline should "
+           "have been", rests_on=("V2",), summary=True),
+)
 
 TOLERANCE = 0.05
 

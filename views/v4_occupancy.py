@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from views import device
+from views.catalog import HIGHER, KERNEL, MEAN, MODE, NEITHER, Figure
 from views.common import Checks, categorical, first_metric, metric, safe_div
 from views.context import Context
 
@@ -22,7 +23,17 @@ ACHIEVED = "sm__warps_active.avg.pct_of_peak_sustained_active"
 THEORETICAL = "sm__maximum_warps_per_active_cycle_pct"
 METRICS = [ACHIEVED, THEORETICAL, "launch__block_size", "device__attribute_max_warps_per_multiprocessor"
            ] + LIMIT_METRICS
-GROUP_FIGURES = ["achieved_occupancy_pct", "theoretical_occupancy_pct"]
+FIGURES = (
+    Figure("achieved_occupancy_pct", "occupancy", "%", HIGHER, MEAN,
+           f"{ACHIEVED}: warps resident per active cycle against the SM's maximum", summary=True),
+    Figure("theoretical_occupancy_pct", "theoretical", "%", NEITHER, MEAN,
+           f"{THEORETICAL}: what the launch allows", summary=True),
+    Figure("occupancy_limiter", "limiter", "text", NEITHER, MODE,
+           "the resource of the launch__occupancy_limit_* counters that allows the fewest blocks "
+           "per SM (ties joined with +)", summary=True),
+    Figure("blocks_per_sm", "blocks per SM", "count", NEITHER, KERNEL,
+           "the fewest blocks any resource allows per SM"),
+)
 
 ABS_TOLERANCE_PCT = 0.01  # ncu prints percentages to 0.01
 ACHIEVED_SLACK_PCT = 1.0

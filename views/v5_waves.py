@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from views import device, v4_occupancy
+from views.catalog import HIGHER, KERNEL, MEAN, NEITHER, Figure
 from views.common import Checks, metric, safe_div
 from views.context import Context, grid_blocks
 
@@ -19,7 +20,19 @@ TITLE = "Wave quantization and tail"
 WAVES = "launch__waves_per_multiprocessor"
 METRICS = [WAVES, "launch__grid_size", "launch__sm_count", "launch__cluster_size",
            "sm__cycles_active.avg", "sm__cycles_active.max"] + v4_occupancy.LIMIT_METRICS
-GROUP_FIGURES = ["wave_efficiency", "sm_coverage", "sm_imbalance"]
+FIGURES = (
+    Figure("waves", "waves", "waves", NEITHER, KERNEL, f"{WAVES}: the grid in waves of (SMs x "
+           "blocks per SM) blocks", summary=True),
+    Figure("wave_efficiency", "wave efficiency", "ratio", HIGHER, MEAN,
+           "waves / ceil(waves): the average share of block slots busy across the waves",
+           summary=True),
+    Figure("sm_coverage", "SM coverage", "share", HIGHER, MEAN,
+           "min(1, grid blocks / SMs): the share of SMs a grid of less than one wave reaches"),
+    Figure("sm_imbalance", "SM balance", "ratio", HIGHER, MEAN,
+           "sm__cycles_active.avg / sm__cycles_active.max: 1 when every SM was busy as long"),
+    Figure("waves_recomputed", "waves recomputed", "waves", NEITHER, KERNEL,
+           "grid blocks / (SMs x blocks per SM): what the validation holds ncu's waves against"),
+)
 
 # ncu prints waves to 0.01; a few more digits of slack for large wave counts
 ABS_TOLERANCE = 0.0051

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from views.catalog import HIGHER, KERNEL, MEAN, MODE, NEITHER, Figure
 from views.common import Checks, categorical, metric, safe_div
 from views.context import Context
 
@@ -37,8 +38,24 @@ def reason_metric(reason: str) -> str:
 
 
 METRICS = [reason_metric(r) for r in REASONS] + [WARPS_PER_ISSUE, ISSUE_ACTIVE, "gpu__time_duration.sum"]
-GROUP_FIGURES = ["issue_active_pct"] + [f"stall_{f}_share" for f in FAMILIES]
-# A group's top stall is the one that tops the most of its time (grouping.finish).
+FIGURES = (
+    Figure("issue_active_pct", "issue active", "%", HIGHER, MEAN,
+           f"{ISSUE_ACTIVE}: the share of active cycles a warp was issued"),
+    Figure("stall_sum", "stall sum", "warps/issue", NEITHER, KERNEL,
+           "the sum of the stall reasons: what the validation holds against ncu's warps per issue"),
+    *(Figure(f"stall_{family}_share", f"{family} stalls", "share", NEITHER, MEAN,
+             f"the {family} reasons ({', '.join(reasons)}) as a share of the stall sum")
+      for family, reasons in FAMILIES.items()),
+    # a group's top stall is the one that tops the most of its time
+    Figure("top_stall", "top stall", "text", NEITHER, MODE,
+           "the reason most warps waited on (selected, the warp that issued, left out)", summary=True),
+    Figure("top_stall_share", "top stall share", "share", NEITHER, KERNEL,
+           "the top stall's share of the stall sum"),
+    *(figure for rank, word in ((2, "second"), (3, "third")) for figure in (
+        Figure(f"stall_{rank}", f"{word} stall", "text", NEITHER, KERNEL, f"the {word} most waited-on reason"),
+        Figure(f"stall_{rank}_share", f"{word} stall share", "share", NEITHER, KERNEL,
+               f"the {word} stall's share of the stall sum"))),
+)
 
 TOLERANCE = 0.10
 MIN_DURATION_NS = 5000.0

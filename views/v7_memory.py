@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from views import device, v2_tensor
+from views.catalog import HIGHER, KERNEL, LOWER, MEAN, MODE, NEITHER, RATIO, SUM, Figure
 from views.common import Checks, categorical, combine, metric, safe_div
 from views.context import Context, kind_is, shapes
 
@@ -29,9 +30,26 @@ METRICS = ([DRAM_READ, DRAM_WRITE, DRAM_PCT, L2_HIT, "gpu__time_duration.sum", "
             "device__attribute_max_gpu_frequency_khz", "device__attribute_memory_clock_rate",
             "device__attribute_global_memory_bus_width"]
            + [c for c, _ in FP32_COUNTERS.values()] + [c for c, _, _ in v2_tensor.OPS_COUNTERS])
-GROUP_FIGURES = ["dram_pct", "l2_hit_pct"]
-GROUP_SUMS = ["dram_bytes", "flops"]
-GROUP_RATIOS = {"intensity": ("flops", "dram_bytes")}
+FIGURES = (
+    Figure("dram_bytes", "DRAM bytes", "bytes", LOWER, SUM, f"{DRAM_READ} + {DRAM_WRITE}", summary=True),
+    Figure("dram_read_bytes", "DRAM read", "bytes", LOWER, KERNEL, DRAM_READ),
+    Figure("dram_pct", "DRAM busy", "%", HIGHER, MEAN, f"{DRAM_PCT}: DRAM throughput against its peak"),
+    Figure("l2_hit_pct", "L2 hit", "%", HIGHER, MEAN, L2_HIT),
+    Figure("flops", "FLOPs", "FLOP", NEITHER, SUM,
+           "tensor ops + 2 x FP32 FMA + FP32 add + FP32 multiply (sm__sass_thread_inst_executed_op_*)"),
+    Figure("intensity", "intensity", "FLOP/byte", HIGHER, RATIO, "FLOPs / DRAM bytes",
+           ratio_of=("flops", "dram_bytes"), summary=True),
+    Figure("ridge_flops_per_byte", "ridge", "FLOP/byte", NEITHER, KERNEL,
+           "the device's peak FLOP/s on the kernel's path / its DRAM peak"),
+    Figure("bound", "bound", "text", NEITHER, MODE,
+           "memory below the ridge, compute at or above it", summary=True),
+    Figure("roofline_pct", "of roofline", "%", HIGHER, KERNEL,
+           "the FLOP/s (compute-bound) or DRAM bytes/s (memory-bound) attained against the roof"),
+    Figure("implied_dram_peak_bytes_per_s", "implied DRAM peak", "bytes/s", NEITHER, KERNEL,
+           "DRAM bytes / time / (DRAM busy / 100), where DRAM is at least 1 % busy"),
+    Figure("dram_peak_bytes_per_s", "DRAM peak", "bytes/s", NEITHER, KERNEL,
+           "the median implied peak of the kernel's device, else memory clock x bus width x 2"),
+)
 
 PEAK_TOLERANCE = 0.05
 # Below 1 % of peak, a percentage printed to 0.01 is too coarse to imply a peak (±0.5 % at 1 %).

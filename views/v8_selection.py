@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from views import device, grouping, v2_tensor, v4_occupancy
+from views.catalog import KERNEL, NEITHER, Figure
 from views.common import Checks, combine, metric
 from views.context import Context, geometry, grid_blocks, kind_is, names, shapes
 
@@ -21,7 +22,29 @@ ID = "V8"
 TITLE = "Kernel selection"
 METRICS = [v2_tensor.GMMA_INST, v2_tensor.HMMA_INST, "launch__grid_size", "launch__cluster_size",
            "launch__sm_count"] + v4_occupancy.LIMIT_METRICS + [c for c, _, _ in v2_tensor.OPS_COUNTERS]
-GROUP_FIGURES: list[str] = []
+FIGURES = (
+    Figure("kernel_family", "kernel family", "text", NEITHER, KERNEL,
+           "the library the name says: cublaslt_nvjet, cutlass, cudnn_sdpa, flash_attention, ...",
+           summary=True),
+    Figure("tile", "tile", "text", NEITHER, KERNEL, "the tile the name says, in the library's terms",
+           summary=True),
+    Figure("split_k", "split-K", "flag", NEITHER, KERNEL,
+           "a GEMM whose name says split-K, or that a split-K reduce follows", summary=True),
+    Figure("split_k_factor", "split-K factor", "count", NEITHER, KERNEL,
+           "grid blocks / tiles, when the name says split-K"),
+    Figure("persistent", "persistent", "flag", NEITHER, KERNEL,
+           "a GEMM whose name says so, or whose grid is the device's co-resident capacity"),
+    Figure("arch_path", "architecture path", "text", NEITHER, KERNEL,
+           "the architecture and MMA instruction the name says, e.g. sm90 wgmma", summary=True),
+    Figure("arch_behind_device", "older than the device", "flag", NEITHER, KERNEL,
+           "built for an older architecture than the device it ran on"),
+    Figure("claimed_path", "claimed MMA path", "text", NEITHER, KERNEL,
+           "the tensor path (gmma, hmma) the name's MMA instruction implies"),
+    Figure("tile_count", "tiles", "count", NEITHER, KERNEL,
+           "the tiles (times the split-K factor) that cover the problem shape"),
+    Figure("grid_matches_tiles", "grid matches tiles", "flag", NEITHER, KERNEL,
+           "1 when the grid is one block per tile, in either orientation"),
+)
 SELECTION_KINDS = ("gemm", "attention", "splitk_reduce")
 SELECTION_COLUMNS = ["phase", "role", "kind", "choice", "kernels", "time_ns", "changed"]
 
