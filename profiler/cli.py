@@ -212,12 +212,12 @@ def _views_of_run(the_store, ref: Optional[str]):
 
 def _check_filter(phase: Optional[str], role: Optional[str]) -> None:
     from profiler.errors import BadInput
-    from profiler.ingest.nvtx import PHASES, ROLES
+    from views.vocabulary import KERNEL_ROLES, PHASE_ORDER
 
-    if phase and phase not in PHASES + ("other",):
-        raise BadInput(f"--phase {phase}: expected one of {', '.join(PHASES + ('other',))}")
-    if role and role not in ROLES + ("gemm", "other"):
-        raise BadInput(f"--role {role}: expected one of {', '.join(ROLES + ('gemm', 'other'))}")
+    if phase and phase not in PHASE_ORDER:
+        raise BadInput(f"--phase {phase}: expected one of {', '.join(PHASE_ORDER)}")
+    if role and role not in KERNEL_ROLES:
+        raise BadInput(f"--role {role}: expected one of {', '.join(KERNEL_ROLES)}")
 
 
 def _write_html(output: Path, data, baseline=None, phase=None, role=None) -> int:

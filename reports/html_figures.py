@@ -10,9 +10,10 @@ from typing import Optional
 
 import pandas as pd
 
-from reports.html_text import (PHASE_ORDER, STALL_FAMILIES, _order_key, col, group_label,
-                               is_missing, numbers, plot_text, short_name, sort_groups)
+from reports.html_text import (PHASE_ORDER, _order_key, col, group_label, is_missing, numbers,
+                               plot_text, short_name, sort_groups)
 from views import gap as gap_figures, registry
+from views.vocabulary import STALL_FAMILIES
 
 PHASE_COLORS = {"cold_prefill": "#4c78a8", "warm_prefill": "#72b7b2", "prefill": "#4c78a8",
                 "decode": "#f58518", "other": "#9d9d9d"}

@@ -18,11 +18,8 @@ import pandas as pd
 from reports.formatting import bytes_text, is_missing, number_text, short_kernel_name, time_text
 from views import registry
 from views.catalog import HIGHER, LOWER
-
-PHASE_ORDER = ("cold_prefill", "warm_prefill", "prefill", "decode", "other")
-ROLE_ORDER = ("qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj", "elementwise", "gemm",
-              "other", "all")
-STALL_FAMILIES = ("memory", "compute", "tensor", "sync", "scheduling")
+from views.grouping import ROLE_ORDER
+from views.vocabulary import PHASE_ORDER
 
 # A change against a baseline worse than this, in the direction the catalog calls worse, is marked;
 # the CI gate (reports/gate.py) owns real statistics.

@@ -14,6 +14,7 @@ from reports import html as report
 from tests.conftest import DATA, TARGETED_SHAPES
 from tests.report_cases import (HOSTILE_NAME, HOSTILE_PHASE_MESSAGE, HOSTILE_ROLE_MESSAGE,
                                 HOSTILE_RUN_NAME, hostile_capture, views_input)
+from views.vocabulary import STALL_FAMILIES
 
 SECTIONS = ["gap", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "kernels", "validation"]
 
@@ -330,11 +331,10 @@ def test_stall_families_are_shares_of_stalled_cycles(targeted):
     result, text, page = targeted
     table = page.table("v6")
     groups = result.groups.set_index(["phase", "role"])
-    families = ("memory", "compute", "tensor", "sync", "scheduling")
     for _, row in table.iterrows():
-        shares = [float(row[f"{f} stalls"].rstrip(" %")) for f in families]
+        shares = [float(row[f"{f} stalls"].rstrip(" %")) for f in STALL_FAMILIES]
         assert sum(shares) == pytest.approx(100, abs=0.5)  # the five families cover every reason
         expected = groups.loc[(row["phase"], row["role"]), "stall_memory_share"] * 100
         assert row["memory stalls"] == f"{expected:.3g} %"
     stacked = figures_of(text)["fig-v6"]["data"]
-    assert [t["name"] for t in stacked] == ["memory", "compute", "tensor", "sync", "scheduling"]
+    assert [t["name"] for t in stacked] == list(STALL_FAMILIES)

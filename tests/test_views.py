@@ -15,6 +15,7 @@ import pytest
 
 from views import registry
 from views.registry import VIEWS, compute_views, required_metrics
+from views.vocabulary import GEMM_ROLES, STALL_FAMILIES
 
 HMMA_INST = "sm__inst_executed_pipe_tensor_op_hmma.sum"
 
@@ -183,7 +184,7 @@ def test_stall_signature_of_a_decode_gemm(targeted):
     qkv = rows(targeted, phase="decode", role="qkv_proj", kind="gemm")
     assert (qkv["top_stall"] == "long_scoreboard").all()
     assert (qkv["stall_memory_share"] > 0.5).all()
-    shares = qkv[[f"stall_{f}_share" for f in ("memory", "compute", "tensor", "sync", "scheduling")]]
+    shares = qkv[[f"stall_{f}_share" for f in STALL_FAMILIES]]
     assert shares.sum(axis=1).to_numpy() == pytest.approx(1.0)
 
 
@@ -257,7 +258,7 @@ def test_grids_agree_with_tiles_and_shapes(targeted):
     # decode: one block per tile (x3 for the split-K); prefill qkv/gate_up: persistent, 132 blocks
     assert (rows(targeted, phase="decode", role="qkv_proj", kind="gemm")["tile_count"] == 48).all()
     persistent = gemm[gemm["persistent"] == True]  # noqa: E712
-    assert set(persistent["role"]) == {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
+    assert set(persistent["role"]) == set(GEMM_ROLES)
     assert set(gemm[gemm["grid_matches_tiles"] == 0]["role"]) == {"qkv_proj", "gate_up_proj"}
 
 
@@ -314,7 +315,7 @@ def test_filter_recomputes_groups(targeted):
     only = targeted.filter(phase="decode", kernel="nvjet")
     assert set(only.kernels["phase"]) == {"decode"}
     assert only.kernels["kernel_name"].str.startswith("nvjet").all()
-    assert set(only.groups["role"]) == {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
+    assert set(only.groups["role"]) == set(GEMM_ROLES)
     qkv = only.groups[only.groups["role"] == "qkv_proj"].iloc[0]
     assert qkv["kernels"] == 8
     # time shares stay shares of the whole run

@@ -44,15 +44,15 @@ def _parse_names(ctx: Context) -> pd.DataFrame:
 
 
 def kind_is(ctx: Context, *kinds: str) -> np.ndarray:
-    """The kernels table's `kind` is one of `kinds`; without a `kind` column, the name's family."""
+    """The kernels table's `kind` is one of `kinds`; without a `kind` column, the kind the name
+    parser gives (the one ingest stores)."""
     return ctx.once(_kind_is, kinds)
 
 
 def _kind_is(ctx: Context, kinds: tuple[str, ...]) -> np.ndarray:
     if "kind" in ctx.kernels.columns:
         return equals(ctx.kernels, "kind", *kinds)
-    families = [f for f, k in kernel_names.FAMILY_KIND.items() if k in kinds]
-    return np.asarray(names(ctx)["kernel_family"].isin(families), dtype=bool)
+    return np.asarray(names(ctx)["kind"].isin(kinds), dtype=bool)
 
 
 def grid_blocks(ctx: Context) -> np.ndarray:

@@ -19,11 +19,10 @@ import numpy as np
 import pandas as pd
 
 from views.common import STATUSES, group_codes
+from views.vocabulary import KERNEL_ROLES, PHASE_ORDER
 
-PHASE_ORDER = ("cold_prefill", "warm_prefill", "decode", "other")
-ROLE_ORDER = ("qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj", "elementwise", "gemm",
-              "other", "all")
 ALL = "all"
+ROLE_ORDER = (*KERNEL_ROLES, ALL)
 KEYS = ["phase", "role"]
 
 

@@ -23,8 +23,8 @@ import pandas as pd
 from views.catalog import MEAN, MODE, RATIO, SUM, Figure
 from views.common import STATUSES, metric
 from views.context import Context, names
-from views import (device, gap as gap_module, grouping, kernel_names, v1_time, v2_tensor, v3_fill,
-                   v4_occupancy, v5_waves, v6_stalls, v7_memory, v8_selection)
+from views import (device, gap as gap_module, grouping, v1_time, v2_tensor, v3_fill, v4_occupancy,
+                   v5_waves, v6_stalls, v7_memory, v8_selection)
 
 VIEWS = {m.ID: m for m in (v1_time, v2_tensor, v3_fill, v4_occupancy, v5_waves, v6_stalls,
                            v7_memory, v8_selection)}
@@ -285,8 +285,7 @@ def _compute(ctx: Context, ids: list[str]) -> ViewsResult:
     kernels = ctx.kernels
     parts = {c: kernels[c] for c in IDENTITY if c in kernels.columns}
     if "kind" not in parts:
-        labels = names(ctx)["kernel_family"].map(kernel_names.FAMILY_KIND)
-        parts["kind"] = pd.Series(pd.Categorical(labels.astype(object).fillna("other")), index=kernels.index)
+        parts["kind"] = pd.Series(names(ctx)["kind"], index=kernels.index)
     parts["time_ns"] = pd.Series(metric(kernels, "gpu__time_duration.sum"), index=kernels.index)
 
     figure_frames, validation = [], {}

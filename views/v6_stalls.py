@@ -16,17 +16,10 @@ import pandas as pd
 from views.catalog import HIGHER, KERNEL, MEAN, MODE, NEITHER, Figure
 from views.common import Checks, categorical, metric, safe_div
 from views.context import Context
+from views.vocabulary import STALL_FAMILIES as FAMILIES
 
 ID = "V6"
 TITLE = "Stall signature"
-FAMILIES = {
-    "memory": ("long_scoreboard", "lg_throttle", "mio_throttle", "short_scoreboard", "tex_throttle",
-               "drain", "imc_miss"),
-    "compute": ("math_pipe_throttle", "wait", "dispatch_stall"),
-    "tensor": ("gmma",),
-    "sync": ("barrier", "membar", "sleeping"),
-    "scheduling": ("not_selected", "selected", "no_instruction", "branch_resolving", "misc"),
-}
 REASONS = tuple(r for reasons in FAMILIES.values() for r in reasons)
 NOT_A_STALL = "selected"
 WARPS_PER_ISSUE = "smsp__average_warps_active_per_issue_active.ratio"

@@ -13,10 +13,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from views import device, grouping, v2_tensor, v4_occupancy
+from views import device, v2_tensor, v4_occupancy
 from views.catalog import KERNEL, NEITHER, Figure
 from views.common import Checks, combine, metric
 from views.context import Context, geometry, grid_blocks, kind_is, names, shapes
+from views.vocabulary import PHASE_ORDER
 
 ID = "V8"
 TITLE = "Kernel selection"
@@ -178,7 +179,7 @@ def selection(result_kernels: pd.DataFrame) -> pd.DataFrame:
                .reset_index())
     for column in ("role", "phase", "kind"):
         grouped[column] = grouped[column].astype(object)
-    rank = {p: i for i, p in enumerate(grouping.PHASE_ORDER)}
+    rank = {p: i for i, p in enumerate(PHASE_ORDER)}
     grouped["phase_rank"] = grouped["phase"].map(rank).fillna(len(rank))
     grouped = grouped.sort_values(["role", "phase_rank", "kind"], kind="stable")
     # what the role ran in its first phase; anything else later is a change

@@ -28,9 +28,9 @@ import time
 from dataclasses import dataclass, field
 
 from profiler.workloads.models import ModelShape, get_model
+from views.vocabulary import PHASES
 
 DOMAIN = "smlens"
-PHASES = ("cold_prefill", "warm_prefill", "decode")
 DTYPES = ("bf16", "fp16", "fp32")
 _NULL = contextlib.nullcontext()
 

@@ -42,6 +42,8 @@ from typing import Optional
 
 import numpy as np
 
+from views.vocabulary import GEMM_ROLES, PHASES
+
 CHAIN_K = 256          # k per FMA chain: with K this fixes every output element's reduction order
 GEMV_MAX_M = 16        # M up to this runs the split-K decode kernel, above it the tile kernel
 K_MULTIPLE = 32        # the fast kernels need K % 32 == 0; other K run the portable kernel
@@ -786,10 +788,6 @@ class GemmCase:
         return f"{self.role} M={self.M} N={self.N} K={self.K} impl={impl}"
 
 
-ROLES = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
-PHASES = ("cold_prefill", "warm_prefill", "decode")
-
-
 def default_phase(M: int) -> str:
     return "decode" if M <= 64 else "warm_prefill"
 
@@ -804,8 +802,8 @@ def parse_shape_item(item: str) -> GemmCase:
         if phase not in PHASES:
             raise BadInput(f"shape {item!r}: phase must be one of {', '.join(PHASES)}")
     role, sep, dims = text.partition(":")
-    if not sep or role not in ROLES:
-        raise BadInput(f"shape {item!r}: write [phase/]role:MxNxK with role one of {', '.join(ROLES)}")
+    if not sep or role not in GEMM_ROLES:
+        raise BadInput(f"shape {item!r}: write [phase/]role:MxNxK with role one of {', '.join(GEMM_ROLES)}")
     try:
         M, N, K = (int(v) for v in dims.lower().split("x"))
     except ValueError:
