@@ -16,8 +16,81 @@ import typer
 
 from profiler.errors import SmlensError
 
+# Plain help (rich_markup_mode=None): option names are never cut to fit a panel.
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="What an NVIDIA GPU is really doing during LLM inference.")
+                  rich_markup_mode=None, help="What an NVIDIA GPU is really doing during LLM inference.")
+
+
+def _metavar(param) -> str:
+    """What a value looks like, in words (typer names the Python type: <list[Path]>)."""
+    from typing import get_args, get_origin
+
+    desc = getattr(param, "type_descriptor", None)  # typer >= 0.20; older typer: click's types
+    kind = getattr(param, "type", None)
+    choices = desc.choices if desc is not None and desc.is_choice else getattr(kind, "choices", None)
+    if choices:
+        return "|".join(str(getattr(c, "value", c)) for c in choices)
+    annotation = getattr(desc, "annotation", None)
+    if get_origin(annotation) is list:
+        annotation = get_args(annotation)[0]
+    if (desc is not None and desc.is_path) or getattr(kind, "name", "") == "path":
+        word = "PATH"
+    else:
+        word = {int: "N", float: "NUMBER"}.get(annotation) or {"integer": "N", "float": "NUMBER"}.get(
+            getattr(kind, "name", ""), "TEXT")
+    if isinstance(param, typer.core.TyperArgument):
+        return param.name.upper().rstrip("S") if word in ("TEXT", "PATH") else word
+    return word
+
+
+class Command(typer.core.TyperCommand):
+    """A command whose help names values in words, with an example under it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for param in self.params:
+            if param.metavar is None and not getattr(param, "is_flag", False):
+                param.metavar = _metavar(param)
+            if isinstance(param, typer.core.TyperArgument) and hasattr(param, "display_type_rich"):
+                param.display_type_rich = lambda ctx: None  # the metavar says it
+
+
+# One example per command, shown under its --help (\b keeps click from re-wrapping it).
+EXAMPLES = {
+    "ingest": "smlens ingest run.csv.gz --name llama-b8 --tag batch=8 --shapes shapes.txt",
+    "runs": "smlens runs --format json",
+    "show": "smlens show latest",
+    "rm": "smlens rm llama-b8",
+    "gate": "smlens gate --baseline tag:branch=main --current latest --markdown gate.md",
+    "views": "smlens views latest --phase decode --view V3,V7 | less -S",
+    "report": "smlens report llama-b8 --baseline llama-b1 --per-token -o compare.html",
+    "demo": "smlens demo -o smlens-demo.html",
+    "profile": "smlens profile --model llama-3.1-8b --batch 1,8 --plan",
+    "doctor": "smlens doctor --deep",
+    "determinism": "smlens bench determinism --batches 1,8,64 --out h200.json",
+    "compare": "smlens bench compare h200.json h100.json",
+}
+
+
+def _example(name: str):
+    return f"\b\nExample:\n  {EXAMPLES[name]}" if name in EXAMPLES else None
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"smlens {version('smlens')}")
+        except PackageNotFoundError:
+            typer.echo("smlens (not installed: run from a source tree)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                       help="Print the version and exit.")):
+    """What an NVIDIA GPU is really doing during LLM inference."""
 
 
 class Format(str, Enum):
@@ -58,7 +131,7 @@ def guarded(func):
 
 def command(func):
     """Register a top-level command (see `guarded`)."""
-    return app.command()(guarded(func))
+    return app.command(cls=Command, epilog=_example(func.__name__))(guarded(func))
 
 
 # --- store: ingest, runs, show, rm ------------------------------------------------------------
@@ -190,8 +263,9 @@ def gate(baseline: Optional[List[str]] = typer.Option(
     if format == Format.json:
         typer.echo(json.dumps(result.to_json(), indent=2))
     else:
-        from rich.console import Console
-        Console().print(render_table(result))
+        from reports.terminal import output_console
+        console = output_console()
+        console.print(render_table(result, width=console.width))
     if error is not None:  # exit 2 whatever the cause: the gate's code for "could not judge"
         raise SmlensError(error, exit_code=2)
     raise typer.Exit(result.exit_code)
@@ -220,14 +294,16 @@ def _check_filter(phase: Optional[str], role: Optional[str]) -> None:
         raise BadInput(f"--role {role}: expected one of {', '.join(KERNEL_ROLES)}")
 
 
-def _write_html(output: Path, data, baseline=None, phase=None, role=None) -> int:
+def _write_html(output: Path, data, baseline=None, phase=None, role=None, tokens=None,
+                base_tokens=None) -> int:
     from profiler.errors import BadInput
     from reports.html import render_report, write_report
 
     if output.is_dir():
         raise BadInput(f"{output} is a folder: give a file name, e.g. -o {output / 'report.html'}")
     try:
-        return write_report(output, render_report(data, baseline, phase=phase, role=role))
+        return write_report(output, render_report(data, baseline, phase=phase, role=role, tokens=tokens,
+                                                  base_tokens=base_tokens))
     except OSError as err:
         raise BadInput(f"cannot write {output}: {err.strerror or err}") from None
 
@@ -277,7 +353,12 @@ def views(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, nam
         raise BadInput(f"run {row['id']} has no kernels for --phase {phase or 'any'}, --role "
                        f"{role or 'any'}, --kernel {kernel or 'any'}")
     if format == ViewsFormat.json:
-        typer.echo(result.to_json(run=row["id"]))
+        import json
+        from views.verdict import verdict
+
+        document = result.to_dict(run=row["id"])
+        document["verdict"] = verdict(result).to_dict()
+        typer.echo(json.dumps(document, allow_nan=False))
     elif format == ViewsFormat.csv:
         sys.stdout.write(kernels_csv(result))
     else:
@@ -291,8 +372,12 @@ ReportOut = typer.Option(Path("smlens-report.html"), "--output", "-o", help="HTM
 def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name or 'latest'."),
            baseline: Optional[str] = typer.Option(None, "--baseline",
                                                   help="Compare with this run: figures as value (Δ %)."),
-           phase: Optional[str] = typer.Option(None, help="Only this phase."),
+           phase: Optional[str] = typer.Option(None, help="Only this phase (time shares become "
+                                               "shares of it)."),
            role: Optional[str] = typer.Option(None, help="Only this role."),
+           per_token: bool = typer.Option(False, "--per-token", help="Times, bytes and FLOPs per token "
+                                          "of each phase (the M of its GEMMs, else the batch and "
+                                          "prompt tags): batch 8 against batch 1 on equal terms."),
            output: Path = ReportOut, store: Optional[Path] = StoreOpt,
            format: Format = typer.Option(Format.table, "--format")):
     """One self-contained HTML report of a run (or a comparison) that opens offline."""
@@ -300,6 +385,7 @@ def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, na
     from rich.console import Console
     from profiler.errors import BadInput
     from profiler.ingest.store import Store
+    from reports.compare import missing_tokens, tokens_per_phase
     from reports.html import filter_input
 
     _check_filter(phase, role)
@@ -309,8 +395,18 @@ def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, na
         base = _views_of_run(the_store, baseline)[2] if baseline else None
     if (phase or role) and filter_input(data, phase, role).kernels.empty:
         raise BadInput(f"run {row['id']} has no kernels in phase {phase or 'any'}, role {role or 'any'}")
+    tokens = base_tokens = None
+    if per_token:
+        for side in filter(None, (data, base)):
+            found = tokens_per_phase(side.kernels, side.run)
+            missing = missing_tokens(filter_input(side, phase, role).kernels, found)
+            if missing:
+                raise BadInput(f"--per-token: run {side.run['id']} has no token count for "
+                               f"{', '.join(map(str, missing))} (no GEMM shape, no batch/prompt tags): "
+                               "ingest it with --shapes FILE or --tag batch=N --tag prompt=N, or profile with smlens")
+            tokens, base_tokens = (found, base_tokens) if side is data else (tokens, found)
     with Console(stderr=True).status(f"writing {output}"):
-        size = _write_html(output, data, base, phase, role)
+        size = _write_html(output, data, base, phase, role, tokens, base_tokens)
     if format == Format.json:
         typer.echo(json.dumps({"report": str(output), "bytes": size, "run": row["id"],
                                "baseline": base.run["id"] if base else None}))
@@ -474,12 +570,13 @@ def doctor(ncu: Optional[str] = typer.Option(None, help="ncu executable (default
 
 # --- bench: the determinism benchmark ----------------------------------------------------------
 
-bench_app = typer.Typer(no_args_is_help=True, help="Deterministic FP32-FMA GEMMs: bits and speed.")
+bench_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                        help="Deterministic FP32-FMA GEMMs: bits and speed.")
 app.add_typer(bench_app, name="bench")
 
 
 def _bench_command(func):
-    return bench_app.command()(guarded(func))
+    return bench_app.command(cls=Command, epilog=_example(func.__name__))(guarded(func))
 
 
 @_bench_command

@@ -16,7 +16,7 @@ from tests.report_cases import (HOSTILE_NAME, HOSTILE_PHASE_MESSAGE, HOSTILE_ROL
                                 HOSTILE_RUN_NAME, hostile_capture, views_input)
 from views.vocabulary import STALL_FAMILIES
 
-SECTIONS = ["gap", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "kernels", "validation"]
+SECTIONS = ["verdict", "gap", "top", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "kernels", "validation"]
 
 
 class Page(HTMLParser):
@@ -157,7 +157,7 @@ def test_gap_table_gives_each_step_its_factor(targeted):
     gap = result.gap.set_index(["phase", "role"]).loc[("decode", "qkv_proj")]
     assert row["\u00d7 SM active / SM throughput"] == f"\u00d7{gap['active_vs_headline']:.3g}"
     assert row["\u00d7 useful tensor / tensor pipe"] == "\u00d70.5"
-    assert row["fill (V3)"] == "0.5"
+    assert row["fill (V3)"] == "0.50"
     # a phase's `all` row only where the phase has several roles
     assert {r for p, r in zip(table["phase"], table["role"]) if r == "all" and p == "decode"} == {"all"}
     assert not ((table["phase"] == "other") & (table["role"] == "all")).any()
@@ -257,13 +257,29 @@ def test_baseline_shows_delta_and_marks_regressions():
                 continue
             delta = (value - before) / before * 100
             cell_text, cell_html = page.raw_row(section, 0, phase=phase, role=role)[label]
-            assert f"({delta:+.1f} %)" in cell_text
+            assert f"{delta:+.1f} %" in cell_text
+            # the arrow says which way it moved; red marks worse, green better, by the catalog
+            if abs(delta) >= 0.05:
+                assert ("\u25b2" if delta > 0 else "\u25bc") in cell_text
             worse = delta < -5 if higher_is_better else delta > 5
-            assert ("\u25bc" in cell_text) == worse, (phase, role, figure, delta)
+            better = delta > 5 if higher_is_better else delta < -5
+            assert ("class=d bad" in cell_html) == worse, (phase, role, figure, delta)
+            assert ("class=d good" in cell_html) == better, (phase, role, figure, delta)
             checked += 1
     assert checked >= 6
-    # decode qkv: tensor pipe 4.31 % against 5.39 %: a regression
-    assert "\u25bc" in page.raw_row("v2", 0, phase="decode", role="qkv_proj")["tensor pipe"][0]
+    # decode qkv: tensor pipe 4.31 % against 5.39 %: a regression, marked red and pointing down
+    qkv = page.raw_row("v2", 0, phase="decode", role="qkv_proj")["tensor pipe"]
+    assert "\u25bc" in qkv[0] and "class=d bad" in qkv[1]
+    # a figure whose increase is a regression (time) gets a red up arrow, its decrease a green down one
+    marks = []
+    for (phase, role), value in cur["time_ns"].items():
+        delta = (value - base.loc[(phase, role), "time_ns"]) / base.loc[(phase, role), "time_ns"] * 100
+        cell = page.raw_row("v1", 0, phase=phase, role=role)["time"]
+        if abs(delta) > 5:
+            marks.append(("\u25b2" if delta > 0 else "\u25bc") in cell[0] and
+                         f"class=d {'bad' if delta > 0 else 'good'}" in cell[1])
+    assert len(marks) >= 4 and all(marks)  # decode12's decode is faster: green down arrows
+    assert "smlens report: decode12 against targeted" in "".join(page.text)
     assert "fig-v1-2" in figures_of(text)
 
 
@@ -288,8 +304,9 @@ def test_missing_metrics_are_dashes_not_zeros():
 
 
 ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "script", "body", "header", "h1", "h2",
-                "h4", "div", "nav", "a", "main", "section", "p", "aside", "span", "b", "ul", "li",
-                "table", "thead", "tbody", "tr", "th", "td", "code", "details", "summary", "footer"}
+                "h3", "h4", "div", "nav", "a", "main", "section", "p", "aside", "span", "b", "ul", "ol",
+                "li", "table", "thead", "tbody", "tr", "th", "td", "code", "details", "summary", "footer",
+                "input", "select", "option", "button"}
 
 
 def test_hostile_names_and_messages_stay_text(tmp_path):

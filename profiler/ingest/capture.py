@@ -378,10 +378,11 @@ def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None =
     with _open_binary(path) as stream:
         header, rest = _find_header(stream, path)
         converter = _RawConverter(header, classifier or Classifier(shapes, roles_from_order), path)
-        rows = 0
+        rows, unshaped = 0, 0
         for block in _row_chunks(stream, header, rest, found, filter_lines=False):
             table = converter.convert(block, found["units"])
             rows += table.num_rows
+            unshaped += _unshaped_gemms(table)
             if on_progress is not None:
                 on_progress(_file_position(stream, total), total)
             yield table, converter.units
@@ -396,6 +397,8 @@ def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None =
                      + (" ..." if len(unknown) > 8 else ""))
     if rows == 0:
         raise BadInput(f"{path}: the capture has a header but no kernel rows")
+    if unshaped:
+        notes.append(shape_note(unshaped))
 
 
 class _RawConverter:
@@ -692,11 +695,17 @@ def read_capture(path, shapes: dict | None = None, roles_from_order: bool = Fals
     classifier = Classifier(shapes, roles_from_order)
     kind = sniff(path)
     if kind == "ncu-rep":
-        return _read_ncu_rep(path, classifier, notes)
-    if kind == "details":
+        capture = _read_ncu_rep(path, classifier, notes)
+    elif kind == "details":
         kernels, units = _read_details(path, classifier, notes)
-        return Capture(kernels, units, "details", notes=notes)
-    return _read_raw(path, classifier, notes)
+        capture = Capture(kernels, units, "details", notes=notes)
+    else:
+        return _read_raw(path, classifier, notes)  # iter_raw_tables notes missing shapes itself
+    unshaped = _unshaped_gemms(pa.Table.from_pandas(capture.kernels[["kind", "shape_m"]], preserve_index=False)) \
+        if {"kind", "shape_m"} <= set(capture.kernels.columns) else 0
+    if unshaped:
+        capture.notes.append(shape_note(unshaped))
+    return capture
 
 
 def _read_raw(path: Path, classifier: Classifier, notes: list) -> Capture:
@@ -704,6 +713,21 @@ def _read_raw(path: Path, classifier: Classifier, notes: list) -> Capture:
     for table, units in iter_raw_tables(path, notes=notes, classifier=classifier):
         tables.append(table)
     return Capture(pa.concat_tables(tables).to_pandas(), units, "raw", notes=notes)
+
+
+def _unshaped_gemms(table: pa.Table) -> int:
+    """GEMM kernels with no problem shape (M) in a block of the kernels table."""
+    if "kind" not in table.column_names or "shape_m" not in table.column_names:
+        return 0
+    gemm = pc.fill_null(pc.equal(table["kind"].cast(pa.string()), "gemm"), False)
+    return int(pc.sum(pc.and_(gemm, pc.is_null(table["shape_m"], nan_is_null=True))).as_py() or 0)
+
+
+def shape_note(count: int) -> str:
+    """What a user should know at ingest when GEMMs come without a shape, and what to do."""
+    return (f"{count} GEMM kernel(s) have no problem shape (M N K): their fill and useful tensor work "
+            "(V3) will be n/a; pass --shapes FILE ('[phase/]role M N K' lines), or profile with smlens, "
+            "whose NVTX ranges carry M= N= K=")
 
 
 def parse_shapes_file(path) -> dict:
