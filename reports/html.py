@@ -352,8 +352,9 @@ def _view_section(view: str, data: ReportInput, base: Optional[ReportInput], rea
                        base.groups if base is not None else None, with_time=False, reasons=reasons) if numeric else ""
     body += "".join(shares_table(data.kernels, f) for f in texts if f.column not in COVERED)
     body += TABLES[view](data, base) if view in TABLES else ""
-    lead = ("Hover a column heading for its definition; click a role for its kernels. "
-            if numeric or texts else "")
+    # a view whose figures are all per kernel (V8): what sums a kernel up, in words
+    lead = ("Hover a column heading for its definition; click a role for its kernels." if numeric or texts
+            else " ".join(f"{f.label[:1].upper()}{f.label[1:]}: {f.definition}." for f in figures if f.summary))
     pictures = PICTURES[view](data, base) if view in PICTURES else []
     return Section(view.lower(), f"{view} {registry.title(view)}", lead, pictures, body, (view,),
                    has_pictures=view in PICTURES)
@@ -474,7 +475,8 @@ def _summary(data: ReportInput, checks: pd.DataFrame) -> str:
         rows.append([badge(st.status), esc(view), esc(registry.title(view)), esc(st.passed),
                      esc(st.failed), esc(st.not_available)])
     return ('<section id="validation"><h2>Validation</h2><p class="lead">Every figure is checked '
-            'against an independent counter or formula. A failed check keeps its figure but says by '
+            'against an independent counter or formula (docs/VIEWS.md in smlens says which and why). A '
+            'failed check keeps its figure but says by '
             'how much it disagrees; n/a says which input was missing (each view\u2019s box above '
             'says why, and what to do).</p>'
             + _table(["status", "view", "", "pass", "fail", "n/a"], rows, "sum") + "</section>")

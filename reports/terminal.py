@@ -42,11 +42,6 @@ def output_console() -> Console:
     return Console(width=PIPED_WIDTH, soft_wrap=True)
 
 
-def num(value, digits: int = 3) -> str:
-    """3 significant digits, thousands grouped above 1000; n/a when missing."""
-    return number_text(value, digits)
-
-
 def pct(value) -> str:
     return "n/a" if is_missing(value) else f"{float(value):.1f}"
 
@@ -94,7 +89,7 @@ def heading(figure: Figure) -> str:
 def formatter(figure: Figure) -> Fmt:
     if figure.is_text:
         return lambda v: "n/a" if is_missing(v) else value_text(figure.column, v)
-    return _FORMATS.get(figure.unit, num)
+    return _FORMATS.get(figure.unit, number_text)
 
 
 # --- tables that fit -------------------------------------------------------------------------------
@@ -352,7 +347,7 @@ def device_line(devices: pd.DataFrame) -> Optional[str]:
         peak, source = d.get("dram_peak_bytes_per_s"), d.get("dram_peak_source")
         if is_missing(peak) and not is_missing(d.get("dram_peak_from_attributes_bytes_per_s")):
             peak, source = d.get("dram_peak_from_attributes_bytes_per_s"), "device attributes"
-        parts.append(f"{text(d.get('name'))}: CC {text(d.get('cc'))}, {num(d.get('sm_count'))} SMs, "
+        parts.append(f"{text(d.get('name'))}: CC {text(d.get('cc'))}, {number_text(d.get('sm_count'))} SMs, "
                      f"{si(d.get('max_clock_hz'), 'Hz')}, DRAM peak {si(peak, 'B/s')}"
                      + (f" ({source})" if not is_missing(source) else ""))
     return "; ".join(parts)

@@ -145,7 +145,7 @@ def test_figures_are_valid_plotly_and_show_the_views_numbers(targeted):
     useful = trace(figures["fig-gap"], "useful tensor")
     decode_qkv = "decode \u00b7 qkv_proj"
     assert tensor[decode_qkv] == pytest.approx(gap.loc[("decode", "qkv_proj"), "tensor_pipe_pct"], rel=1e-4)
-    # VIEWS.md, seen: batch-4 decode GEMMs run 64x8 tiles, the token dimension in the 8: half useful.
+    # docs/VIEWS.md, seen: batch-4 decode GEMMs run 64x8 tiles, the token dimension in the 8: half useful.
     assert useful[decode_qkv] / tensor[decode_qkv] == pytest.approx(0.5, rel=0.01)
     assert tensor[decode_qkv] < 10 < 80 < tensor["warm_prefill \u00b7 qkv_proj"]
 
@@ -174,7 +174,7 @@ def test_validation_status_beside_each_figure(targeted):
         for view, text in asides:
             counts = summary.loc[view]
             assert f"{counts['pass']} pass \u00b7 {counts['fail']} fail \u00b7 {counts['n/a']} n/a" in text
-    # VIEWS.md: V4's and V5's checks held on all 188 kernels
+    # docs/VIEWS.md: V4's and V5's checks held on all 188 kernels
     assert "188 pass \u00b7 0 fail \u00b7 0 n/a" in dict(page.sections["v4"]["asides"])["V4"]
 
 
@@ -195,7 +195,7 @@ def test_failures_are_listed_with_their_discrepancy(targeted):
 def test_roofline_has_the_devices_ceilings(targeted):
     _, text, _ = targeted
     names = [t["name"] for t in figures_of(text)["fig-v7"]["data"]]
-    # VIEWS.md: the DRAM peak implied by the kernels, median 4796 GB/s; bf16 dense wgmma: 4096 ops
+    # docs/VIEWS.md: the DRAM peak implied by the kernels, median 4796 GB/s; bf16 dense wgmma: 4096 ops
     # per cycle per SM x 132 SMs x 1.98 GHz; mma.sync at 2/3 of that.
     assert "DRAM 4.80 TB/s" in names
     assert f"tensor, wgmma {4096 * 132 * 1.98e9 / 1e12:,.0f} TFLOP/s" in names
@@ -211,7 +211,7 @@ def test_kernel_selection_table_shows_what_changed_between_phases(targeted):
     table = page.table("v8")
     table[["role", "phase"]] = table[["role", "phase"]].replace("", None).ffill()
     decode_attention = table[(table["role"] == "attention") & (table["phase"] == "decode")].iloc[0]
-    # VIEWS.md: decode attention ran an Ampere (sm80 wmma) cuDNN kernel, prefill an sm90 wgmma one
+    # docs/VIEWS.md: decode attention ran an Ampere (sm80 wmma) cuDNN kernel, prefill an sm90 wgmma one
     assert decode_path.startswith("sm80") and prefill_path.startswith("sm90")
     assert decode_attention["architecture path"] == decode_path
     assert "older architecture than the device" in decode_attention["what changed"]

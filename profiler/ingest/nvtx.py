@@ -2,7 +2,7 @@
 
 The stack is what ncu's push/pop column holds: the ranges open on the launching thread, outermost
 first. A phase is the outermost range whose first word names one; a role the innermost range whose
-first word names one; a shape is `M=.. N=.. K=..` in the role range's message (VIEWS.md).
+first word names one; a shape is `M=.. N=.. K=..` in the role range's message (docs/VIEWS.md).
 """
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ class EagerOrder:
     """Roles for kernels replayed from a CUDA graph, taken from an eager run of the same step.
 
     Under `ncu --graph-profiling node` a graph's kernels carry only the ranges open on the host at
-    replay (the phase): the role ranges open during capture are gone (NCU_ON_H200.md). An eager
+    replay (the phase): the role ranges open during capture are gone (docs/NCU_ON_H200.md). An eager
     step of the same phase, run with its role ranges, launches nearly the same kernels in the same
     order, so the range-less kernels of that phase are walked along that order: the same name at
     the cursor or a few places ahead (the graph may lack a kernel or two, e.g. a copy), else, once

@@ -1,7 +1,7 @@
 """Deterministic fused-upcast GEMMs `y = x . W^T (+ bias)`, their baselines and their CPU reference.
 
 The bits of every output element depend on the problem's K and on constants of this file only, never
-on M (the batch), the GPU, the run or the SM count (docs: DETERMINISM.md):
+on M (the batch), the GPU, the run or the SM count (docs/DETERMINISM.md):
 
 * 16-bit weights (bf16, fp16) are upcast to FP32 in registers; x is FP32; products are accumulated
   with IEEE-754 FP32 FMA on the CUDA cores (never tensor cores, never TF32).
@@ -23,7 +23,7 @@ equal to it are the evidence for "the same on every IEEE-compliant GPU".
 The GPU kernels need torch and triton (the `gpu` extra). The fast ones are written in Gluon
 (triton.experimental.gluon, Triton >= 3.5) because plain Triton gives no control over which thread
 holds which accumulator, and its FMA lowering of `tl.dot` is an order of magnitude short of both
-limits (DETERMINISM.md). `portable_linear` (`Linear(w)(x, "portable")`) is a plain-Triton kernel
+limits (docs/DETERMINISM.md). `portable_linear` (`Linear(w)(x, "portable")`) is a plain-Triton kernel
 with the same order that runs anywhere Triton runs, including `TRITON_INTERPRET=1` on a CPU; without
 Gluon, `det_linear` falls back to it.
 
