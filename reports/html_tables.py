@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Optional
 
 import pandas as pd
 
-from reports.formatting import in_units, value_text
+from reports.formatting import in_units, na_advice, value_text
 from reports.html_text import (arrow, change_class, col, delta_pct, esc, fmt, fmt_bytes, fmt_time_ns,
                                is_missing, na_reasons, numbers, short_name, sort_groups, view_status)
 from views import gap as gap_figures, registry
@@ -140,7 +140,7 @@ def _why(reasons: dict, phase: Any, role: Any, column: str) -> str:
     if figure is None:
         return ""
     reason = next((reasons[(phase, role, v)] for v in figure.vouched_by if (phase, role, v) in reasons), None)
-    return f"n/a: {reason}" if reason else ""
+    return f"n/a: {na_advice(reason)}" if reason else ""
 
 
 def group_table(groups: pd.DataFrame, figures: list, base: Optional[pd.DataFrame] = None,

@@ -344,6 +344,26 @@ def test_a_capture_with_only_times_draws_no_blank_figures():
     assert text.count(report.NO_FIGURE) == 6  # the gap, V3 to V7: none draws a blank figure
 
 
+def test_every_na_says_why_and_what_to_do(targeted, tmp_path):
+    _, _, page = targeted
+    v3 = dict(page.sections["v3"]["asides"])["V3"]
+    assert "120 n/a: not a GEMM" in v3  # does not apply: nothing to do
+    # a capture whose NVTX ranges carry no shapes, and none given: V3 says what to pass
+    from profiler.ingest.capture import read_capture
+    from views.registry import compute_views
+
+    kernels = read_capture(DATA / "sections_raw.csv").kernels
+    bare = Page(report.render_report(report.from_views(compute_views(kernels), {"id": "s"}, kernels)))
+    v3 = dict(bare.sections["v3"]["asides"])["V3"]
+    assert "48 n/a: no problem shape" in v3 and "--shapes" in v3
+    # and a missing figure of a group says why on hover: fill rests on V2's op counters, absent here
+    fill = bare.raw_row("v3", 0, phase="decode", role="qkv_proj")["fill"]
+    assert fill[0] == "\u2014" and "title=n/a: needs sm__pipe_tensor_op_hmma" in fill[1]
+    assert "profile with smlens" in fill[1]
+    v7 = dict(bare.sections["v7"]["asides"])["V7"]
+    assert "n/a: needs dram__bytes_read.sum" in v7 and "profile with smlens" in v7
+
+
 def test_stall_families_are_shares_of_stalled_cycles(targeted):
     result, text, page = targeted
     table = page.table("v6")
