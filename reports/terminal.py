@@ -136,7 +136,7 @@ def _table(title: str, key_heading: str, rows: Rows, columns: list[Column]) -> T
         table.add_column(_wrapped(column.heading, column.cells), justify=column.justify, no_wrap=True)
     for index, key in enumerate(rows.keys):
         if rows.headings[index]:
-            table.add_row(Text(key, style="bold underline"), *[""] * len(columns))
+            table.add_row(Text(key, style="bold"), *[""] * len(columns))
             continue
         cells = [column.cells[index] for column in columns]
         table.add_row(key, *[Text(c, style="dim") if c == "n/a" else c for c in cells],
@@ -211,8 +211,8 @@ def verdict_parts(verdict: Verdict, width: int) -> list:
             Column("share %", [_pct_text(p.share_pct) for p in verdict.phases],
                    definition="the phase's share of the workload's kernel time (setup left out)"),
             Column("time µs", [us(p.time_ns) for p in verdict.phases], definition="gpu__time_duration.sum, summed"),
-            Column("bound (share of its time)", [", ".join(f"{b} {s:.0f} %" for b, s in p.bounds.items() if s >= 0.5)
-                                                 or "n/a" for p in verdict.phases], "left",
+            Column("bound, % of its time", [", ".join(f"{b} {s:.0f}" for b, s in p.bounds.items() if s >= 0.5)
+                                            or "n/a" for p in verdict.phases], "left",
                    "what holds each phase and role back: the unit nearest its peak when at 60 % or more "
                    "(memory: DRAM, tensor: the tensor pipe, fp32: the FP32 pipes), else latency"),
             Column("DRAM %", [_pct_text(p.dram_pct) for p in verdict.phases],
@@ -227,6 +227,7 @@ def verdict_parts(verdict: Verdict, width: int) -> list:
         parts += fit("", "phase", rows, columns, width)
         parts.append(legend(columns))
     if verdict.opportunities:
+        parts.append(Text(""))
         parts.append(Text("Where time can be won (time x headroom to the bound unit's peak):", style="bold"))
         for rank, group in enumerate(verdict.opportunities, 1):
             parts.append(Text(f"{rank}. {group.text}"))

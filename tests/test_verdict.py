@@ -69,7 +69,7 @@ def test_opportunities_are_ranked_by_time_times_headroom(judged):
     assert top.saving_ns == pytest.approx(top.time_ns * (1 - top.busiest_pct / 100))
     assert top.text.startswith("decode · elementwise: up to 279 µs to win of its 286 µs")
     assert "decode takes the most time (36 % of the workload)" in judged.summary
-    assert "decode · elementwise, up to 279 µs" in judged.summary
+    assert "decode · elementwise, up to 279 µs, 12 % of the workload's time" in judged.summary
 
 
 def test_a_phase_is_named_for_the_bound_holding_most_of_its_time(judged):

@@ -398,6 +398,6 @@ def _summary(phases: list[Phase], ranked: list[Group], missing: str) -> str:
     text += "."
     if ranked:
         best = ranked[0]
-        text += (f" The most time to win: {best.phase} · {best.role}, up to {_time(best.saving_ns)} "
-                 f"({_pct(100 * best.saving_ns / sum(p.time_ns for p in phases))} of the workload).")
+        text += (f" The most time to win: {best.phase} · {best.role}, up to {_time(best.saving_ns)}, "
+                 f"{_pct(100 * best.saving_ns / sum(p.time_ns for p in phases))} of the workload's time.")
     return text
