@@ -14,67 +14,13 @@ from typing import List, Optional
 
 import typer
 
+from profiler.cli_help import Command, example
 from profiler.errors import SmlensError
 from profiler.run.options import DEFAULT_WORKLOAD, DecoderOptions, DetGemmOptions
 
 # Plain help (rich_markup_mode=None): option names are never cut to fit a panel.
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None, help="What an NVIDIA GPU is really doing during LLM inference.")
-
-
-def _metavar(param) -> str:
-    """What a value looks like, in words (typer names the Python type: <list[Path]>)."""
-    from typing import get_args, get_origin
-
-    desc = getattr(param, "type_descriptor", None)  # typer >= 0.20; older typer: click's types
-    kind = getattr(param, "type", None)
-    choices = desc.choices if desc is not None and desc.is_choice else getattr(kind, "choices", None)
-    if choices:
-        return "|".join(str(getattr(c, "value", c)) for c in choices)
-    annotation = getattr(desc, "annotation", None)
-    if get_origin(annotation) is list:
-        annotation = get_args(annotation)[0]
-    if (desc is not None and desc.is_path) or getattr(kind, "name", "") == "path":
-        word = "PATH"
-    else:
-        word = {int: "N", float: "NUMBER"}.get(annotation) or {"integer": "N", "float": "NUMBER"}.get(
-            getattr(kind, "name", ""), "TEXT")
-    if isinstance(param, typer.core.TyperArgument):
-        return param.name.upper().rstrip("S") if word in ("TEXT", "PATH") else word
-    return word
-
-
-class Command(typer.core.TyperCommand):
-    """A command whose help names values in words, with an example under it."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        for param in self.params:
-            if param.metavar is None and not getattr(param, "is_flag", False):
-                param.metavar = _metavar(param)
-            if isinstance(param, typer.core.TyperArgument) and hasattr(param, "display_type_rich"):
-                param.display_type_rich = lambda ctx: None  # the metavar says it
-
-
-# One example per command, shown under its --help (\b keeps click from re-wrapping it).
-EXAMPLES = {
-    "ingest": "smlens ingest run.csv.gz --name llama-b8 --tag batch=8 --shapes shapes.txt",
-    "runs": "smlens runs --format json",
-    "show": "smlens show latest",
-    "rm": "smlens rm llama-b8",
-    "gate": "smlens gate --baseline tag:branch=main --current latest --markdown gate.md",
-    "views": "smlens views latest --phase decode --view V3,V7 | less -S",
-    "report": "smlens report llama-b8 --baseline llama-b1 --per-token -o compare.html",
-    "demo": "smlens demo -o smlens-demo.html",
-    "profile": "smlens profile --model llama-3.1-8b --batch 1,8 --plan",
-    "doctor": "smlens doctor --deep",
-    "determinism": "smlens bench determinism --batches 1,8,64 --out h200.json",
-    "compare": "smlens bench compare h200.json h100.json",
-}
-
-
-def _example(name: str):
-    return f"\b\nExample:\n  {EXAMPLES[name]}" if name in EXAMPLES else None
 
 
 def _version(value: bool) -> None:
@@ -132,7 +78,7 @@ def guarded(func):
 
 def command(func):
     """Register a top-level command (see `guarded`)."""
-    return app.command(cls=Command, epilog=_example(func.__name__))(guarded(func))
+    return app.command(cls=Command, epilog=example(func.__name__))(guarded(func))
 
 
 # --- store: ingest, runs, show, rm ------------------------------------------------------------
@@ -405,16 +351,18 @@ def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, na
         base = _views_of_run(the_store, baseline)[2] if baseline else None
     if (phase or role) and filter_input(data, phase, role).kernels.empty:
         raise BadInput(f"run {row['id']} has no kernels in phase {phase or 'any'}, role {role or 'any'}")
-    tokens = base_tokens = None
-    if per_token:
-        for side in filter(None, (data, base)):
-            found = tokens_per_phase(side.kernels, side.run)
-            missing = missing_tokens(filter_input(side, phase, role).kernels, found)
-            if missing:
-                raise BadInput(f"--per-token: run {side.run['id']} has no token count for "
-                               f"{', '.join(map(str, missing))} (no GEMM shape, no batch/prompt tags): "
-                               "ingest it with --shapes FILE or --tag batch=N --tag prompt=N, or profile with smlens")
-            tokens, base_tokens = (found, base_tokens) if side is data else (tokens, found)
+
+    def tokens_of(side):
+        found = tokens_per_phase(side.kernels, side.run)
+        missing = missing_tokens(filter_input(side, phase, role).kernels, found)
+        if missing:
+            raise BadInput(f"--per-token: run {side.run['id']} has no token count for "
+                           f"{', '.join(map(str, missing))} (no GEMM shape, no batch/prompt tags): ingest it "
+                           "with --shapes FILE or --tag batch=N --tag prompt=N, or profile with smlens")
+        return found
+
+    tokens = tokens_of(data) if per_token else None
+    base_tokens = tokens_of(base) if per_token and base is not None else None
     with Console(stderr=True).status(f"writing {output}"):
         size = _write_html(output, data, base, phase, role, tokens, base_tokens)
     if format == Format.json:
@@ -594,7 +542,7 @@ app.add_typer(bench_app, name="bench")
 
 
 def _bench_command(func):
-    return bench_app.command(cls=Command, epilog=_example(func.__name__))(guarded(func))
+    return bench_app.command(cls=Command, epilog=example(func.__name__))(guarded(func))
 
 
 @_bench_command

@@ -127,6 +127,10 @@ def test_one_offline_file(targeted):
     policy = next(a["content"] for t, a in page.tags if t == "meta" and "http-equiv" in a)
     assert "default-src 'none'" in policy  # nothing may reach the network
     assert text.count("<script") == 3
+    # the two scripts that run are allowed by their hashes, and nothing else is (no 'unsafe-inline')
+    scripts = policy.split("script-src ")[1].split(";")[0].split()
+    code = re.findall(r"<script>(.*?)</script>", text, re.S)
+    assert len(code) == 2 and sorted(scripts) == sorted(report.script_hash(c) for c in code)
 
 
 def test_sections_come_in_order_gap_first(targeted):

@@ -9,7 +9,7 @@ import re
 import pytest
 from rich.console import Console
 
-from profiler.cli import EXAMPLES
+from profiler.cli_help import EXAMPLES
 from reports.runs import print_run, print_runs, run_summary
 from tests.cli import smlens
 from tests.conftest import DATA

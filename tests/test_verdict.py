@@ -8,7 +8,7 @@ import math
 import pytest
 
 from tests.cli import smlens
-from tests.conftest import DATA, TARGETED_SHAPES
+from tests.conftest import DATA
 from views.registry import compute_views
 from views.verdict import LATENCY_BELOW_PCT, verdict
 

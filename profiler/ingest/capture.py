@@ -398,7 +398,7 @@ def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None =
     if rows == 0:
         raise BadInput(f"{path}: the capture has a header but no kernel rows")
     if unshaped:
-        notes.append(shape_note(unshaped))
+        notes.append(_shape_note(unshaped))
 
 
 class _RawConverter:
@@ -701,10 +701,11 @@ def read_capture(path, shapes: dict | None = None, roles_from_order: bool = Fals
         capture = Capture(kernels, units, "details", notes=notes)
     else:
         return _read_raw(path, classifier, notes)  # iter_raw_tables notes missing shapes itself
-    unshaped = _unshaped_gemms(pa.Table.from_pandas(capture.kernels[["kind", "shape_m"]], preserve_index=False)) \
-        if {"kind", "shape_m"} <= set(capture.kernels.columns) else 0
-    if unshaped:
-        capture.notes.append(shape_note(unshaped))
+    kernels = capture.kernels
+    if {"kind", "shape_m"} <= set(kernels.columns):
+        unshaped = int(((kernels["kind"] == "gemm") & kernels["shape_m"].isna()).sum())
+        if unshaped:
+            capture.notes.append(_shape_note(unshaped))
     return capture
 
 
@@ -723,7 +724,7 @@ def _unshaped_gemms(table: pa.Table) -> int:
     return int(pc.sum(pc.and_(gemm, pc.is_null(table["shape_m"], nan_is_null=True))).as_py() or 0)
 
 
-def shape_note(count: int) -> str:
+def _shape_note(count: int) -> str:
     """What a user should know at ingest when GEMMs come without a shape, and what to do."""
     return (f"{count} GEMM kernel(s) have no problem shape (M N K): their fill and useful tensor work "
             "(V3) will be n/a; pass --shapes FILE ('[phase/]role M N K' lines), or profile with smlens, "
