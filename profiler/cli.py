@@ -385,6 +385,8 @@ def profile(program: Optional[List[str]] = typer.Argument(
             time_limit: Optional[float] = typer.Option(None, help="Seconds; stop and keep what was "
                                                        "profiled (partial)."),
             repeat: int = typer.Option(1, help="Profile each configuration N times (for `smlens gate`)."),
+            tp: int = typer.Option(1, "--tp", help="Tensor parallel: ranks, one process and GPU "
+                                   "each (the decoder split Megatron-style, or a program's ranks)."),
             name: Optional[str] = typer.Option(None, help="Run name (default from the workload)."),
             tag: Optional[List[str]] = typer.Option(None, help="KEY=VALUE, repeatable."),
             plan: bool = typer.Option(False, "--plan", help="Print the ncu commands, metrics and "
@@ -410,7 +412,7 @@ def profile(program: Optional[List[str]] = typer.Argument(
                              dedup=dedup, cache_control=cache_control, graph_profiling=graph_profiling,
                              nvtx_include=nvtx_include, launch_skip=launch_skip,
                              launch_count=launch_count, kernel_name=kernel_name,
-                             workload=workload, tokens=tokens, impl=impl)
+                             workload=workload, tokens=tokens, impl=impl, tp=tp)
     if plan:
         try:
             ncu_path = ncu_mod.find_ncu(ncu)
@@ -423,6 +425,9 @@ def profile(program: Optional[List[str]] = typer.Argument(
         return
     ncu_path = ncu_mod.find_ncu(ncu)
     ncu_mod.require_gpu()
+    if tp > 1:
+        from profiler.run.distributed import require_gpus
+        require_gpus(tp)
     user_tags = parse_tags(tag)
     outcomes = []
     for the_plan, default_name, tags in plans:

@@ -30,6 +30,8 @@ def gap(groups: pd.DataFrame) -> pd.DataFrame:
     out["active_vs_headline"] = safe_div(out["sm_active_pct"], out["sm_throughput_pct"])
     out["tensor_vs_active"] = safe_div(out["tensor_pipe_pct"], out["sm_active_pct"])
     out["useful_vs_tensor"] = safe_div(out["useful_tensor_pct"], out["tensor_pipe_pct"])
+    if "rank" in groups:  # tensor parallel: one row per rank
+        out.insert(2, "rank", groups["rank"])
     if "top_stall" in out:
         out["top_stall"] = out["top_stall"].astype(object).where(out["top_stall"].notna(), None)
     return out.reset_index(drop=True)

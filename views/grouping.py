@@ -6,7 +6,8 @@ reduction kernel's). Sums follow the same rule; ratios (fill, intensity) are rat
 the kernels that did some of the denominator's work.
 
 The kernel rows are reduced once to per-(phase, role) sums (`partials`); the per-phase totals are
-sums of those, so a million rows are read once.
+sums of those, so a million rows are read once. A tensor-parallel run (kernels that name their
+`rank`) is grouped per rank as well, and its time shares are of each rank's own time.
 """
 from __future__ import annotations
 
@@ -17,9 +18,16 @@ from views.common import STATUSES, group_codes
 
 PHASE_ORDER = ("cold_prefill", "warm_prefill", "decode", "other")
 ROLE_ORDER = ("qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj", "elementwise", "gemm",
-              "other", "all")
+              "allreduce", "other", "all")
 ALL = "all"
 KEYS = ["phase", "role"]
+RANK = "rank"  # an extra key, only for runs whose kernels name their rank
+
+
+def keys_of(kernels: pd.DataFrame) -> list[str]:
+    """phase and role, and rank when some kernel names one (a single-GPU run has none)."""
+    ranked = RANK in kernels.columns and bool(kernels[RANK].notna().any())
+    return KEYS + [RANK] if ranked else list(KEYS)
 
 
 def _codes(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
@@ -37,9 +45,10 @@ def _bin(codes: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
 
 
 def partials(kernels: pd.DataFrame, figures: list[str], sums: list[str],
-             ratios: dict[str, tuple[str, str]], view_ids: list[str]) -> pd.DataFrame:
-    """Per (phase, role): kernel count, time, Σ time·figure, sums, ratio parts, status counts."""
-    codes, out = _codes(kernels, KEYS)
+             ratios: dict[str, tuple[str, str]], view_ids: list[str], keys: list[str] = KEYS
+             ) -> pd.DataFrame:
+    """Per (phase, role[, rank]): kernel count, time, Σ time·figure, sums, ratio parts, status counts."""
+    codes, out = _codes(kernels, keys)
     size = len(out)
     weight = kernels["time_ns"].to_numpy(dtype=float)
     out["kernels"] = np.bincount(codes, minlength=size)
@@ -82,7 +91,7 @@ def rollup(parts: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     codes, out = _codes(parts, keys)
     size = len(out)
     for column in parts.columns:
-        if column not in KEYS:
+        if column not in KEYS and column != RANK:
             out[column] = _bin(codes, parts[column].to_numpy(dtype=float), size)
     out["kernels"] = out["kernels"].astype(int)
     for column in out.columns:
@@ -122,19 +131,28 @@ def order(groups: pd.DataFrame) -> pd.DataFrame:
     phase_rank = groups["phase"].map({p: i for i, p in enumerate(PHASE_ORDER)}).fillna(len(PHASE_ORDER))
     role_rank = groups["role"].map({r: i for i, r in enumerate(ROLE_ORDER)}).fillna(len(ROLE_ORDER))
     ranked = groups.assign(_p=phase_rank.to_numpy(), _r=role_rank.to_numpy())
-    return (ranked.sort_values(["_p", "_r", "phase", "role"], kind="stable")
+    by = ["_p", "_r", "phase", "role"] + ([RANK] if RANK in groups.columns else [])
+    return (ranked.sort_values(by, kind="stable")
             .drop(columns=["_p", "_r"]).reset_index(drop=True))
 
 
 def groups_and_phases(kernels: pd.DataFrame, figures: list[str], sums: list[str],
                       ratios: dict[str, tuple[str, str]], view_ids: list[str],
-                      total_time_ns: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(per phase and role, per phase with role 'all'), both in display order. Time shares are of
-    `total_time_ns`, the whole run's (these kernels may be a selection of it)."""
+                      total_time_ns: float, rank_time_ns: dict | None = None
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per phase and role, per phase with role 'all'), both in display order, and per rank for a
+    run with ranks. Time shares are of `total_time_ns`, the whole run's (these kernels may be a
+    selection of it), or per rank of `rank_time_ns[rank]`, that rank's whole time."""
+    keys = keys_of(kernels)
     if kernels.empty:
-        empty = pd.DataFrame(columns=KEYS + ["kernels", "time_ns", "time_share_pct"])
+        empty = pd.DataFrame(columns=keys + ["kernels", "time_ns", "time_share_pct"])
         return empty, empty.copy()
-    parts = partials(kernels, figures, sums, ratios, view_ids)
-    per_phase = rollup(parts, ["phase"])
+    parts = partials(kernels, figures, sums, ratios, view_ids, keys)
+    per_phase = rollup(parts, [k for k in keys if k != "role"])
     per_phase.insert(1, "role", ALL)
-    return order(finish(parts, total_time_ns)), order(finish(per_phase, total_time_ns))
+    groups, phases = finish(parts, total_time_ns), finish(per_phase, total_time_ns)
+    if RANK in keys and rank_time_ns:
+        for frame in (groups, phases):
+            base = frame[RANK].map(rank_time_ns).to_numpy(dtype=float, na_value=np.nan)
+            frame["time_share_pct"] = 100 * frame["time_ns"].to_numpy(dtype=float) / base
+    return order(groups), order(phases)

@@ -13,9 +13,12 @@ PHASE_ORDER = (*PHASES, "other")
 # work between them (norms, rotary embedding, activation, residual adds).
 GEMM_ROLES = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 ROLES = ("qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj", "elementwise")
+# Tensor parallel: collectives between ranks, a role each (a range named so, or the timed rows that
+# `smlens profile --tp` adds); `communication` is a collective kernel of unknown kind.
+COLLECTIVE_ROLES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "communication")
 
 # What a kernel is, from its name alone.
-KINDS = ("gemm", "attention", "splitk_reduce", "elementwise", "other")
+KINDS = ("gemm", "attention", "splitk_reduce", "elementwise", "communication", "other")
 
 # Range names other tools use for the same roles (vLLM, HF module names, our own older captures).
 ROLE_ALIASES = {
@@ -27,4 +30,6 @@ ROLE_ALIASES = {
     "norm": "elementwise", "rmsnorm": "elementwise", "layernorm": "elementwise",
     "rotary": "elementwise", "rope": "elementwise", "residual": "elementwise",
     "activation": "elementwise", "kv_cache": "elementwise",
+    "all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reducescatter",
+    "all_to_all": "alltoall",
 }

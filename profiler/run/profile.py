@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from profiler.run import distributed
 from profiler.run import ncu as ncu_mod
 from profiler.errors import BadInput, EnvironmentProblem
 from profiler.run.ncu import Invocation, NcuError
@@ -69,6 +70,9 @@ class ProfilePlan:
     regions: list = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     variant: str | None = None          # what tells this plan's run from its siblings' (det-gemm: the impl)
+    # Called on the merged CSV before it is stored: (path, failed, deadline) -> extra run tags
+    # (tensor parallel: ranks and the timed collectives, profiler.run.distributed).
+    after_merge: object = None
 
     def commands(self, ncu: str = "ncu", full: bool = False) -> list[list[str]]:
         return [ncu_mod.build_command(ncu, self.metrics, inv, f"<reports>/{inv.report_stem()}",
@@ -329,7 +333,7 @@ def _env() -> dict:
     root = str(Path(__file__).resolve().parents[2])  # the folder that holds profiler/
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PYTHONUNBUFFERED", "1")
-    return env
+    return distributed.with_no_multicast(env)
 
 
 def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str,
@@ -380,6 +384,8 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
             raise NcuError("ncu profiled no kernel: the NVTX filters or --launch-* options matched "
                            "nothing (is the program annotated? see `smlens profile --plan`)",
                            ncu_mod.EXIT_NOTHING_PROFILED)
+        if plan.after_merge is not None:
+            tags = {**tags, **plan.after_merge(merged, failure is not None, deadline)}
         # graph nodes lose the role ranges of capture: an eager step of the same phase names them
         graph_nodes = any(inv.graph_profiling == "node" for inv in plan.invocations)
         row, _new = store.ingest(merged, name=name, tags=tags, ncu_version=version,
@@ -463,10 +469,11 @@ def build_plans(program: list[str] | None, metrics: list[str], *, model: str, la
                 dedup: bool, cache_control: str, graph_profiling: str | None,
                 nvtx_include: list[str] | None, launch_skip: int | None,
                 launch_count: int | None, kernel_name: str | None, workload: str = "decoder",
-                tokens: str | None = None, impl: str | None = None
+                tokens: str | None = None, impl: str | None = None, tp: int = 1
                 ) -> list[tuple[ProfilePlan, str, dict]]:
     """(plan, default run name, tags) for the program, for each batch and prompt of the built-in
-    decoder workload, or for each implementation of the det-gemm workload."""
+    decoder workload, or for each implementation of the det-gemm workload. `tp` > 1: tensor
+    parallel over that many ranks (profiler.run.distributed)."""
     from profiler.workloads.models import get_model
 
     if cache_control not in ("auto", "all", "none"):
@@ -480,11 +487,18 @@ def build_plans(program: list[str] | None, metrics: list[str], *, model: str, la
                        "it is: give one or the other")
     if workload != "det-gemm" and (tokens or impl):
         raise BadInput("--tokens and --impl apply to --workload det-gemm")
+    if tp < 1:
+        raise BadInput(f"--tp must be 1 or more (got {tp})")
+    if tp > 1 and workload != "decoder":
+        raise BadInput("--tp applies to the decoder workload and to programs after `--`")
     if program:
         plan = plan_command(program, metrics, cache_control, nvtx_include, graph_profiling,
                             launch_skip, launch_count, kernel_name)
         name = program_name(program)
-        return [(plan, name, {"workload": "command", "command": shlex.join(program)})]
+        tags = {"workload": "command", "command": shlex.join(program)}
+        if tp > 1:
+            return [(distributed.plan_program(plan, tp), f"{name}-tp{tp}", {**tags, "tp": str(tp)})]
+        return [(plan, name, tags)]
     if nvtx_include or launch_skip or launch_count or kernel_name:
         raise BadInput("--nvtx-include, --launch-skip, --launch-count and --kernel-name apply to a "
                        "program given after `--`; the built-in workload picks its own ranges")
@@ -498,11 +512,16 @@ def build_plans(program: list[str] | None, metrics: list[str], *, model: str, la
     for b in parse_int_list(batch, "--batch"):
         for p in parse_int_list(prompt, "--prompt"):
             config = decoder.WorkloadConfig(shape, layers, b, p, decode_steps, dtype, phase_list)
-            plan = plan_workload(config, metrics, dedup, cache_control, graph_profiling)
             tags = {"workload": "decoder", "model": shape.id, "layers": str(layers), "batch": str(b),
                     "prompt": str(p), "decode_steps": str(decode_steps), "dtype": dtype,
                     "phases": ",".join(phase_list), "dedup": str(dedup).lower()}
-            plans.append((plan, f"{shape.id}-b{b}-p{p}", tags))
+            if tp > 1:
+                plan = distributed.plan_tp(config, tp, metrics, dedup, cache_control, graph_profiling)
+                plans.append((plan, f"{shape.id}-tp{tp}-b{b}-p{p}", {**tags, "tp": str(tp)}))
+                continue
+            plan = plan_workload(config, metrics, dedup, cache_control, graph_profiling)
+            # one rank's slice (`<model>/tp<N>`) is named <model>-rank-tp<N>: no folder in a name
+            plans.append((plan, f"{shape.id.replace('/', '-rank-')}-b{b}-p{p}", tags))
     return plans
 
 
