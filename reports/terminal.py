@@ -84,6 +84,12 @@ def _group_label(row) -> tuple[str, str]:
     return str(row["phase"]), str(row["role"])
 
 
+def rank_suffix(row) -> str:
+    """` r<rank>` after a role in a tensor-parallel run's tables, nothing for a single-GPU run."""
+    rank = row.get("rank")
+    return "" if rank is None or is_missing(rank) else f" r{int(rank)}"
+
+
 def _phase_heading(table: Table, phase: str, previous: Optional[str]) -> str:
     """Rows are grouped under a heading row per phase (saves a column on narrow terminals)."""
     if phase != previous:
@@ -108,7 +114,7 @@ def gap_table(gap: pd.DataFrame) -> Table:
         phase, role = _group_label(row)
         previous = _phase_heading(table, phase, previous)
         style = "bold" if role == "all" else None
-        cells = [f"  {role}", pct(row.get("time_share_pct")), pct(row.get("sm_throughput_pct")),
+        cells = [f"  {role}{rank_suffix(row)}", pct(row.get("time_share_pct")), pct(row.get("sm_throughput_pct")),
                  pct(row.get("sm_active_pct")), pct(row.get("tensor_pipe_pct")),
                  pct(row.get("useful_tensor_pct")), share(row.get("sm_coverage")),
                  pct(row.get("achieved_occupancy_pct")), ratio(row.get("fill")), text(row.get("top_stall"))]
@@ -181,7 +187,7 @@ def view_table(result, view: str) -> Table:
     for _, row in result.groups.iterrows():
         phase, role = _group_label(row)
         previous = _phase_heading(table, phase, previous)
-        cells = [f"  {role}"]
+        cells = [f"  {role}{rank_suffix(row)}"]
         for _, spec, fmt in columns:
             value = modes[spec[1]].get((phase, role)) if isinstance(spec, tuple) else row.get(spec)
             cells.append(fmt(value))
@@ -269,6 +275,7 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
     console.print()
     console.print(gap_table(result.gap))
     console.print(Text(GAP_LEGEND, style="dim"))
+    _print_ranks(result, console)
     console.print()
     console.print(summary_table(result))
     for view in result.view_ids:
@@ -279,6 +286,19 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
             console.print(view_table(result, view))
         for text_line in validation_lines(result, view):
             console.print(text_line)
+
+
+def _print_ranks(result, console: Console) -> None:
+    """Tensor parallel: communication per phase and rank, and the imbalance between ranks."""
+    from reports.ranks import COMM_LEGEND, communication_table, imbalance_table
+    comm, imbalance = getattr(result, "communication", None), getattr(result, "imbalance", None)
+    if comm is not None and not comm.empty:
+        console.print()
+        console.print(communication_table(comm))
+        console.print(Text(COMM_LEGEND, style="dim"))
+    if imbalance is not None and not imbalance.empty:
+        console.print()
+        console.print(imbalance_table(imbalance))
 
 
 def kernels_csv(result) -> str:

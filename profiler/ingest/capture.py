@@ -230,7 +230,8 @@ def _numeric(array: pa.Array, lenient: bool = False) -> pa.Array | None:
     """float64 if every filled cell is a number (thousands separators allowed), else None;
     lenient: cells that are not numbers become null."""
     array = pc.utf8_trim_whitespace(array.cast(pa.string()))
-    blank = pc.fill_null(pc.is_in(array, pa.array(("",) + _NOT_AVAILABLE)), True)
+    # an empty cell (null) is blank too: a row timed outside ncu has no counters at all
+    blank = pc.or_(pc.is_null(array), pc.fill_null(pc.is_in(array, pa.array(("",) + _NOT_AVAILABLE)), True))
     number = pc.fill_null(pc.match_substring_regex(array, _NUMBER), False)
     if not lenient and not pc.all(pc.or_(blank, number)).as_py():
         return None

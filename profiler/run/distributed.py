@@ -47,10 +47,12 @@ TIME_SOURCE = "time_source"        # column: ncu, or how a collective was timed
 COMM_BYTES = "comm_bytes"          # column: bytes each rank contributes to the collective
 COMM_SAMPLES = "comm_samples"      # column: timed calls the row's median is taken over
 COMM_METHOD = {"cuda_events": "CUDA events around each all-reduce on its rank's stream, in a run "
-                              "of the same workload without ncu; median over the layers (and decode "
-                              "steps after the first) that the profiled layer stands for",
+                              "of the same workload without ncu (at least 4 layers and decode steps); "
+                              "median over the layers (and decode steps after the first) that the "
+                              "profiled layer stands for",
                "wall_clock": "wall clock around each all-reduce (CPU, gloo), in a run of the same "
-                             "workload without ncu; median over the layers it stands for"}
+                             "workload without ncu (at least 4 layers and decode steps); median over "
+                             "the layers it stands for"}
 EXIT_INTERRUPTED = 130
 
 
@@ -192,12 +194,21 @@ def plan_program(plan, tp: int):
 
 # --- communication time ----------------------------------------------------------------------------
 
+# The run that times the collectives has at least this many layers and decode steps (the same
+# shapes): with the 2 of a profiled run, one call that waited for a late rank (a phase's first, or a
+# first-call library heuristic on one rank) was half the median (seen on the H200).
+TIMING_LAYERS = 4
+TIMING_DECODE_STEPS = 4
+
+
 def time_collectives(config, tp: int, deadline: float | None = None) -> list[dict]:
     """Run the workload once without ncu, each all-reduce timed; every rank's report."""
     from profiler.run.profile import _env
 
+    timing = replace(config, layers=max(config.layers, TIMING_LAYERS),
+                     decode_steps=max(config.decode_steps, TIMING_DECODE_STEPS))
     with tempfile.TemporaryDirectory(prefix="smlens-comm-") as folder:
-        command = tp_program(config, tp, ["--no-nvtx", "--time-collectives", folder])
+        command = tp_program(timing, tp, ["--no-nvtx", "--time-collectives", folder])
         timeout = max(30.0, deadline - time.monotonic()) if deadline else None
         try:
             done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=timeout)
@@ -213,8 +224,9 @@ def time_collectives(config, tp: int, deadline: float | None = None) -> list[dic
 
 def comm_rows(reports: list[dict], config, dedup: bool = True) -> list[dict]:
     """One row per rank, phase, decode step, layer and collective, as the profiled kernels are
-    chosen: with dedup, layer 0 (of the representative decode step) stands for all, its time the
-    median over the calls it stands for; without, every call."""
+    chosen from `config`: with dedup, layer 0 (of the representative decode step) stands for all,
+    its time the median over every layer (and decode step after the first) timed; without, each
+    call of the profiled layers and steps."""
     from profiler.workloads import decoder
 
     step = decoder.representative_decode_step(config.decode_steps)
@@ -222,15 +234,17 @@ def comm_rows(reports: list[dict], config, dedup: bool = True) -> list[dict]:
     for report in reports:
         groups: dict[tuple, list[dict]] = {}
         for record in report["records"]:
-            if record["phase"] not in config.phases:
+            phase, decode = record["phase"], record["phase"] == "decode"
+            if phase not in config.phases:
                 continue
             if dedup:
-                if record["phase"] == "decode" and config.decode_steps > 1 and record["step"] == 0:
+                if decode and config.decode_steps > 1 and record["step"] == 0:
                     continue  # like the profiled step, the first decode step's calls are left out
-                key = (record["phase"], step if record["phase"] == "decode" else None, 0,
-                       record["after"])
+                key = (phase, step if decode else None, 0, record["after"])
+            elif record["layer"] < config.layers and (not decode or record["step"] < config.decode_steps):
+                key = (phase, record["step"], record["layer"], record["after"])
             else:
-                key = (record["phase"], record["step"], record["layer"], record["after"])
+                continue
             groups.setdefault(key, []).append(record)
         for (phase, step_index, layer, after), records in groups.items():
             rows.append({"rank": report["rank"], "tp": report["tp"], "device": report["device"],
@@ -293,8 +307,9 @@ def finish_capture(path: Path, tp: int, timing) -> dict:
 
 
 def _mark_ranks(rows: list[list[str]], column: dict, push_pop: str, tp: int) -> dict:
-    """Give every process without a `rank=` range one: its GPU when each process used a GPU of
-    its own, else the order in which the processes first appear."""
+    """Give every process without a `rank=` range one: the GPU it ran on, when each process used
+    one GPU and they did not all use the same one (several ncu runs start a rank's process once
+    each); else the order in which the processes first appear."""
     pid_col, dev_col = column.get("Process ID"), column.get("Device")
     cells = column[push_pop]
     marked, devices, order = set(), {}, []
@@ -310,11 +325,12 @@ def _mark_ranks(rows: list[list[str]], column: dict, push_pop: str, tp: int) -> 
     unmarked = [pid for pid in order if pid not in marked]
     if not unmarked:
         return {"rank_source": "nvtx"}
-    own_gpu = all(len(devices[p]) == 1 for p in unmarked) and \
-        len({next(iter(devices[p])) for p in unmarked}) == len(unmarked)
-    rank_of = {pid: (int(next(iter(devices[pid]))) if own_gpu and next(iter(devices[pid])).isdigit()
-                     else index) for index, pid in enumerate(unmarked)}
-    source = "device" if own_gpu else "process_order"
+    used = [devices[pid] for pid in unmarked]
+    by_device = (all(len(d) == 1 and next(iter(d)).isdigit() for d in used)
+                 and len(set.union(*used)) > 1)
+    rank_of = {pid: int(next(iter(devices[pid]))) if by_device else index
+               for index, pid in enumerate(unmarked)}
+    source = "device" if by_device else "process_order"
     for row in rows:
         pid = row[pid_col] if pid_col is not None else ""
         if pid in rank_of:
