@@ -134,6 +134,9 @@ def test_real_capture_timed_collectives(tp8):
     assert sizes == {"cold_prefill": [8 * 512 * 4096 * 2], "warm_prefill": [8 * 512 * 4096 * 2],
                      "decode": [8 * 4096 * 2]}
     assert (timed["gpu__time_duration.sum"] > 0).all() and timed["sm__cycles_active.avg"].isna().all()
+    # the profiled kernels' counters stay numbers beside the timed rows' empty cells ("35,836.82")
+    profiled = tp8[tp8["time_source"] == "ncu"]
+    assert profiled["sm__cycles_active.avg"].between(100, 1e7).all()
 
 
 # --- the NVTX parser -------------------------------------------------------------------------------
