@@ -267,7 +267,9 @@ def finish_capture(path: Path, tp: int, timing) -> dict:
     """Rewrite a merged raw CSV of a TP run: a rank marker on every process that lacks one, a
     `time_source` column, and (timing = (config, dedup, deadline)) the timed collectives as rows.
     Returns the tags that say how communication was measured (or why it was not)."""
-    header, units, rows = ncu_mod.read_raw_csv(path)
+    # the merged exports (profiler.ingest.merge): the header, the units row, then one row per kernel
+    with open(path, newline="", encoding="utf-8") as handle:
+        header, units, *rows = list(csv.reader(handle)) or [[], []]
     if not header:
         return {}
     tags = {"tp": str(tp)}
