@@ -22,7 +22,8 @@ from profiler.ingest.capture import read_capture
 from profiler.run import distributed, ncu
 from profiler.workloads import tensor_parallel as tpw
 from profiler.workloads.models import MODELS, get_model
-from tests.test_profile import FAKES, ncu_calls, one_line_error, smlens
+from tests.cli import smlens
+from tests.test_profile import FAKES, ncu_calls, one_line_error
 
 DATA = Path(__file__).parent / "data"
 TP = DATA / "h200_tp"
