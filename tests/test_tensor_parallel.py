@@ -318,6 +318,10 @@ def test_allreduce_rows_in_the_time_view(tp8_views, tp8):
     expected = timed.groupby(["phase", "rank"])["gpu__time_duration.sum"].sum()
     assert {(r.phase, r.rank): r.time_ns for r in allreduce.itertuples()} == pytest.approx(expected.to_dict())
     assert allreduce["sm_throughput_pct"].isna().all()  # no counter was read for them
+    as_json = json.loads(tp8_views.to_json())
+    rows = [g for g in as_json["groups"] if g["role"] == "allreduce"]
+    assert len(rows) == 6 and rows[0]["validations"]["V1"] == {"pass": 0, "fail": 0, "n/a": 0}
+    assert len(as_json["timed"]) == 12 and len(as_json["communication"]) == 6
     # the phase row counts them, and its figures stay those of the profiled kernels
     phase = gap[(gap["role"] == "all") & (gap["phase"] == "decode") & (gap["rank"] == 0)].iloc[0]
     decode_kernels = tp8[(tp8["phase"] == "decode") & (tp8["rank"] == 0)]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from views.common import metric, safe_div
+from views.common import STATUSES, metric, safe_div
 
 TIME_SOURCE = "time_source"
 PROFILED = "ncu"
@@ -91,7 +91,10 @@ def with_timed(groups: pd.DataFrame, phases: pd.DataFrame, timed: pd.DataFrame, 
                                                        "time_ns": float(row["time_ns"])}])],
                                ignore_index=True)
     phases["time_share_pct"] = _shares(phases, total_time_ns, rank_time_ns)
-    return pd.concat([groups, summed], ignore_index=True), phases
+    groups = pd.concat([groups, summed], ignore_index=True)
+    counts = [c for c in groups.columns if c.endswith(tuple(f"_{s}" for s in STATUSES))]
+    groups[counts] = groups[counts].fillna(0).astype(int)  # no timed row was validated
+    return groups, phases
 
 
 def _shares(frame: pd.DataFrame, total_time_ns: float, rank_time_ns: dict) -> np.ndarray:
