@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from views.common import STATUSES, metric, safe_div
+from views.grouping import PHASE_ORDER, ROLE_ORDER
 
 TIME_SOURCE = "time_source"
 PROFILED = "ncu"
@@ -109,8 +110,6 @@ def _shares(frame: pd.DataFrame, total_time_ns: float, rank_time_ns: dict) -> np
 
 def _calls(timed: pd.DataFrame) -> pd.DataFrame:
     """One row per timed call: where it happened (from its NVTX stack) and its time."""
-    from views.vocabulary import PHASES
-
     def place(stack) -> tuple:
         step = layer = after = None
         for entry in list(stack) if stack is not None else []:
@@ -129,7 +128,7 @@ def _calls(timed: pd.DataFrame) -> pd.DataFrame:
     places = [place(s) for s in stacks]
     out["step"], out["layer"], out["after"] = ([p[i] for p in places] for i in range(3))
     out["phase"] = out["phase"].astype(object)
-    return out[out["phase"].isin(PHASES + ("other",))]
+    return out
 
 
 def communication(kernels: pd.DataFrame, timed: pd.DataFrame) -> pd.DataFrame:
@@ -176,7 +175,6 @@ def imbalance(kernels: pd.DataFrame, timed: pd.DataFrame) -> pd.DataFrame:
 
 
 def _in_phase_order(frame: pd.DataFrame, with_role: bool = False) -> pd.DataFrame:
-    from views.grouping import PHASE_ORDER, ROLE_ORDER
     ranked = frame.assign(_p=frame["phase"].map({p: i for i, p in enumerate(PHASE_ORDER)}).fillna(99))
     keys = ["_p", "phase"]
     if with_role:

@@ -53,7 +53,6 @@ COMM_METHOD = {"cuda_events": "CUDA events around each all-reduce on its rank's 
                "wall_clock": "wall clock around each all-reduce (CPU, gloo), in a run of the same "
                              "workload without ncu (at least 4 layers and decode steps); median over "
                              "the layers it stands for"}
-EXIT_INTERRUPTED = 130
 
 
 def with_no_multicast(env: dict) -> dict:
@@ -96,7 +95,7 @@ def launch(command: list[str], nproc: int, grace_s: float = 10.0) -> int:
                 failed = code if code > 0 else 128 - code
                 break
     except KeyboardInterrupt:
-        failed = EXIT_INTERRUPTED
+        failed = ncu_mod.EXIT_INTERRUPTED
     finally:
         _stop([proc for _, proc in ranks.values()], grace_s)
     return failed
@@ -154,12 +153,12 @@ def plan_tp(config, tp: int, metrics: list[str], dedup: bool = True, cache_contr
 
     part = shard(config.model, tp)
     plan = prof.plan_workload(config, metrics, dedup, cache_control, graph_profiling)
-    for inv in plan.invocations:
+    for inv in plan.invocations:  # each rank launches what one GPU does, with its own shapes
         inv.program = tp_program(replace(config, phases=inv.phases), tp)
         inv.kernel_name = NOT_REPLAYED
-        inv.expected_kernels = inv.expected_kernels * tp if inv.expected_kernels else None
-    plan.expected_kernels = plan.expected_kernels * tp if plan.expected_kernels else None
-    plan.skipped_estimate = plan.skipped_estimate * tp if plan.skipped_estimate else plan.skipped_estimate
+        inv.expected_kernels *= tp
+    plan.expected_kernels *= tp
+    plan.skipped_estimate *= tp
     rank_model = part.rank_model
     kv = (f"{rank_model.kv_heads} KV head(s) per rank" if part.kv_layout == "split" else
           f"1 KV head per rank, each of the {config.model.kv_heads} held by {part.kv_copies} ranks")
