@@ -511,19 +511,25 @@ def determinism(model: str = typer.Option("llama-3.1-8b", help="Model whose four
                 batches: str = typer.Option("1..256", help="Batch sizes for batch invariance, e.g. 1..256 or 1,2,4."),
                 repeats: int = typer.Option(50, min=1, help="Runs per digest set and timed replays per case."),
                 impl: str = typer.Option("det,layercast,cublas_bf16,bi_tc", help="Implementations (det first)."),
+                bits: bool = typer.Option(True, help="Check batch invariance, run to run and the CPU reference."),
                 layer: bool = typer.Option(True, help="Also time a decoder layer: prefill 2048 + 32 decode steps."),
                 timing: bool = typer.Option(True, help="Time each projection (decode M=1,8,16, prefill 2048)."),
+                emulate: bool = typer.Option(False, help="Emulate a sample of det's outputs on the CPU at "
+                                             "M = 1..2048 and compare the bits."),
+                generate: bool = typer.Option(False, help="Greedy-decode a prompt alone and in batches of 2, 8, "
+                                              "32 (det, cuBLAS bf16, LayerCast) and compare logits and tokens."),
                 seed: int = typer.Option(0, help="Input seed (inputs are drawn on the CPU: the same everywhere)."),
                 out: Optional[Path] = typer.Option(None, "--out", help="Write the JSON result here."),
                 format: Format = typer.Option(Format.table, "--format")):
     """Bits (batch invariance, run to run, CPU reference) and speed against the baselines, on the GPU."""
     import json
     from profiler.workloads.deterministic import bench
-    from profiler.workloads.deterministic import kernels as det
+    from profiler.workloads.deterministic.kernels import IMPLS
+    from reports.bench import render_result
     impls = [i.strip() for i in impl.split(",") if i.strip()]
-    bad = [i for i in impls if i not in det.IMPLS]
+    bad = [i for i in impls if i not in IMPLS]
     if bad or not impls:
-        raise SmlensError(f"--impl: unknown {', '.join(bad) or 'empty list'}; choose from {', '.join(det.IMPLS)}")
+        raise SmlensError(f"--impl: unknown {', '.join(bad) or 'empty list'}; choose from {', '.join(IMPLS)}")
     batch_list = bench.parse_batches(batches)
     from profiler.workloads.models import get_model
     get_model(model)  # unknown model: a clear error before the GPU is touched
@@ -533,29 +539,38 @@ def determinism(model: str = typer.Option("llama-3.1-8b", help="Model whose four
     err = Console(stderr=True)
     with err.status("starting") as status:
         result = bench.run_determinism(model, batch_list, repeats, impls, layer=layer, timing=timing, seed=seed,
+                                       bits=bits, emulate=emulate, generate=generate,
                                        progress=lambda m: status.update(m), command=" ".join(sys.argv))
     if out is not None:
         out.write_text(json.dumps(result, indent=1))
     if format == Format.json:
         typer.echo(json.dumps(result))
     else:
-        bench.render_result(result)
+        render_result(result)
 
 
 @_bench_command
 def compare(a: Path = typer.Argument(..., help="Result of `smlens bench determinism --out` on one GPU."),
             b: Path = typer.Argument(..., help="The same on another GPU (or software stack)."),
+            impl: str = typer.Option("det", help="Implementations whose bits decide the exit code."),
             format: Format = typer.Option(Format.table, "--format")):
-    """Did two runs give the same bits? Exit 0 when the det kernels' bits match, 1 when they differ."""
+    """Did two runs give the same bits? Names every differing case. Exit 0 when the bits of --impl
+    match, 1 when some differ, 2 when the files hold no case of --impl to compare."""
     import json
     from profiler.workloads.deterministic import bench
+    from reports.bench import render_comparison
     cmp = bench.compare_results(bench.load_result(a), bench.load_result(b))
     if format == Format.json:
         typer.echo(json.dumps(cmp))
     else:
-        bench.render_comparison(cmp)
-    if cmp["same_bits_by_impl"].get("det") is False:
-        raise typer.Exit(1)
+        render_comparison(cmp)
+    impls = [i.strip() for i in impl.split(",") if i.strip()]
+    code = bench.compare_exit_code(cmp, impls)
+    if code == 2:
+        raise SmlensError(f"{a} and {b} hold no comparable case of {', '.join(impls)} (missing, other inputs "
+                          "or no digest in common); run both with the same --seed and --impl")
+    if code:
+        raise typer.Exit(code)
 
 
 def main() -> None:
