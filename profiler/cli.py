@@ -447,6 +447,9 @@ def profile(ctx: typer.Context,
                                                   "(comma-separated, or @FILE) instead of the views'."),
             dedup: bool = typer.Option(DecoderOptions.dedup, help="Profile one layer per phase and "
                                        "one decode step."),
+            tp: int = typer.Option(DecoderOptions.tp, "--tp", help="Tensor parallel: ranks, one "
+                                   "process and GPU each (the decoder split Megatron-style, or the "
+                                   "ranks of a program after `--`)."),
             cache_control: str = typer.Option("auto", help="auto (cold prefill flushed, the rest "
                                               "not), all or none."),
             graph_profiling: Optional[str] = typer.Option(None, help="node or graph (CUDA graphs)."),
@@ -493,6 +496,9 @@ def profile(ctx: typer.Context,
         return
     ncu_path = ncu_mod.find_ncu(ncu)
     ncu_mod.require_gpu()
+    if getattr(options, "tp", 1) > 1:
+        from profiler.run.distributed import require_gpus
+        require_gpus(options.tp)
     outcomes = []
     for the_plan, run_name, tags in prof.planned_runs(plans, name, repeat, parse_tags(tag)):
         keep_dir = keep / run_name if keep else None

@@ -171,14 +171,21 @@ def legend(columns: list[Column]) -> Text:
 def _grouped_rows(frame: pd.DataFrame) -> tuple[Rows, list[int]]:
     """Rows under a heading per phase; the frame's row positions, None on heading rows."""
     rows, positions, previous = Rows(), [], None
-    for position, (phase, role) in enumerate(zip(frame["phase"].astype(object), frame["role"].astype(object))):
+    ranks = frame["rank"].astype(object) if "rank" in frame.columns else [None] * len(frame)
+    for position, (phase, role, rank) in enumerate(zip(frame["phase"].astype(object),
+                                                        frame["role"].astype(object), ranks)):
         if phase != previous:
             rows.phase(_phase_title(str(phase), set(frame["phase"].astype(object))))
             positions.append(None)
             previous = phase
-        rows.row(f"  {role}", "bold" if role == "all" else None)
+        rows.row(f"  {role}{rank_suffix(rank)}", "bold" if role == "all" else None)
         positions.append(position)
     return rows, positions
+
+
+def rank_suffix(rank) -> str:
+    """` r<rank>` after a role in a tensor-parallel run's tables, nothing for a single-GPU run."""
+    return "" if rank is None or is_missing(rank) else f" r{int(rank)}"
 
 
 def _phase_title(phase: str, phases: set) -> str:
@@ -379,6 +386,7 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
     for table in tables:
         console.print(table)
     console.print(legend(columns))
+    _print_ranks(result, console)
     console.print()
     console.print(summary_table(result))
     for view in result.view_ids:
@@ -392,6 +400,19 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
             console.print(legend(columns))
         for text_line in validation_lines(result, view):
             console.print(text_line)
+
+
+def _print_ranks(result, console: Console) -> None:
+    """Tensor parallel: communication per phase and rank, and the imbalance between ranks."""
+    from reports.ranks import COMM_LEGEND, communication_table, imbalance_table
+    comm, imbalance = getattr(result, "communication", None), getattr(result, "imbalance", None)
+    if comm is not None and not comm.empty:
+        console.print()
+        console.print(communication_table(comm))
+        console.print(Text(COMM_LEGEND, style="dim"))
+    if imbalance is not None and not imbalance.empty:
+        console.print()
+        console.print(imbalance_table(imbalance))
 
 
 def kernels_csv(result) -> str:

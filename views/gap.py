@@ -33,6 +33,8 @@ def gap(groups: pd.DataFrame) -> pd.DataFrame:
         out[column] = groups[column] if column in groups else np.nan
     for factor, (figure, before) in FACTORS.items():
         out[factor] = safe_div(out[figure], out[before])
+    if "rank" in groups:  # tensor parallel: one row per rank
+        out.insert(2, "rank", groups["rank"])
     if "top_stall" in out:
         out["top_stall"] = out["top_stall"].astype(object).where(out["top_stall"].notna(), None)
     return out.reset_index(drop=True)

@@ -54,7 +54,7 @@ START_STOP_PREFIX = "Id:Domain:Start/Stop_Range"
 DETAILS_COLUMNS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
 INT_IDENTITY = ("process_id", "device", "context", "stream")
 DERIVED_COLUMNS = ("nvtx_stack", "phase", "role", "role_source", "kind", "shape_m", "shape_n", "shape_k",
-                   *nvtx.ATTENTION_KEYS.values())
+                   *nvtx.ATTENTION_KEYS.values(), "rank")
 
 # The details page of ncu's sections names metrics for people; these are the ones the views read.
 DISPLAY_NAME_METRICS = {
@@ -230,7 +230,8 @@ def _numeric(array: pa.Array, lenient: bool = False) -> pa.Array | None:
     """float64 if every filled cell is a number (thousands separators allowed), else None;
     lenient: cells that are not numbers become null."""
     array = pc.utf8_trim_whitespace(array.cast(pa.string()))
-    blank = pc.fill_null(pc.is_in(array, pa.array(("",) + _NOT_AVAILABLE)), True)
+    # an empty cell (null) is blank too: a row timed outside ncu has no counters at all
+    blank = pc.or_(pc.is_null(array), pc.fill_null(pc.is_in(array, pa.array(("",) + _NOT_AVAILABLE)), True))
     number = pc.fill_null(pc.match_substring_regex(array, _NUMBER), False)
     if not lenient and not pc.all(pc.or_(blank, number)).as_py():
         return None
@@ -268,6 +269,7 @@ class Classifier:
         self._cache: dict = {}
         self._prefill = nvtx.PrefillOrder()
         self._eager = nvtx.EagerOrder() if roles_from_order else None
+        self._rank_of_process: dict = {}  # a process's rank, once one of its kernels named it
 
     def _one(self, cell: str, kernel_name: str) -> tuple:
         key = (cell, kernel_name)
@@ -282,11 +284,22 @@ class Classifier:
                                columns=list(DERIVED_COLUMNS[1:]))
         derived.insert(0, "nvtx_stack", [stack for stack, _ in pairs])
         derived["phase"] = self._prefill.assign(list(derived["phase"]), list(processes))
+        derived["rank"] = self._ranks(list(derived["rank"]), list(processes))
         if self._eager is not None:
             derived = self._roles_from_order(derived, names, processes)
-        for column in ("shape_m", "shape_n", "shape_k", *nvtx.ATTENTION_KEYS.values()):
+        for column in ("shape_m", "shape_n", "shape_k", *nvtx.ATTENTION_KEYS.values(), "rank"):
             derived[column] = derived[column].astype("Int64")
         return self._apply_shapes(derived)
+
+    def _ranks(self, ranks: list, processes: list) -> list:
+        """A kernel launched outside its process's `rank=` range (before it opened) takes the
+        rank that process's other kernels name."""
+        ranks = [None if pd.isna(rank) else int(rank) for rank in ranks]
+        for rank, process in zip(ranks, processes):
+            if rank is not None and not pd.isna(process):
+                self._rank_of_process.setdefault(process, rank)
+        return [rank if rank is not None or pd.isna(process) else self._rank_of_process.get(process)
+                for rank, process in zip(ranks, processes)]
 
     def _roles_from_order(self, derived: pd.DataFrame, names: pd.Series, processes: pd.Series
                           ) -> pd.DataFrame:
