@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 from rich.table import Table
 
-from reports.terminal import _cell, _phase_heading, _table, pct, ratio, us
+from reports.terminal import Column, Rows, fit, pct, ratio, us
 
 COMM_LEGEND = ("comm: the rank's collectives, timed with CUDA events in a run without ncu (ncu cannot "
                "replay them); on the compute stream, so all of it is exposed. wait: the part spent "
@@ -13,29 +13,41 @@ COMM_LEGEND = ("comm: the rank's collectives, timed with CUDA events in a run wi
                "transfer: the fastest rank's. bus: NCCL bus bandwidth over the transfer time.")
 
 
-def communication_table(comm: pd.DataFrame) -> Table:
-    table = _table("Compute and communication per phase and rank (µs)",
-                   [("phase / rank", "left"), ("compute", "right"), ("comm", "right"),
-                    ("comm %", "right"), ("wait", "right"), ("transfer", "right"),
-                    ("bus GB/s", "right"), ("calls", "right")])
-    previous = None
-    for _, row in comm.iterrows():
-        previous = _phase_heading(table, str(row["phase"]), previous)
-        cells = [f"  rank {int(row['rank'])}", us(row["compute_ns"]), us(row["comm_ns"]),
-                 pct(row["comm_share_pct"]), us(row["comm_wait_ns"]), us(row["comm_transfer_ns"]),
-                 ratio(row["bus_gbps"]), str(int(row["collectives"]))]
-        table.add_row(*[_cell(c) for c in cells])
-    return table
+def _by_phase(frame: pd.DataFrame, key) -> tuple[Rows, list]:
+    """Rows under a heading per phase (the key column's text from `key(row)`), and each row's
+    record, None on heading rows."""
+    rows, records, previous = Rows(), [], None
+    for _, record in frame.iterrows():
+        if str(record["phase"]) != previous:
+            previous = str(record["phase"])
+            rows.phase(previous)
+            records.append(None)
+        rows.row(f"  {key(record)}")
+        records.append(record)
+    return rows, records
 
 
-def imbalance_table(imbalance: pd.DataFrame) -> Table:
-    table = _table("Rank imbalance: the slowest rank's time over the mean rank's",
-                   [("phase / role", "left"), ("min µs", "right"), ("max µs", "right"),
-                    ("max/mean", "right"), ("slowest", "right")])
-    previous = None
-    for _, row in imbalance.iterrows():
-        previous = _phase_heading(table, str(row["phase"]), previous)
-        cells = [f"  {row['role']}", us(row["min_rank_time_ns"]), us(row["max_rank_time_ns"]),
-                 ratio(row["imbalance"]), f"rank {int(row['slowest_rank'])}"]
-        table.add_row(*[_cell(c) for c in cells])
-    return table
+def _column(heading: str, records: list, show) -> Column:
+    return Column(heading, [None if r is None else show(r) for r in records])
+
+
+def communication_table(comm: pd.DataFrame, width: int = 10_000) -> list[Table]:
+    rows, records = _by_phase(comm, lambda r: f"rank {int(r['rank'])}")
+    columns = [_column("compute", records, lambda r: us(r["compute_ns"])),
+               _column("comm", records, lambda r: us(r["comm_ns"])),
+               _column("comm %", records, lambda r: pct(r["comm_share_pct"])),
+               _column("wait", records, lambda r: us(r["comm_wait_ns"])),
+               _column("transfer", records, lambda r: us(r["comm_transfer_ns"])),
+               _column("bus GB/s", records, lambda r: ratio(r["bus_gbps"])),
+               _column("calls", records, lambda r: str(int(r["collectives"])))]
+    return fit("Compute and communication per phase and rank (µs)", "phase / rank", rows, columns, width)
+
+
+def imbalance_table(imbalance: pd.DataFrame, width: int = 10_000) -> list[Table]:
+    rows, records = _by_phase(imbalance, lambda r: str(r["role"]))
+    columns = [_column("min µs", records, lambda r: us(r["min_rank_time_ns"])),
+               _column("max µs", records, lambda r: us(r["max_rank_time_ns"])),
+               _column("max/mean", records, lambda r: ratio(r["imbalance"])),
+               _column("slowest", records, lambda r: f"rank {int(r['slowest_rank'])}")]
+    return fit("Rank imbalance: the slowest rank's time over the mean rank's", "phase / role", rows,
+               columns, width)

@@ -408,11 +408,13 @@ def _print_ranks(result, console: Console) -> None:
     comm, imbalance = getattr(result, "communication", None), getattr(result, "imbalance", None)
     if comm is not None and not comm.empty:
         console.print()
-        console.print(communication_table(comm))
+        for table in communication_table(comm, console.width):
+            console.print(table)
         console.print(Text(COMM_LEGEND, style="dim"))
     if imbalance is not None and not imbalance.empty:
         console.print()
-        console.print(imbalance_table(imbalance))
+        for table in imbalance_table(imbalance, console.width):
+            console.print(table)
 
 
 def kernels_csv(result) -> str:
