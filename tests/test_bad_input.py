@@ -454,3 +454,24 @@ def test_bench_compare_with_nothing_comparable_exits_2(tmp_path):
     changed.write_text(json.dumps(other_inputs))
     code, out, err = smlens("bench", "compare", DATA / "h200_det" / "h200_det.json", changed)
     assert_refused(code, out, err, "4 of 4 det cases could not be compared (inputs differ)")
+
+
+def test_views_and_show_print_no_numpy_warnings_for_a_store_with_infinities(store):
+    """A store written before non-finite values were nulled holds inf: the views say n/a for what
+    they cannot compute, and print no RuntimeWarning (numpy's "invalid value in divide")."""
+    import warnings
+
+    import numpy as np
+
+    path = _run_dir(store) / "kernels.parquet"
+    kernels = pd.read_parquet(path)
+    for column in (TIME, "sm__cycles_active.avg", "dram__bytes_read.sum"):
+        kernels.loc[kernels.index[:4], column] = np.inf
+    kernels.loc[kernels.index[4:6], TIME] = 0.0
+    kernels.to_parquet(path, index=False)
+    for args in (["views", "d12"], ["show", "d12"], ["report", "d12", "-o", store.parent / "r.html"]):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            code, out, err = smlens(*args, "--store", store)
+        assert code == 0, err
+        assert [w for w in caught if issubclass(w.category, RuntimeWarning)] == [], args
