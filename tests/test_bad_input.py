@@ -50,11 +50,16 @@ def base_store(tmp_path_factory) -> Path:
     return path
 
 
+def copy_store(base: Path, folder: Path, name: str = "store") -> Path:
+    """A copy of a store built once per module: each test damages its own."""
+    path = folder / name
+    shutil.copytree(base, path)
+    return path
+
+
 @pytest.fixture()
 def store(base_store, tmp_path) -> Path:
-    path = tmp_path / "store"
-    shutil.copytree(base_store, path)
-    return path
+    return copy_store(base_store, tmp_path)
 
 
 # --- captures made bad ------------------------------------------------------------------------

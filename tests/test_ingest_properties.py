@@ -5,7 +5,6 @@ from __future__ import annotations
 import gzip
 import json
 import random
-import shutil
 
 import pyarrow.parquet as pq
 import pytest
@@ -14,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from profiler.ingest.capture import read_capture
 from profiler.ingest.store import Store
 from tests.conftest import DATA
-from tests.test_bad_input import smlens
+from tests.test_bad_input import copy_store, smlens
 from tests.test_store import snapshot
 
 SOURCES = {name: (DATA / name).read_bytes() for name in ("decode12_raw.csv", "decode12_details.csv")}
@@ -105,8 +104,7 @@ def base_store(tmp_path_factory):
        seed=st.integers(0, 2**16))
 def test_mutated_capture_is_a_run_or_bad_input(tmp_path_factory, base_store, source, kind, seed):
     tmp = tmp_path_factory.mktemp("prop")
-    store_dir = tmp / "store"
-    shutil.copytree(base_store, store_dir)
+    store_dir = copy_store(base_store, tmp)
     store = Store(store_dir)
     before = snapshot(store_dir)
     path = tmp / f"mutated-{source}"

@@ -25,7 +25,7 @@ from profiler.ingest import store as store_module
 from profiler.ingest.store import Store
 from profiler.ingest.store_check import check
 from tests.conftest import DATA
-from tests.test_bad_input import assert_refused, smlens
+from tests.test_bad_input import assert_refused, copy_store, smlens
 from tests.test_store import snapshot
 
 RAW = DATA / "decode12_raw.csv"
@@ -118,8 +118,7 @@ def test_a_kill_at_every_step_leaves_a_sound_store_and_the_next_command_tidies(o
               "rename": lambda path: Store(path).ingest(RAW, name="renamed", tags={"k": "v"})}[operation]
     before = {first, doomed}
     for step in range(1, 200):
-        path = tmp_path / f"store{step}"
-        shutil.copytree(base, path)
+        path = copy_store(base, tmp_path, f"store{step}")
         killed, changes = killed_at_step(step, lambda: action(path))
         assert_sound(path)
         runs = Store(path).runs().set_index("id")
@@ -189,8 +188,7 @@ def test_a_full_disk_at_every_step_is_one_line_and_nothing_half_stored(base_stor
     outcomes = []
     originals = {name: getattr(os, name) for name in STEPS}
     for step in range(1, 200):
-        path = tmp_path / f"store{step}"
-        shutil.copytree(base, path)
+        path = copy_store(base, tmp_path, f"store{step}")
         calls = [0]
 
         def failing(function):

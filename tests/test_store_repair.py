@@ -12,7 +12,7 @@ import pytest
 
 from profiler.ingest.store import Store
 from tests.conftest import DATA
-from tests.test_bad_input import assert_refused, smlens
+from tests.test_bad_input import assert_refused, copy_store, smlens
 
 RAW = DATA / "decode12_raw.csv"
 B1 = DATA / "h200_runs" / "gate-b1-r1.csv.gz"
@@ -28,9 +28,7 @@ def base(tmp_path_factory) -> Path:
 
 @pytest.fixture()
 def store(base, tmp_path) -> Path:
-    path = tmp_path / "store"
-    shutil.copytree(base, path)
-    return path
+    return copy_store(base, tmp_path)
 
 
 def ids(store: Path) -> dict[str, str]:
