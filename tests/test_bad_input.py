@@ -12,24 +12,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
-from profiler.cli import app
 from profiler.ingest.store import Store
+from tests.cli import smlens
 from tests.conftest import DATA
 from tests.test_store import snapshot
 
-runner = CliRunner()
 RAW = DATA / "decode12_raw.csv"
 DETAILS = DATA / "decode12_details.csv"
 TIME = "gpu__time_duration.sum"
-
-
-def smlens(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
-    assert not crashed, f"{type(result.exception).__name__}: {result.exception}"
-    return result.exit_code, result.stdout, result.stderr
 
 
 def assert_refused(code: int, out: str, err: str, *fragments: str) -> str:

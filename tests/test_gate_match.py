@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 
 from profiler import cli
 from profiler.ingest.store import Store
+from tests.cli import smlens
 from tests.conftest import DATA
-from tests.test_bad_input import assert_refused, smlens
+from tests.test_bad_input import assert_refused
 from tests.test_store import snapshot
 
 RUNS = DATA / "h200_runs"
@@ -186,7 +187,7 @@ def test_an_internal_error_is_one_line_and_exit_70(tmp_path, monkeypatch):
     assert code == 70 and err.strip() == ("smlens: internal error (ZeroDivisionError: a bug); please report "
                                           "it (SMLENS_TRACEBACK=1 shows where)")
     # the gate: a bug is no verdict either, and CI sees exit 2 with its reports
-    monkeypatch.setattr("profiler.gate_inputs._figures", broken)
+    monkeypatch.setattr("profiler.gate_inputs._labelled", broken)
     markdown = tmp_path / "gate.md"
     code, out, err = smlens("gate", "-b", DATA / "decode12_raw.csv", "-c", DATA / "decode12_raw.csv",
                             "--markdown", markdown)

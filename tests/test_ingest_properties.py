@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from profiler.ingest.capture import read_capture
 from profiler.ingest.store import Store
+from tests.cli import smlens
 from tests.conftest import DATA
-from tests.test_bad_input import copy_store, smlens
+from tests.test_bad_input import copy_store
 from tests.test_store import snapshot
 
 SOURCES = {name: (DATA / name).read_bytes() for name in ("decode12_raw.csv", "decode12_details.csv")}

@@ -24,8 +24,9 @@ from profiler.errors import BadInput
 from profiler.ingest import store as store_module
 from profiler.ingest.store import Store
 from profiler.ingest.store_check import check
+from tests.cli import smlens
 from tests.conftest import DATA
-from tests.test_bad_input import assert_refused, copy_store, smlens
+from tests.test_bad_input import assert_refused, copy_store
 from tests.test_store import snapshot
 
 RAW = DATA / "decode12_raw.csv"

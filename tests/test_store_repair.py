@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 from profiler.ingest.store import Store
+from tests.cli import smlens
 from tests.conftest import DATA
-from tests.test_bad_input import assert_refused, copy_store, smlens
+from tests.test_bad_input import assert_refused, copy_store
 
 RAW = DATA / "decode12_raw.csv"
 B1 = DATA / "h200_runs" / "gate-b1-r1.csv.gz"

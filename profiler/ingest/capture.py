@@ -237,7 +237,7 @@ def _header_cells(line: bytes) -> list[str] | None:
 # --- raw page ---------------------------------------------------------------------------------
 
 
-def _row_chunks(stream, header: list[str], first_rest: bytes, found: dict, path: Path,
+def _row_chunks(stream: "_Source", header: list[str], first_rest: bytes, found: dict,
                 filter_lines: bool = True) -> Iterator[bytes]:
     """The data rows, in blocks of whole lines; the units row goes to found["units"].
 
@@ -260,7 +260,7 @@ def _row_chunks(stream, header: list[str], first_rest: bytes, found: dict, path:
             cut = data.rfind(b"\n")
             if cut < 0:
                 if len(data) > LINE_LIMIT_BYTES:
-                    raise BadInput(f"{path}: a line longer than {LINE_LIMIT_BYTES >> 20} MiB after the "
+                    raise BadInput(f"{stream.path}: a line longer than {LINE_LIMIT_BYTES >> 20} MiB after the "
                                    "header: no ncu row is that long (not an ncu capture?)")
                 pending = data
                 continue
@@ -269,7 +269,7 @@ def _row_chunks(stream, header: list[str], first_rest: bytes, found: dict, path:
             block, pending = data, b""
             tail = block[block.rfind(b"\n") + 1:]
             if tail.strip() and is_row(tail):
-                raise BadInput(f"{path}: the capture is cut off in the middle of a row (no line end "
+                raise BadInput(f"{stream.path}: the capture is cut off in the middle of a row (no line end "
                                "after the last row): copy or export it again")
             if tail.strip():
                 block = block[: len(block) - len(tail)]
@@ -543,7 +543,7 @@ def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None =
         header, rest = _find_header(stream, path)
         converter = _RawConverter(header, classifier or Classifier(shapes, roles_from_order), path)
         rows = 0
-        for block in _row_chunks(stream, header, rest, found, path, filter_lines=False):
+        for block in _row_chunks(stream, header, rest, found, filter_lines=False):
             table = converter.convert(block, found["units"])
             rows += table.num_rows
             if on_progress is not None:
@@ -722,7 +722,7 @@ def _read_details(path: Path, classifier: Classifier, notes: list) -> tuple[pd.D
     found: dict = {}
     with _open_binary(path) as stream:
         header, rest = _find_header(stream, path)
-        rows = b"".join(_row_chunks(stream, header, rest, found, path))
+        rows = b"".join(_row_chunks(stream, header, rest, found))
     if not rows:
         raise BadInput(f"{path}: the capture has a header but no kernel rows")
     # pandas, not pyarrow: rows without rule results end early (ragged rows)
