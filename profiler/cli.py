@@ -35,6 +35,14 @@ StoreOpt = typer.Option(None, "--store", envvar="SMLENS_STORE",
 EXIT_INTERNAL = 70  # a bug in smlens (BSD sysexits' EX_SOFTWARE)
 
 
+def internal_error(err: Exception) -> str:
+    """A bug's one line, or the traceback when SMLENS_TRACEBACK asks for it."""
+    if os.environ.get("SMLENS_TRACEBACK"):
+        raise err
+    return (f"internal error ({type(err).__name__}: {str(err).strip()[:200]}); please report it "
+            "(SMLENS_TRACEBACK=1 shows where)")
+
+
 def store_path(store: Optional[Path]) -> Path:
     return Path(store) if store else Path("smlens-store")
 
@@ -67,10 +75,7 @@ def guarded(func):
         except (typer.Exit, typer.Abort, SystemExit):
             raise
         except Exception as err:  # a bug: one line, not a traceback, unless asked for
-            if os.environ.get("SMLENS_TRACEBACK"):
-                raise
-            fail(f"internal error ({type(err).__name__}: {str(err).strip()[:200]}); please report "
-                 "it (SMLENS_TRACEBACK=1 shows where)", EXIT_INTERNAL)
+            fail(internal_error(err), EXIT_INTERNAL)
 
     return wrapper
 
@@ -277,9 +282,7 @@ def gate(baseline: Optional[List[str]] = typer.Option(
         error = str(err)
         result = cannot_judge(error, baseline or [], current or [])
     except Exception as err:  # a bug is no verdict either: exit 2 with the reports, not 1
-        if os.environ.get("SMLENS_TRACEBACK"):
-            raise
-        error = f"internal error ({type(err).__name__}: {str(err).strip()[:200]}); please report it"
+        error = internal_error(err)
         result = cannot_judge(error, baseline or [], current or [])
     for path, text in ((markdown, to_markdown), (junit, to_junit)):
         if path:

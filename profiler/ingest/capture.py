@@ -700,6 +700,7 @@ class _RawConverter:
             identity, table = identity[valid], table.filter(mask)
             numbers = {n: pc.filter(v, mask) for n, v in numbers.items()}
         out = pa.Table.from_pandas(identity.astype({"kernel_id": "int64"}), preserve_index=False)
+        columns = list(out.columns)
         for name in self.metrics:
             base_unit, factor = to_base(unit_row.get(name, ""))
             if name in self.numeric:
@@ -711,8 +712,10 @@ class _RawConverter:
             else:
                 values = table.column(name).cast(pa.string())
                 self.units.setdefault(name, unit_row.get(name, ""))
-            out = out.append_column(name, values)
-        return out
+            columns.append(values)
+        # one table at the end: appending column by column copies the table each time
+        return pa.Table.from_arrays(columns, names=out.column_names + self.metrics
+                                    ).replace_schema_metadata(out.schema.metadata)  # pandas dtypes
 
 
 # --- details page ------------------------------------------------------------------------------
