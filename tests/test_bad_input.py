@@ -437,19 +437,26 @@ def test_a_store_of_another_format_is_refused(store):
 
 # --- bench compare ------------------------------------------------------------------------------
 
-def test_bench_compare_with_nothing_comparable_exits_2(tmp_path):
-    result = json.loads((DATA / "h200_det" / "h200_det.json").read_text())
+def test_bench_compare_exits_2_for_any_case_it_could_not_compare(tmp_path):
+    full = DATA / "h200_det" / "h200_det.json"
+    result = json.loads(full.read_text())
     schema_only = tmp_path / "schema_only.json"
     schema_only.write_text(json.dumps({"schema": result["schema"]}))
-    code, out, err = smlens("bench", "compare", DATA / "h200_det" / "h200_det.json", schema_only)
-    assert_refused(code, out, err, "det cases could not be compared (missing)")
-    code, out, err = smlens("bench", "compare", schema_only, DATA / "h200_det" / "h200_det.json")
-    assert_refused(code, out, err, "schema_only.json holds no det case")
+    code, out, err = smlens("bench", "compare", full, schema_only)
+    assert_refused(code, out, err, "no comparable case of det")
+    code, out, err = smlens("bench", "compare", schema_only, full)
+    assert_refused(code, out, err, "no comparable case of det")
     other_inputs = dict(result, shapes=[dict(s, x_sha256="0" * 64) for s in result["shapes"]])
     changed = tmp_path / "other_inputs.json"
     changed.write_text(json.dumps(other_inputs))
-    code, out, err = smlens("bench", "compare", DATA / "h200_det" / "h200_det.json", changed)
-    assert_refused(code, out, err, "4 of 4 det cases could not be compared (inputs differ)")
+    assert_refused(*smlens("bench", "compare", full, changed), "no comparable case of det")
+    # three det cases the same, one missing: not "the same bits"
+    one_short = dict(result, bits=[b for b in result["bits"] if (b["impl"], b["role"]) != ("det", "o_proj")])
+    partial = tmp_path / "one_short.json"
+    partial.write_text(json.dumps(one_short))
+    assert_refused(*smlens("bench", "compare", full, partial),
+                   "1 case(s) of det in", "could not be compared (missing)")
+    assert smlens("bench", "compare", full, full)[0] == 0
 
 
 def test_views_and_show_print_no_numpy_warnings_for_a_store_with_infinities(store):
