@@ -681,6 +681,10 @@ class _RawConverter:
         return table.cast(pa.schema([pa.field(n, self.types[n]) for n in self.names]))
 
     def convert(self, block: bytes, unit_row: dict) -> pa.Table:
+        try:  # here rather than in Arrow, whose row handler cannot show a row that is not UTF-8
+            block.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadInput(f"{self.path} {_NOT_UTF8}") from None
         if self.types is None:
             table = self._decide_types(block)
         else:
