@@ -1,24 +1,45 @@
 """The `smlens` command: one short function per command over the library modules.
 
 Data flows profiler -> views -> reports; this file is the one place that joins them.
-Every SmlensError becomes one line on stderr and its exit code; nothing else is caught here.
+Every SmlensError becomes one line on stderr and its exit code (README, "Exit codes"); anything
+else is a bug, reported on one line with exit code 70 (SMLENS_TRACEBACK=1 shows the traceback).
 """
 from __future__ import annotations
 
 import functools
 import os
 import sys
+import warnings
 from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
+from profiler.cli_help import Command, example
 from profiler.errors import SmlensError
 from profiler.run.options import DEFAULT_WORKLOAD, DecoderOptions, DetGemmOptions
 
+# Plain help (rich_markup_mode=None): option names are never cut to fit a panel.
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="What an NVIDIA GPU is really doing during LLM inference.")
+                  rich_markup_mode=None, help="What an NVIDIA GPU is really doing during LLM inference.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"smlens {version('smlens')}")
+        except PackageNotFoundError:
+            typer.echo("smlens (not installed: run from a source tree)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                       help="Print the version and exit.")):
+    """What an NVIDIA GPU is really doing during LLM inference."""
 
 
 class Format(str, Enum):
@@ -30,12 +51,26 @@ StoreOpt = typer.Option(None, "--store", envvar="SMLENS_STORE",
                         help="Store folder (default ./smlens-store).")
 
 
+EXIT_INTERNAL = 70  # a bug in smlens (BSD sysexits' EX_SOFTWARE)
+
+
+def internal_error(err: Exception) -> str:
+    """A bug's one line, or the traceback when SMLENS_TRACEBACK asks for it."""
+    if os.environ.get("SMLENS_TRACEBACK"):
+        raise err
+    return (f"internal error ({type(err).__name__}: {str(err).strip()[:200]}); please report it "
+            "(SMLENS_TRACEBACK=1 shows where)")
+
+
 def store_path(store: Optional[Path]) -> Path:
     return Path(store) if store else Path("smlens-store")
 
 
 def fail(message: str, code: int = 2) -> None:
-    typer.echo(f"smlens: {message}", err=True)
+    # one line whatever a file or run name holds: control characters (newlines, terminal escapes)
+    # are shown escaped
+    shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in message)
+    typer.echo(f"smlens: {shown}", err=True)
     raise typer.Exit(code)
 
 
@@ -45,7 +80,10 @@ def guarded(func):
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         try:
-            return func(*args, **kwargs)
+            with warnings.catch_warnings():
+                # numpy's "invalid value" warnings: the views say n/a for such values themselves
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return func(*args, **kwargs)
         except SmlensError as err:
             fail(str(err), err.exit_code)
         except KeyboardInterrupt:
@@ -53,13 +91,17 @@ def guarded(func):
         except BrokenPipeError:  # `smlens ... | head`: stop quietly, and keep the final flush quiet too
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(0)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except Exception as err:  # a bug: one line, not a traceback, unless asked for
+            fail(internal_error(err), EXIT_INTERNAL)
 
     return wrapper
 
 
 def command(func):
     """Register a top-level command (see `guarded`)."""
-    return app.command()(guarded(func))
+    return app.command(cls=Command, epilog=example(func.__name__))(guarded(func))
 
 
 # --- store: ingest, runs, show, rm ------------------------------------------------------------
@@ -79,12 +121,13 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
            format: Format = typer.Option(Format.table, "--format")):
     """Read ncu captures into the Parquet store, one run per file."""
     from profiler.ingest.capture import parse_shapes_file
-    from profiler.ingest.store import Store, parse_tags
+    from profiler.ingest.store import Store, check_name, parse_tags
     from reports.runs import print_runs, run_record
     import json
     import pandas as pd
 
     tags = parse_tags(tag)
+    check_name(name)
     shape_map = parse_shapes_file(shapes) if shapes else None
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -94,13 +137,15 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
                   TimeRemainingColumn(), transient=True, disable=not sys.stderr.isatty()) as bar:
         for file in files:
             task = bar.add_task(f"ingest {file.name}", total=None)
-            run_name = name if name and len(files) == 1 else (f"{name}-{file.name}" if name else None)
+            run_name = name if name is None or len(files) == 1 else f"{name}-{file.name}"
             row, new = the_store.ingest(file, name=run_name, tags=tags, shapes=shape_map,
                                         roles_from_order=roles_from_eager_order,
                                         on_progress=lambda done, total: bar.update(task, completed=done, total=total))
             rows.append({**row, "new": new})
             if format == Format.table and not new:
-                typer.echo(f"{file}: already in the store as run {row['id']}", err=True)
+                changed = " and ".join(row.get("changed") or [])
+                typer.echo(f"{file}: already in the store as run {row['id']}"
+                           + (f"; its {changed} updated" if changed else ""), err=True)
             elif format == Format.table:
                 for note in json.loads(row.get("notes") or "[]"):
                     typer.echo(f"{file.name}: note: {note}", err=True)
@@ -125,38 +170,90 @@ def show(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name
          store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
     """One run: where it came from, and its kernels by phase and role."""
     import json
+    import pandas as pd
     from profiler.ingest.store import Store
     from reports.runs import print_run, run_summary
 
     the_store = Store(store_path(store), create=False)
-    summary = run_summary(the_store.run(run), the_store.kernels(run, columns=[
-        "phase", "role", "gpu__time_duration.sum"]), metric_count=len(the_store.units(run)))
+    kernels = the_store.kernels(run, columns=["phase", "role", "gpu__time_duration.sum"])
+    if "gpu__time_duration.sum" in kernels:  # stores written before cells were checked hold text
+        kernels["gpu__time_duration.sum"] = pd.to_numeric(kernels["gpu__time_duration.sum"], errors="coerce")
+    summary = run_summary(the_store.run(run), kernels, metric_count=len(the_store.units(run)))
     typer.echo(json.dumps(summary, indent=2)) if format == Format.json else print_run(summary)
 
 
 @command
-def rm(run: str = typer.Argument(..., help="Run id, id prefix or name."),
+def rm(run: List[str] = typer.Argument(..., help="Run id, id prefix or name; several remove several."),
+       yes: bool = typer.Option(False, "--yes", "-y", help="Remove several runs without asking."),
        store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
-    """Remove a run from the store."""
+    """Remove runs from the store (all of them, or none when one reference is unknown or ambiguous)."""
     import json
+    from profiler.errors import BadInput
     from profiler.ingest.store import Store
     from reports.runs import run_record
 
-    row = Store(store_path(store), create=False).remove(run)
+    the_store = Store(store_path(store), create=False)
+    if len(run) > 1 and not yes and _stdin_is_terminal():
+        runs = the_store.runs()
+        ids = [the_store.resolve(ref, unique=True, runs=runs) for ref in run]
+        names = runs.set_index("id").loc[ids, "name"]
+        typer.echo("\n".join(f"  {run_id} {name}" for run_id, name in names.items()), err=True)
+        if not typer.confirm(f"remove these {len(ids)} runs?", err=True):
+            raise BadInput("nothing removed (not confirmed; --yes skips the question)")
+    rows = the_store.remove(run)
     if format == Format.json:
-        typer.echo(json.dumps(run_record(row)))
+        typer.echo(json.dumps([run_record(row) for row in rows]))
     else:
-        typer.echo(f"removed run {row['id']} ({row['name']})")
+        for row in rows:
+            typer.echo(f"removed run {row['id']} ({row['name']})")
 
 
-def _gate_runs(refs: Optional[List[str]], side: str, store: Path, shapes: Optional[dict]) -> list:
-    """The runs one side of the gate names, each with its views' per-kernel figures."""
+def _stdin_is_terminal() -> bool:
+    return sys.stdin.isatty()
+
+
+store_app = typer.Typer(no_args_is_help=True, help="Check the store for damage, and repair it.")
+app.add_typer(store_app, name="store")
+
+
+@store_app.command("check")
+@guarded
+def store_check(store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
+    """Every inconsistency of the store and what `smlens store repair` would do: exit 0 when there
+    is none, 2 when there are some."""
+    import json
+    from profiler.ingest.store_check import check
+    from reports.store_report import print_store_check
+
+    report = check(store_path(store))
+    typer.echo(json.dumps(report, indent=2)) if format == Format.json else print_store_check(report)
+    raise typer.Exit(0 if report["ok"] else 2)
+
+
+@store_app.command("repair")
+@guarded
+def store_repair(store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
+    """Make the store consistent: finish interrupted writes, rebuild the runs table from the run
+    folders' own records, and move what cannot be read to quarantine/ (nothing is deleted)."""
+    import json
+    from profiler.ingest.store_check import repair
+    from reports.store_report import print_store_repair
+
+    report = repair(store_path(store))
+    typer.echo(json.dumps(report, indent=2)) if format == Format.json else print_store_repair(report)
+    raise typer.Exit(0 if report["ok"] else 2)
+
+
+def _gate_runs(refs: Optional[List[str]], side: str, store: Path, shapes: Optional[dict],
+               identities: list) -> list:
+    """The runs one side of the gate names, each with its views' per-kernel figures; `identities`
+    receives what each run was measured on (gate_match)."""
     from profiler.gate_inputs import load_runs
     from reports.gate import Run
     from views.registry import compute_views
 
     return [Run(label, compute_views(kernels).kernels)
-            for label, kernels in load_runs(refs, side, store, shapes)]
+            for label, kernels in load_runs(refs, side, store, shapes, identities)]
 
 
 @command
@@ -170,26 +267,41 @@ def gate(baseline: Optional[List[str]] = typer.Option(
          junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
          shapes: Optional[Path] = typer.Option(None, help="File of '[phase/]role M N K' lines for "
                                                "capture files whose NVTX ranges carry no shapes."),
+         allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="Gate runs of different "
+                                             "devices, workloads, model shapes or phases (refused "
+                                             "by default: exit 2)."),
          store: Optional[Path] = StoreOpt,
          format: Format = typer.Option(Format.table, "--format")):
     """Gate current runs against baseline runs: exit 0 pass, 1 regression, 2 could not judge."""
     import json
     from profiler.errors import BadInput
+    from profiler.gate_match import mismatches
     from reports.gate import RulesError, cannot_judge, load_rules, run_gate
     from reports.gate_output import render_table, to_junit, to_markdown
 
     error = None
     try:  # a run or rules file that cannot be read is still a verdict CI must see: exit 2, reports written
         from profiler.ingest.capture import parse_shapes_file
+        if rules:
+            _require_utf8(rules, "--rules")
         rule_set = load_rules(rules) if rules else None
         shape_map = parse_shapes_file(shapes) if shapes else None
         from rich.console import Console
+        identities: tuple[list, list] = ([], [])
         with Console(stderr=True).status("reading the runs and computing their views"):
-            base_runs = _gate_runs(baseline, "baseline", store_path(store), shape_map)
-            current_runs = _gate_runs(current, "current", store_path(store), shape_map)
+            base_runs = _gate_runs(baseline, "baseline", store_path(store), shape_map, identities[0])
+            current_runs = _gate_runs(current, "current", store_path(store), shape_map, identities[1])
+        differences = mismatches(*identities)
+        if differences and not allow_mismatch:
+            raise BadInput("the runs do not compare like with like: " + "; ".join(differences)
+                           + "; compare runs of one device and workload, or pass --allow-mismatch")
         result = run_gate(base_runs, current_runs, rule_set)
+        result.warnings.extend(f"compared despite --allow-mismatch: {d}" for d in differences)
     except (SmlensError, RulesError) as err:
         error = str(err)
+        result = cannot_judge(error, baseline or [], current or [])
+    except Exception as err:  # a bug is no verdict either: exit 2 with the reports, not 1
+        error = internal_error(err)
         result = cannot_judge(error, baseline or [], current or [])
     for path, text in ((markdown, to_markdown), (junit, to_junit)):
         if path:
@@ -200,11 +312,23 @@ def gate(baseline: Optional[List[str]] = typer.Option(
     if format == Format.json:
         typer.echo(json.dumps(result.to_json(), indent=2))
     else:
-        from rich.console import Console
-        Console().print(render_table(result))
+        from reports.terminal import output_console
+        console = output_console()
+        console.print(render_table(result, width=console.width))
     if error is not None:  # exit 2 whatever the cause: the gate's code for "could not judge"
         raise SmlensError(error, exit_code=2)
     raise typer.Exit(result.exit_code)
+
+
+def _require_utf8(path: Path, option: str) -> None:
+    from profiler.errors import BadInput
+
+    try:
+        Path(path).read_bytes().decode("utf-8")
+    except OSError:
+        return  # the reader says what is wrong with it
+    except UnicodeDecodeError:
+        raise BadInput(f"{option} {path} is not UTF-8 text: re-encode it, e.g. iconv -t utf-8") from None
 
 
 # --- report, demo ------------------------------------------------------------------------------
@@ -230,14 +354,16 @@ def _check_filter(phase: Optional[str], role: Optional[str]) -> None:
         raise BadInput(f"--role {role}: expected one of {', '.join(KERNEL_ROLES)}")
 
 
-def _write_html(output: Path, data, baseline=None, phase=None, role=None) -> int:
+def _write_html(output: Path, data, baseline=None, phase=None, role=None, tokens=None,
+                base_tokens=None) -> int:
     from profiler.errors import BadInput
     from reports.html import render_report, write_report
 
     if output.is_dir():
         raise BadInput(f"{output} is a folder: give a file name, e.g. -o {output / 'report.html'}")
     try:
-        return write_report(output, render_report(data, baseline, phase=phase, role=role))
+        return write_report(output, render_report(data, baseline, phase=phase, role=role, tokens=tokens,
+                                                  base_tokens=base_tokens))
     except OSError as err:
         raise BadInput(f"cannot write {output}: {err.strerror or err}") from None
 
@@ -287,7 +413,12 @@ def views(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, nam
         raise BadInput(f"run {row['id']} has no kernels for --phase {phase or 'any'}, --role "
                        f"{role or 'any'}, --kernel {kernel or 'any'}")
     if format == ViewsFormat.json:
-        typer.echo(result.to_json(run=row["id"]))
+        import json
+        from views.verdict import verdict
+
+        document = result.to_dict(run=row["id"])
+        document["verdict"] = verdict(result).to_dict()
+        typer.echo(json.dumps(document, allow_nan=False))
     elif format == ViewsFormat.csv:
         sys.stdout.write(kernels_csv(result))
     else:
@@ -301,8 +432,12 @@ ReportOut = typer.Option(Path("smlens-report.html"), "--output", "-o", help="HTM
 def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name or 'latest'."),
            baseline: Optional[str] = typer.Option(None, "--baseline",
                                                   help="Compare with this run: figures as value (Δ %)."),
-           phase: Optional[str] = typer.Option(None, help="Only this phase."),
+           phase: Optional[str] = typer.Option(None, help="Only this phase (time shares become "
+                                               "shares of it)."),
            role: Optional[str] = typer.Option(None, help="Only this role."),
+           per_token: bool = typer.Option(False, "--per-token", help="Times, bytes and FLOPs per token "
+                                          "of each phase (the M of its GEMMs, else the batch and "
+                                          "prompt tags): batch 8 against batch 1 on equal terms."),
            output: Path = ReportOut, store: Optional[Path] = StoreOpt,
            format: Format = typer.Option(Format.table, "--format")):
     """One self-contained HTML report of a run (or a comparison) that opens offline."""
@@ -310,6 +445,7 @@ def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, na
     from rich.console import Console
     from profiler.errors import BadInput
     from profiler.ingest.store import Store
+    from reports.compare import missing_tokens, tokens_per_phase
     from reports.html import filter_input
 
     _check_filter(phase, role)
@@ -319,8 +455,20 @@ def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, na
         base = _views_of_run(the_store, baseline)[2] if baseline else None
     if (phase or role) and filter_input(data, phase, role).kernels.empty:
         raise BadInput(f"run {row['id']} has no kernels in phase {phase or 'any'}, role {role or 'any'}")
+
+    def tokens_of(side):
+        found = tokens_per_phase(side.kernels, side.run)
+        missing = missing_tokens(filter_input(side, phase, role).kernels, found)
+        if missing:
+            raise BadInput(f"--per-token: run {side.run['id']} has no token count for "
+                           f"{', '.join(map(str, missing))} (no GEMM shape, no batch/prompt tags): ingest it "
+                           "with --shapes FILE or --tag batch=N --tag prompt=N, or profile with smlens")
+        return found
+
+    tokens = tokens_of(data) if per_token else None
+    base_tokens = tokens_of(base) if per_token and base is not None else None
     with Console(stderr=True).status(f"writing {output}"):
-        size = _write_html(output, data, base, phase, role)
+        size = _write_html(output, data, base, phase, role, tokens, base_tokens)
     if format == Format.json:
         typer.echo(json.dumps({"report": str(output), "bytes": size, "run": row["id"],
                                "baseline": base.run["id"] if base else None}))
@@ -403,6 +551,9 @@ def profile(ctx: typer.Context,
                                                   "(comma-separated, or @FILE) instead of the views'."),
             dedup: bool = typer.Option(DecoderOptions.dedup, help="Profile one layer per phase and "
                                        "one decode step."),
+            tp: int = typer.Option(DecoderOptions.tp, "--tp", help="Tensor parallel: ranks, one "
+                                   "process and GPU each (the decoder split Megatron-style, or the "
+                                   "ranks of a program after `--`)."),
             cache_control: str = typer.Option("auto", help="auto (cold prefill flushed, the rest "
                                               "not), all or none."),
             graph_profiling: Optional[str] = typer.Option(None, help="node or graph (CUDA graphs)."),
@@ -449,6 +600,9 @@ def profile(ctx: typer.Context,
         return
     ncu_path = ncu_mod.find_ncu(ncu)
     ncu_mod.require_gpu()
+    if getattr(options, "tp", 1) > 1:
+        from profiler.run.distributed import require_gpus
+        require_gpus(options.tp)
     outcomes = []
     for the_plan, run_name, tags in prof.planned_runs(plans, name, repeat, parse_tags(tag)):
         keep_dir = keep / run_name if keep else None
@@ -492,12 +646,13 @@ def doctor(ncu: Optional[str] = typer.Option(None, help="ncu executable (default
 
 # --- bench: the determinism benchmark ----------------------------------------------------------
 
-bench_app = typer.Typer(no_args_is_help=True, help="Deterministic FP32-FMA GEMMs: bits and speed.")
+bench_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                        help="Deterministic FP32-FMA GEMMs: bits and speed.")
 app.add_typer(bench_app, name="bench")
 
 
 def _bench_command(func):
-    return bench_app.command()(guarded(func))
+    return bench_app.command(cls=Command, epilog=example(func.__name__))(guarded(func))
 
 
 @_bench_command
@@ -548,8 +703,8 @@ def compare(a: Path = typer.Argument(..., help="Result of `smlens bench determin
             b: Path = typer.Argument(..., help="The same on another GPU (or software stack)."),
             impl: str = typer.Option("det", help="Implementations whose bits decide the exit code."),
             format: Format = typer.Option(Format.table, "--format")):
-    """Did two runs give the same bits? Names every differing case. Exit 0 when the bits of --impl
-    match, 1 when some differ, 2 when the files hold no case of --impl to compare."""
+    """Did two runs give the same bits? Names every differing case. Exit 0 when the bits of every
+    case of --impl match, 1 when some differ, 2 when a case of --impl could not be compared."""
     import json
     from profiler.workloads.deterministic import bench
     from reports.bench import render_comparison
@@ -560,6 +715,11 @@ def compare(a: Path = typer.Argument(..., help="Result of `smlens bench determin
         render_comparison(cmp)
     impls = [i.strip() for i in impl.split(",") if i.strip()]
     code = bench.compare_exit_code(cmp, impls)
+    unjudged = [r["status"] for r in cmp["rows"] if r["impl"] in impls
+                and r["status"] not in ("same bits", "different bits")]
+    if code == 2 and len(unjudged) < sum(r["impl"] in impls for r in cmp["rows"]):
+        raise SmlensError(f"{len(unjudged)} case(s) of {', '.join(impls)} in {a} could not be compared "
+                          f"({', '.join(sorted(set(unjudged)))}): the bits are not known to match")
     if code == 2:
         raise SmlensError(f"{a} and {b} hold no comparable case of {', '.join(impls)} (missing, other inputs "
                           "or no digest in common); run both with the same --seed and --impl")

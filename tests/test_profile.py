@@ -113,7 +113,8 @@ OPTION_VALUES = {"model": ["--model", "tiny"], "layers": ["--layers", "3"], "bat
                  "dtype": ["--dtype", "fp16"], "phases": ["--phases", "decode"],
                  "dedup": ["--no-dedup"], "tokens": ["--tokens", "16"], "impl": ["--impl", "det"],
                  "nvtx_include": ["--nvtx-include", "app@decode/"], "launch_skip": ["--launch-skip", "1"],
-                 "launch_count": ["--launch-count", "5"], "kernel_name": ["--kernel-name", "gemm"]}
+                 "launch_count": ["--launch-count", "5"], "kernel_name": ["--kernel-name", "gemm"],
+                 "tp": ["--tp", "2"]}
 CHOOSE = {"decoder": [], "det-gemm": ["--workload", "det-gemm"], "program": []}
 PROGRAM_ARGS = ["--", "python3", "app.py"]
 

@@ -66,6 +66,8 @@ def gap(groups: pd.DataFrame) -> pd.DataFrame:
         out[column] = groups[column] if column in groups else np.nan
     for factor, (figure, before) in FACTORS.items():
         out[factor] = safe_div(out[figure], out[before] if before else 100.0)
+    if "rank" in groups:  # tensor parallel: one row per rank
+        out.insert(2, "rank", groups["rank"])
     for column in TEXT:
         out[column] = out[column].astype(object).where(out[column].notna(), None)
     return out.reset_index(drop=True)

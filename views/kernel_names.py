@@ -28,6 +28,9 @@ FAMILIES = ("cublaslt_nvjet", "cublas", "cutlass", "cudnn_sdpa", "cudnn", "flash
 _KIND_PATTERNS = [
     ("splitk_reduce", re.compile(r"splitkreduce|splitk_reduce|split_k_reduce|reduce_splitk|"
                                  r"execute_split_k_kernel", re.I)),
+    # collectives between GPUs: NCCL's kernels, vLLM's custom all-reduce
+    ("communication", re.compile(r"^nccl|cross_device_reduce|all_?reduce|all_?gather|reduce_?scatter|"
+                                 r"all_?to_?all", re.I)),
     ("attention", re.compile(r"flash|fmha|sdpa|attention|attn|cudnn::lean_reduction|paged_?attention", re.I)),
     ("gemm", re.compile(r"nvjet|gemm|cutlass|xmma|matmul|\bmm_|_mm\b|gemv|dot_kernel", re.I)),
     ("elementwise", re.compile(

@@ -23,15 +23,16 @@ import pandas as pd
 from views.catalog import ARGMAX, MEAN, MODE, RATIO, SUM, Figure
 from views.common import STATUSES, Checks, combine, metric
 from views.context import Context, names
-from views import (device, gap as gap_module, grouping, v1_time, v2_tensor, v3_fill, v4_occupancy,
-                   v5_waves, v6_stalls, v7_memory, v8_selection)
+from views import (device, gap as gap_module, grouping, ranks, v1_time, v2_tensor, v3_fill,
+                   v4_occupancy, v5_waves, v6_stalls, v7_memory, v8_selection)
 
 VIEWS = {m.ID: m for m in (v1_time, v2_tensor, v3_fill, v4_occupancy, v5_waves, v6_stalls,
                            v7_memory, v8_selection)}
 
 IDENTITY = ("kernel_id", "kernel_name", "nvtx_stack", "phase", "role", "role_source", "kind", "shape_m",
             "shape_n", "shape_k", "attn_batch", "attn_heads", "attn_q_len", "attn_kv_len", "attn_head_dim",
-            "attn_causal", "grid_blocks", "block_threads", "device", "cc", "process_id", "run_id")
+            "attn_causal", "grid_blocks", "block_threads", "device", "cc", "process_id", "run_id",
+            "rank", "time_source", "comm_bytes", "comm_samples")
 # The identity every kernel's JSON record opens with (kernel_id and kernel_name under short names).
 JSON_IDENTITY = {"id": "kernel_id", "name": "kernel_name", "phase": "phase", "role": "role",
                  "role_source": "role_source", "kind": "kind"}
@@ -147,19 +148,30 @@ class ViewsResult:
     devices: pd.DataFrame  # the device constants the views used, and where they came from
     view_ids: list[str] = field(default_factory=list)
     total_time_ns: float = float("nan")  # of the whole run: time shares stay shares of it after filter()
+    # Tensor parallel (views.ranks), empty for a single-GPU run: the collectives timed without
+    # replay, compute against communication per phase and rank, and the imbalance between ranks.
+    timed: pd.DataFrame = field(default_factory=pd.DataFrame)
+    communication: pd.DataFrame = field(default_factory=pd.DataFrame)
+    imbalance: pd.DataFrame = field(default_factory=pd.DataFrame)
+    rank_time_ns: dict = field(default_factory=dict)  # each rank's whole time: its shares' base
 
     def filter(self, phase=None, role=None, kernel=None) -> "ViewsResult":
         """The kernels of some phases, roles or names (a regular expression), with groups, gap and
         selection recomputed over them; per-kernel figures keep the whole capture's references."""
-        mask = np.ones(len(self.kernels), dtype=bool)
-        if phase:
-            mask &= self.kernels["phase"].isin(_as_list(phase)).to_numpy()
-        if role:
-            mask &= self.kernels["role"].isin(_as_list(role)).to_numpy()
-        if kernel:
-            pattern = re.compile(kernel)
-            mask &= self.kernels["kernel_name"].astype(str).str.contains(pattern, na=False).to_numpy()
-        return _assemble(self.kernels[mask], self.view_ids, self.devices, self.total_time_ns)
+        def selected(frame: pd.DataFrame) -> pd.DataFrame:
+            mask = np.ones(len(frame), dtype=bool)
+            if phase:
+                mask &= frame["phase"].isin(_as_list(phase)).to_numpy()
+            if role:
+                mask &= frame["role"].isin(_as_list(role)).to_numpy()
+            if kernel:
+                pattern = re.compile(kernel)
+                mask &= frame["kernel_name"].astype(str).str.contains(pattern, na=False).to_numpy()
+            return frame[mask]
+
+        timed = selected(self.timed) if not self.timed.empty else self.timed
+        return _assemble(selected(self.kernels), self.view_ids, self.devices, self.total_time_ns,
+                         timed, self.rank_time_ns)
 
     def validation_summary(self) -> pd.DataFrame:
         rows = []
@@ -192,9 +204,14 @@ class ViewsResult:
         for record, (_, row) in zip(groups, self.groups.iterrows()):
             record["validations"] = {v: {s: int(row[f"{v}_{s}"]) for s in STATUSES}
                                      for v in self.view_ids if f"{v}_pass" in row}
-        return {"run": run, "views": {v: VIEWS[v].TITLE for v in self.view_ids},
-                "devices": _records(self.devices), "kernels": kernels, "groups": groups,
-                "gap": _records(self.gap), "selection": _records(self.selection)}
+        out = {"run": run, "views": {v: VIEWS[v].TITLE for v in self.view_ids},
+               "devices": _records(self.devices), "kernels": kernels, "groups": groups,
+               "gap": _records(self.gap), "selection": _records(self.selection)}
+        if not self.timed.empty or not self.imbalance.empty:  # tensor parallel only
+            out["timed"] = _records(self.timed.drop(columns=["nvtx_stack"], errors="ignore"))
+            out["communication"] = _records(self.communication)
+            out["imbalance"] = _records(self.imbalance)
+        return out
 
     def to_json(self, run=None, indent=None) -> str:
         return json.dumps(self.to_dict(run), indent=indent, allow_nan=False)
@@ -227,15 +244,26 @@ def _group_spec(ids: list[str]) -> grouping.GroupSpec:
 
 
 def _assemble(kernels: pd.DataFrame, ids: list[str], devices: pd.DataFrame,
-              total_time_ns: float | None = None) -> ViewsResult:
+              total_time_ns: float | None = None, timed: pd.DataFrame | None = None,
+              rank_time_ns: dict | None = None) -> ViewsResult:
+    timed = timed if timed is not None else pd.DataFrame()
     if total_time_ns is None:
         time_ns = kernels["time_ns"].to_numpy(dtype=float)
+        if not timed.empty:
+            time_ns = np.concatenate([time_ns, timed["time_ns"].to_numpy(dtype=float)])
         total_time_ns = float(time_ns.sum()) if len(time_ns) and not np.isnan(time_ns).any() else float("nan")
-    groups, phases = grouping.groups_and_phases(kernels, _group_spec(ids), ids, total_time_ns)
+    if rank_time_ns is None:
+        rank_time_ns = ranks.rank_times(kernels, timed) if not timed.empty or ranks.has_ranks(kernels) else {}
+    groups, phases = grouping.groups_and_phases(kernels, _group_spec(ids), ids, total_time_ns,
+                                                rank_time_ns)
+    groups, phases = ranks.with_timed(groups, phases, timed, total_time_ns, rank_time_ns)
     gap = gap_module.gap(grouping.order(pd.concat([groups, phases], ignore_index=True)))
     selection = (v8_selection.selection(kernels) if SELECTION_VIEW in ids else
                  pd.DataFrame(columns=v8_selection.SELECTION_COLUMNS))
-    return ViewsResult(kernels, groups, gap, selection, devices, ids, total_time_ns)
+    tp = not timed.empty or ranks.has_ranks(kernels)
+    return ViewsResult(kernels, grouping.order(groups), gap, selection, devices, ids, total_time_ns,
+                       timed, ranks.communication(kernels, timed) if tp else pd.DataFrame(),
+                       ranks.imbalance(kernels, timed) if tp else pd.DataFrame(), rank_time_ns)
 
 
 def _devices(ctx: Context, result: pd.DataFrame) -> pd.DataFrame:
@@ -298,7 +326,12 @@ def compute_views(kernels: pd.DataFrame, view_ids_=None) -> ViewsResult:
     ids = view_ids(view_ids_)
     if "kernel_name" not in kernels.columns:
         raise ValueError("the kernels table has no kernel_name column: not an smlens kernels table")
-    return _compute(Context(_text_as_category(kernels.reset_index(drop=True))), ids)
+    kernels = _text_as_category(kernels.reset_index(drop=True))
+    timed_mask = ranks.timed_rows(kernels)
+    timed = ranks.timed_frame(kernels[timed_mask]) if timed_mask.any() else None
+    if timed is not None:  # collectives timed without replay: no counters to compute views from
+        kernels = kernels[~timed_mask].reset_index(drop=True)
+    return _compute(Context(kernels), ids, timed)
 
 
 def _bound_text(figure: Figure, value: float) -> str:
@@ -339,7 +372,7 @@ def failed_for(kernels: pd.DataFrame, view: str, figure: str) -> np.ndarray:
     return failed
 
 
-def _compute(ctx: Context, ids: list[str]) -> ViewsResult:
+def _compute(ctx: Context, ids: list[str], timed: pd.DataFrame | None = None) -> ViewsResult:
     kernels = ctx.kernels
     parts = {c: kernels[c] for c in IDENTITY if c in kernels.columns}
     if "kind" not in parts:
@@ -373,4 +406,4 @@ def _compute(ctx: Context, ids: list[str]) -> ViewsResult:
     columns["out_of_bounds"] = pd.Series(out_of_bounds, index=kernels.index)
     # copy=False: a million rows of ~100 figures are not copied into one block
     result = pd.DataFrame(columns, index=kernels.index, copy=False)
-    return _assemble(result, ids, _devices(ctx, result))
+    return _assemble(result, ids, _devices(ctx, result), timed=timed)

@@ -13,12 +13,15 @@ PHASE_ORDER = (*PHASES, "other")
 # work between them (norms, rotary embedding, activation, residual adds).
 GEMM_ROLES = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 ROLES = ("qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj", "elementwise")
+# Tensor parallel: collectives between ranks, a role each (a range named so, or the timed rows that
+# `smlens profile --tp` adds); `communication` is a collective kernel of unknown kind.
+COLLECTIVE_ROLES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "communication")
 # Every role a kernel can carry, in layer order: the six, and what the kernel-name classifier says
-# of a kernel outside any role range (`gemm`: a GEMM of unknown role; `other`).
-KERNEL_ROLES = (*ROLES, "gemm", "other")
+# of a kernel outside any role range (`gemm`: a GEMM of unknown role; `other`), the collectives.
+KERNEL_ROLES = (*ROLES, "gemm", *COLLECTIVE_ROLES, "other")
 
 # What a kernel is, from its name alone.
-KINDS = ("gemm", "attention", "splitk_reduce", "elementwise", "other")
+KINDS = ("gemm", "attention", "splitk_reduce", "elementwise", "communication", "other")
 
 # Why resident warps do not issue: ncu's stall reasons
 # (smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio) in families. `selected` is the
@@ -42,4 +45,6 @@ ROLE_ALIASES = {
     "norm": "elementwise", "rmsnorm": "elementwise", "layernorm": "elementwise",
     "rotary": "elementwise", "rope": "elementwise", "residual": "elementwise",
     "activation": "elementwise", "kv_cache": "elementwise",
+    "all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reducescatter",
+    "all_to_all": "alltoall",
 }

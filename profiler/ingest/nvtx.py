@@ -10,7 +10,12 @@ import re
 import shlex
 
 from views.kernel_names import kind_of
-from views.vocabulary import KINDS, PHASES, ROLE_ALIASES, ROLES  # noqa: F401 (re-exported)
+from views.vocabulary import COLLECTIVE_ROLES, KINDS, PHASES, ROLE_ALIASES, ROLES  # noqa: F401
+
+RANK_DOMAIN = "smlens_rank"
+_RANK = re.compile(r"^rank\s*=\s*(\d+)\b")
+# Domains whose ranges are a library's own bookkeeping, never a phase, role or rank of the program.
+LIBRARY_DOMAINS = ("NCCL", "NVSHMEM")
 
 _SHAPE = re.compile(r"\b([MNK])\s*=\s*(\d+)")
 # attention ranges: `attention B=8 H=32 KVH=8 Sq=1 Skv=513 D=128 causal=0`
@@ -55,14 +60,29 @@ def _first_word(entry: str) -> str:
 
 def canonical_role(word: str) -> str | None:
     word = word.lower()
-    if word in ROLES:
+    if word in ROLES or word in COLLECTIVE_ROLES:
         return word
     return ROLE_ALIASES.get(word)
 
 
+def _program_ranges(stack: list[str]) -> list[str]:
+    """The stack without library ranges and rank markers: what can name a phase or a role."""
+    return [entry for entry in stack if entry.partition(":")[0] not in LIBRARY_DOMAINS
+            and not _RANK.match(_message(entry).strip())]
+
+
+def rank_marker(stack: list[str]) -> int | None:
+    """The rank a `rank=<r>` range names (the innermost), or None."""
+    for entry in reversed(stack):
+        found = _RANK.match(_message(entry).strip())
+        if found:
+            return int(found.group(1))
+    return None
+
+
 def phase_of(stack: list[str]) -> str:
     """`prefill` alone is returned as-is: cold or warm is decided by order (see PrefillOrder)."""
-    for entry in stack:
+    for entry in _program_ranges(stack):
         word = _first_word(entry)
         if word in PHASES or word == "prefill":
             return word
@@ -71,7 +91,7 @@ def phase_of(stack: list[str]) -> str:
 
 def role_range(stack: list[str]) -> str | None:
     """The innermost entry that names a role, or None."""
-    for entry in reversed(stack):
+    for entry in reversed(_program_ranges(stack)):
         if canonical_role(_first_word(entry)):
             return entry
     return None
@@ -93,11 +113,11 @@ def attention_shape_of(entry: str | None) -> dict:
 def role_from_kind(kind: str) -> str:
     """The classifier's guess when no NVTX range names the role."""
     return {"attention": "attention", "gemm": "gemm", "splitk_reduce": "gemm",
-            "elementwise": "elementwise"}.get(kind, "other")
+            "elementwise": "elementwise", "communication": "communication"}.get(kind, "other")
 
 
 def classify(stack: list[str], kernel_name: str) -> dict:
-    """phase, role, role_source, kind and shape for one kernel."""
+    """phase, role, role_source, kind, shape and rank for one kernel."""
     kind = kind_of(kernel_name)
     entry = role_range(stack)
     if entry is not None:
@@ -106,7 +126,8 @@ def classify(stack: list[str], kernel_name: str) -> dict:
         role, source = role_from_kind(kind), "name"
     shape_m, shape_n, shape_k = shape_of(entry)
     return {"phase": phase_of(stack), "role": role, "role_source": source, "kind": kind,
-            "shape_m": shape_m, "shape_n": shape_n, "shape_k": shape_k, **attention_shape_of(entry)}
+            "shape_m": shape_m, "shape_n": shape_n, "shape_k": shape_k, **attention_shape_of(entry),
+            "rank": rank_marker(stack)}
 
 
 class PrefillOrder:

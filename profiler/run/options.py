@@ -24,6 +24,7 @@ class DecoderOptions:
     dtype: str = "bf16"
     phases: str = "cold_prefill,warm_prefill,decode"
     dedup: bool = True                     # one layer per phase and one decode step
+    tp: int = 1                            # tensor parallel: ranks, one process and GPU each
 
 
 @dataclass(frozen=True)
@@ -43,3 +44,4 @@ class ProgramOptions:
     launch_skip: int | None = None
     launch_count: int | None = None
     kernel_name: str | None = None
+    tp: int = 1                            # the program's ranks (processes), profiled together

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable
 
+from profiler.run import distributed
 from profiler.run import ncu as ncu_mod
 from profiler.errors import BadInput
 from profiler.run.ncu import Invocation, NcuError
@@ -58,6 +59,9 @@ class ProfilePlan:
     name: str = "run"                   # the run's name when the user gives none
     variant: str | None = None          # what tells this plan's run from its siblings' (default: name)
     tags: dict = field(default_factory=dict)
+    # Called on the merged CSV before it is stored: (path, failed, deadline) -> extra run tags
+    # (tensor parallel: ranks and the timed collectives, profiler.run.distributed).
+    after_merge: Callable | None = None
 
     def commands(self, ncu: str = "ncu", full: bool = False) -> list[list[str]]:
         return [ncu_mod.build_command(ncu, self.metrics, inv, f"<reports>/{inv.report_stem()}",
@@ -307,7 +311,7 @@ def _env() -> dict:
     root = str(Path(__file__).resolve().parents[2])  # the folder that holds profiler/
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PYTHONUNBUFFERED", "1")
-    return env
+    return distributed.with_no_multicast(env)
 
 
 def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str,
@@ -363,6 +367,8 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
             raise NcuError("ncu profiled no kernel: the NVTX filters or --launch-* options matched "
                            "nothing (is the program annotated? see `smlens profile --plan`)",
                            ncu_mod.EXIT_NOTHING_PROFILED)
+        if plan.after_merge is not None:
+            tags = {**tags, **plan.after_merge(merged, failure is not None, deadline)}
         # graph nodes lose the role ranges of capture: an eager step of the same phase names them
         graph_nodes = any(inv.graph_profiling == "node" for inv in plan.invocations)
         row, _new = store.ingest(merged, name=name, tags=tags, ncu_version=version,
@@ -453,12 +459,19 @@ def decoder_plans(options: DecoderOptions, metrics: list[str], cache_control: st
         for p in parse_int_list(options.prompt, "--prompt"):
             config = decoder.WorkloadConfig(shape, options.layers, b, p, options.decode_steps,
                                             options.dtype, phases)
-            plan = plan_workload(config, metrics, options.dedup, cache_control, graph_profiling)
             tags = {"workload": "decoder", "model": shape.id, "layers": str(options.layers),
                     "batch": str(b), "prompt": str(p), "decode_steps": str(options.decode_steps),
                     "dtype": options.dtype, "phases": ",".join(phases),
                     "dedup": str(options.dedup).lower()}
-            plans.append(replace(plan, name=f"{shape.id}-b{b}-p{p}", tags=tags))
+            if options.tp > 1:
+                plan = distributed.plan_tp(config, options.tp, metrics, options.dedup, cache_control,
+                                           graph_profiling)
+                plans.append(replace(plan, name=f"{shape.id}-tp{options.tp}-b{b}-p{p}",
+                                     tags={**tags, "tp": str(options.tp)}))
+                continue
+            plan = plan_workload(config, metrics, options.dedup, cache_control, graph_profiling)
+            # one rank's slice (`<model>/tp<N>`) is named <model>-rank-tp<N>: no folder in a name
+            plans.append(replace(plan, name=f"{shape.id.replace('/', '-rank-')}-b{b}-p{p}", tags=tags))
     return plans
 
 
@@ -467,8 +480,11 @@ def program_plans(options: ProgramOptions, metrics: list[str], cache_control: st
     program = list(options.program)
     plan = plan_command(program, metrics, cache_control, list(options.nvtx_include), graph_profiling,
                         options.launch_skip, options.launch_count, options.kernel_name)
-    return [replace(plan, name=program_name(program),
-                    tags={"workload": "command", "command": shlex.join(program)})]
+    tags = {"workload": "command", "command": shlex.join(program)}
+    if options.tp > 1:
+        return [replace(distributed.plan_program(plan, options.tp),
+                        name=f"{program_name(program)}-tp{options.tp}", tags={**tags, "tp": str(options.tp)})]
+    return [replace(plan, name=program_name(program), tags=tags)]
 
 
 @dataclass(frozen=True)
@@ -521,6 +537,8 @@ def build_plans(options, metrics: list[str], cache_control: str = "auto",
         raise BadInput(f"--cache-control {cache_control!r}: auto, all or none")
     if graph_profiling not in (None, "node", "graph"):
         raise BadInput(f"--graph-profiling {graph_profiling!r}: node or graph")
+    if getattr(options, "tp", 1) < 1:
+        raise BadInput(f"--tp must be 1 or more (got {options.tp})")
     workload = next(w for w in _every_workload() if isinstance(options, w.options))
     return workload.plans(options, metrics, cache_control, graph_profiling)
 

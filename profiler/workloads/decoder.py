@@ -241,6 +241,8 @@ class DecoderStack:
     v_cache: list = field(default_factory=list)
     cos: object = None
     sin_signed: object = None
+    # Tensor parallel: sums a row-parallel GEMM's partial output over the ranks (reduce(t, after=role)).
+    reduce: object = None
 
     @classmethod
     def build(cls, config: WorkloadConfig, device: str) -> "DecoderStack":
@@ -315,6 +317,8 @@ class DecoderStack:
             attn = attn.transpose(1, 2).reshape(batch, seq, m.q_width)
         with ann.range(f"o_proj M={tokens} N={m.hidden} K={m.q_width}"):
             o = linear(attn, w.o)
+        if self.reduce is not None:
+            o = self.reduce(o, after="o_proj")
         with ann.range("elementwise op=residual_add"):
             x = x + o
         with ann.range("elementwise op=rms_norm"):
@@ -329,6 +333,8 @@ class DecoderStack:
                 act = F.silu(gate) * up
         with ann.range(f"down_proj M={tokens} N={m.hidden} K={m.mlp}"):
             down = linear(act, w.down)
+        if self.reduce is not None:
+            down = self.reduce(down, after="down_proj")
         with ann.range("elementwise op=residual_add"):
             x = x + down
         return x
@@ -341,17 +347,19 @@ class DecoderStack:
 
 
 def run(config: WorkloadConfig, device: str = "cuda", annotate: bool = True,
-        ann: Annotator | None = None, cuda_graph: bool = False) -> dict:
+        ann: Annotator | None = None, cuda_graph: bool = False, reduce=None) -> dict:
     """Build the stack and run the configured phases; returns wall times per phase (seconds).
 
     cuda_graph: decode step 0 runs eagerly with its ranges (the warm-up a capture needs, and the
     kernel order that names the graph's kernels, see nvtx.EagerOrder); it is then captured in a
-    CUDA graph (at the next position) that the remaining steps replay inside their step ranges."""
+    CUDA graph (at the next position) that the remaining steps replay inside their step ranges.
+    reduce: the tensor-parallel all-reduce after o_proj and down_proj (DecoderStack.reduce)."""
     import torch
     ann = ann if ann is not None else Annotator(enabled=annotate)
     m = config.model
     dtype = _torch_dtype(torch, config.dtype)
     stack = DecoderStack.build(config, device)
+    stack.reduce = reduce
     generator = torch.Generator(device=device).manual_seed(config.seed + 1)
     prompt = torch.empty(config.batch, config.prompt, m.hidden, dtype=dtype, device=device)
     prompt.normal_(0.0, 1.0, generator=generator)
@@ -403,9 +411,10 @@ def _graph_decode(torch, stack: DecoderStack, x, config: WorkloadConfig, ann: An
     return static_out
 
 
-def _parse(argv: list[str] | None) -> tuple[WorkloadConfig, argparse.Namespace]:
-    parser = argparse.ArgumentParser(prog="python -m profiler.workloads.decoder",
-                                     description="Annotated decoder-layer stack with random weights.")
+def build_parser(prog: str = "python -m profiler.workloads.decoder",
+                 description: str = "Annotated decoder-layer stack with random weights."
+                 ) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--model", default="llama-3.1-8b")
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--batch", type=int, default=1)
@@ -416,13 +425,21 @@ def _parse(argv: list[str] | None) -> tuple[WorkloadConfig, argparse.Namespace]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default=None, help="cuda (default when available) or cpu")
     parser.add_argument("--no-nvtx", action="store_true", help="run without any annotation")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> WorkloadConfig:
+    phases = tuple(p.strip() for p in args.phases.split(",") if p.strip())
+    return WorkloadConfig(get_model(args.model), args.layers, args.batch, args.prompt,
+                          args.decode_steps, args.dtype, phases, args.seed)
+
+
+def _parse(argv: list[str] | None) -> tuple[WorkloadConfig, argparse.Namespace]:
+    parser = build_parser()
     parser.add_argument("--cuda-graph", action="store_true",
                         help="decode steps after the first replay a CUDA graph (needs a GPU)")
     args = parser.parse_args(argv)
-    phases = tuple(p.strip() for p in args.phases.split(",") if p.strip())
-    config = WorkloadConfig(get_model(args.model), args.layers, args.batch, args.prompt,
-                            args.decode_steps, args.dtype, phases, args.seed)
-    return config, args
+    return config_from_args(args), args
 
 
 def main(argv: list[str] | None = None) -> int:

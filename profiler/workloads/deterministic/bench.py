@@ -506,9 +506,11 @@ def compare_results(a: dict, b: dict) -> dict:
 
 
 def compare_exit_code(cmp: dict, impls: Iterable[str] = ("det",)) -> int:
-    """0: every comparable case of `impls` has the same bits; 1: some differ; 2: none comparable."""
+    """0: every case of `impls` has the same bits; 1: some differ; 2: none differs but some (or
+    all) could not be compared: what was not judged is not "the same"."""
     wanted = set(impls)
-    judged = [r for r in cmp["rows"] if r["impl"] in wanted and r["status"] in ("same bits", "different bits")]
-    if not judged:
-        return 2
-    return 1 if any(r["status"] == "different bits" for r in judged) else 0
+    rows = [r for r in cmp["rows"] if r["impl"] in wanted]
+    judged = [r for r in rows if r["status"] in ("same bits", "different bits")]
+    if any(r["status"] == "different bits" for r in judged):
+        return 1
+    return 0 if judged and len(judged) == len(rows) else 2
