@@ -366,7 +366,7 @@ def test_every_na_says_why_and_what_to_do(targeted, tmp_path):
     assert "48 n/a: no problem shape" in v3 and "--shapes" in v3
     # and a missing figure of a group says why on hover: fill rests on V2's op counters, absent here
     fill = bare.raw_row("v3", 0, phase="decode", role="qkv_proj")["fill"]
-    assert fill[0] == "\u2014" and "title=n/a: needs sm__pipe_tensor_op_hmma" in fill[1]
+    assert fill[0] == "\u2014" and "title=n/a: needs sm__pipe_tensor_cycles_active" in fill[1]
     assert "profile with smlens" in fill[1]
     v7 = dict(bare.sections["v7"]["asides"])["V7"]
     assert "n/a: needs dram__bytes_read.sum" in v7 and "profile with smlens" in v7

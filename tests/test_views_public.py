@@ -160,7 +160,7 @@ def test_a_report_whose_metrics_are_nan_for_a_kernel_is_na_not_a_crash(monkeypat
     monkeypatch.setitem(sys.modules, "ncu_report", module)
     monkeypatch.setenv("PATH", str(tmp_path))  # no ncu: the report module reads it
     path = tmp_path / "h800.ncu-rep"
-    path.write_bytes(b"NVRP")
+    path.write_bytes(b"NVR\x00")  # what a report starts with
     capture = read_capture(path)
     kernels = capture.kernels
     assert kernels["grid_blocks"].tolist()[0] == 132 and kernels["grid_blocks"].isna().tolist()[1]

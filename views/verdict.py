@@ -170,7 +170,8 @@ def fp32_pct(kernels: pd.DataFrame, devices: pd.DataFrame) -> np.ndarray:
         rate = device.ARCH.get(str(d.get("cc")), {}).get("fp32_flops_per_cycle_per_sm", np.nan)
         peaks[str(d.get("cc"))] = float(rate) * _get(d, "sm_count") * _get(d, "max_clock_hz")
     cc = kernels["cc"].astype(object).map(lambda c: peaks.get(str(c), np.nan)) if "cc" in kernels \
-        else pd.Series(np.nanmedian(list(peaks.values())) if peaks else np.nan, index=kernels.index)
+        else pd.Series(np.nanmedian(list(peaks.values())) if np.isfinite(list(peaks.values())).any() else np.nan,
+                       index=kernels.index)
     flops = pd.to_numeric(kernels["flops"], errors="coerce").to_numpy(dtype=float)
     tensor = pd.to_numeric(kernels["tensor_ops"], errors="coerce").to_numpy(dtype=float)
     seconds = pd.to_numeric(kernels["time_ns"], errors="coerce").to_numpy(dtype=float) * 1e-9
