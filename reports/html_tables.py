@@ -197,6 +197,21 @@ def _definition(column: str) -> str:
     return GAP_FACTOR_DEFINITIONS.get(column, "")
 
 
+def mlp_table(mlp: Optional[pd.DataFrame]) -> str:
+    """The activation's share of the MLP block's time, per phase (views/mlp.py); nothing without one."""
+    if mlp is None or mlp.empty:
+        return ""
+    rows = [[esc(r["phase"]), _pct(r["activation_share_of_mlp_pct"]),
+             fmt_time_ns(r["activation_time_ns"]), fmt_time_ns(r["mlp_time_ns"]),
+             f'{int(r["activation_kernels"])} of {int(r["mlp_kernels"])}']
+            for _, r in mlp.iterrows()]
+    return ("<p>The activation's share of the MLP block's time: act(gate) &times; up and the "
+            "other elementwise kernels between gate/up and down, what fusing them into a GEMM could "
+            "save at most.</p>"
+            + _table(["phase", "activation share of MLP", "activation time", "MLP time", "kernels"],
+                     rows, "mlp"))
+
+
 def _pct(v: Any) -> str:
     return fmt(v, 3, " %")
 

@@ -361,6 +361,18 @@ def device_line(devices: pd.DataFrame) -> Optional[str]:
     return "; ".join(parts)
 
 
+def mlp_lines(mlp: Optional[pd.DataFrame]) -> list[str]:
+    """The activation's share of the MLP block's time, one line per phase (views/mlp.py)."""
+    if mlp is None or mlp.empty:
+        return []
+    lines = ["MLP: the activation's share of the MLP block's time (act(gate) x up)"]
+    for _, row in mlp.iterrows():
+        lines.append(f"  {text(row['phase']):<13} {pct(row['activation_share_of_mlp_pct']):>5} %  "
+                     f"({us(row['activation_time_ns'])} of {us(row['mlp_time_ns'])} us, "
+                     f"{int(row['activation_kernels'])} of {int(row['mlp_kernels'])} kernels)")
+    return lines
+
+
 def print_views(result, run: Optional[dict] = None, console: Optional[Console] = None,
                 verdict: Optional[Verdict] = None) -> None:
     """The verdict first, then the gap, the validations, and each view's table with its checks."""
@@ -386,6 +398,8 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
     for table in tables:
         console.print(table)
     console.print(legend(columns))
+    for line in mlp_lines(getattr(result, "mlp", None)):
+        console.print(line)
     _print_ranks(result, console)
     console.print()
     console.print(summary_table(result))
