@@ -233,7 +233,8 @@ def test_profile_a_program(fake_env, program):
     assert code == 0, err
     (outcome,) = json.loads(out)
     # the fake replays the decoder capture's rows that match the filters: 17 + 17 + 20
-    assert outcome["kernels"] == 54 and [i["label"] for i in outcome["invocations"]] == ["cold", "warm+decode"]
+    assert outcome["kernels"] == 54
+    assert [i["label"] for i in outcome["invocations"]] == ["cold", "warm+decode"]
     assert outcome["skipped_duplicates"] == 17 * 2 + 17 * 2 + 20 * (3 * 2 - 1)
     assert outcome["notes"] == []
     tags = json.loads(Store(store, create=False).runs()["tags"].iloc[0])
@@ -287,4 +288,5 @@ def test_decoder_layer_option():
 def test_boot_folder_holds_only_the_hook():
     """Every module in the boot folder is importable by the program: one stray would shadow the
     program's own module of that name."""
-    assert sorted(p.name for p in annotate.BOOT_DIR.iterdir() if p.name != "__pycache__") == ["sitecustomize.py"]
+    found = sorted(p.name for p in annotate.BOOT_DIR.iterdir() if p.name != "__pycache__")
+    assert found == ["sitecustomize.py"]

@@ -7,7 +7,8 @@ KV cache). Inside a phase every layer is a range `layer_<i>` (decode steps add `
 them), and inside a layer every kernel runs in a role range whose message carries its problem
 shape (docs/VIEWS.md):
 
-    smlens:cold_prefill / smlens:layer_0 / smlens:attention_block / smlens:qkv_proj M=4096 N=6144 K=4096
+    smlens:cold_prefill / smlens:layer_0 / smlens:attention_block /
+        smlens:qkv_proj M=4096 N=6144 K=4096
     smlens:decode / smlens:step_1 / smlens:layer_0 / smlens:attention_block /
         smlens:attention B=8 H=32 KVH=8 Sq=1 Skv=513 D=128 causal=0
 

@@ -60,11 +60,11 @@ _SKIP = _Info(_NONE)
 
 class _Record:
     """What one annotated module call pushed, popped by its forward hook."""
-    __slots__ = ("pushed", "path", "model", "reopen_setup", "phase", "capturing")
+    __slots__ = ("pushed", "path", "model", "reopen_setup", "capturing")
 
-    def __init__(self, path, model=False):
-        self.pushed, self.path, self.model = 0, path, model
-        self.reopen_setup, self.phase, self.capturing = False, None, False
+    def __init__(self, path):
+        self.pushed, self.path, self.model = 0, path, False
+        self.reopen_setup, self.capturing = False, False
 
 
 class _Thread(threading.local):
@@ -118,8 +118,7 @@ class Annotator:
         if self.domain is None:
             self.write_status()
             return self
-        compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
-        self._compiling = compiling
+        self._compiling = torch.compiler.is_compiling
         from torch.nn.modules import module as module_mod
         pre = module_mod.register_module_forward_pre_hook(self._pre)
         post = module_mod.register_module_forward_hook(self._post, always_call=True)
@@ -207,7 +206,8 @@ class Annotator:
         self.domain.push_range(attributes)
 
     def _open_setup(self) -> None:
-        if self.setup and not self._thread.setup_open and threading.current_thread() is threading.main_thread():
+        main = threading.current_thread() is threading.main_thread()
+        if self.setup and main and not self._thread.setup_open:
             self._push(self.vocab.SETUP_PHASE)
             self._thread.setup_open = True
 
@@ -244,9 +244,8 @@ class Annotator:
             self._push(f"attention B={batch} H={heads} KVH={kv_heads} Sq={q_len} Skv={kv_len} "
                        f"D={head_dim} causal={int(causal)} module={path}")
             return True
-        except Exception as err:  # noqa: BLE001 - an odd call is not annotated, never broken
-            self._fail(err)
-            return False
+        except (AttributeError, IndexError, TypeError, ValueError):
+            return False  # an odd call (no shapes to read) goes unannotated
 
     # --- the hooks -----------------------------------------------------------------------------
 
@@ -336,7 +335,6 @@ class Annotator:
                 phase = "decode"
             else:
                 phase = "warm_prefill" if self.forwards["cold_prefill"] else "cold_prefill"
-            record.phase = phase
             if record.capturing:  # replays run it: the phase goes with the graph
                 self._captured_phase = phase
                 return
