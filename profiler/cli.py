@@ -18,7 +18,7 @@ import typer
 
 from profiler.cli_help import Command, example
 from profiler.errors import SmlensError
-from profiler.run.options import DEFAULT_WORKLOAD, DecoderOptions, DetGemmOptions
+from profiler.run.options import DEFAULT_WORKLOAD, DecoderOptions, DetGemmOptions, ProgramOptions
 
 # Plain help (rich_markup_mode=None): option names are never cut to fit a panel.
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -554,6 +554,14 @@ def profile(ctx: typer.Context,
             tp: int = typer.Option(DecoderOptions.tp, "--tp", help="Tensor parallel: ranks, one "
                                    "process and GPU each (the decoder split Megatron-style, or the "
                                    "ranks of a program after `--`)."),
+            layer: int = typer.Option(DecoderOptions.layer, help="With dedup: the layer profiled "
+                                      "(default the first)."),
+            include: Optional[List[str]] = typer.Option(None, help="Program only: `setup` also "
+                                                        "profiles what runs outside forwards "
+                                                        "(labelled phase setup)."),
+            annotate: bool = typer.Option(ProgramOptions.annotate, help="Program only: annotate its "
+                                          "torch modules (phases, layers, roles, shapes) with NVTX "
+                                          "ranges."),
             cache_control: str = typer.Option("auto", help="auto (cold prefill flushed, the rest "
                                               "not), all or none."),
             graph_profiling: Optional[str] = typer.Option(None, help="node or graph (CUDA graphs)."),
@@ -598,6 +606,9 @@ def profile(ctx: typer.Context,
         else:
             typer.echo("\n\n".join(prof.format_plan(p, ncu_path) for p in plans))
         return
+    if program:
+        from profiler.run.program import check_program
+        check_program(program)
     ncu_path = ncu_mod.find_ncu(ncu)
     ncu_mod.require_gpu()
     if getattr(options, "tp", 1) > 1:
@@ -611,6 +622,8 @@ def profile(ctx: typer.Context,
         outcomes.append(outcome)
         if format == Format.table and outcome.failure is None:
             typer.echo(prof.summary_line(outcome), err=True)
+            for note in outcome.notes:
+                typer.echo(f"smlens: note: {note}", err=True)
         if outcome.failure is not None:
             break
     if format == Format.json:

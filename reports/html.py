@@ -27,8 +27,8 @@ from reports import compare
 from reports.html_figures import (fig_gap, fig_occupancy, fig_roofline, fig_stalls, fig_tensor,
                                   fig_time, fig_time_compare, fig_waves)
 from reports.html_tables import (badge, changes_table, columns_of, gap_table, group_reasons, group_table,
-                                 kernel_table, launch_table, names_table, selection_table, shares_table,
-                                 top_kernels_table, validation_box, _table)
+                                 kernel_table, launch_table, mlp_table, names_table, selection_table,
+                                 shares_table, top_kernels_table, validation_box, _table)
 from reports.html_text import (REGRESSION_PCT, esc, fmt_time_ns, is_missing, numbers, script_json,
                                validation_frame, view_status)
 from reports.html_verdict import verdict_section
@@ -51,6 +51,7 @@ class ReportInput:
     devices: pd.DataFrame = field(default_factory=pd.DataFrame)  # the views' device constants
     share_of: str = ""  # what the time shares are of, when not the whole run
     tokens: Optional[dict] = None  # phase -> (tokens, source) when figures are per token
+    mlp: pd.DataFrame = field(default_factory=pd.DataFrame)  # activation share of MLP time per phase
 
 
 # The views keep the kernels table's identity names; the report reads the views JSON's names.
@@ -82,7 +83,7 @@ def from_views(result: Any, run: dict, source_kernels: Optional[pd.DataFrame] = 
                        groups=_frame(getattr(result, "groups", None)),
                        gap=_frame(getattr(result, "gap", None)),
                        view_ids=list(getattr(result, "view_ids", registry.VIEWS)),
-                       devices=_frame(devices))
+                       devices=_frame(devices), mlp=_frame(getattr(result, "mlp", None)))
 
 
 def _frame(frame: Optional[pd.DataFrame]) -> pd.DataFrame:
@@ -112,7 +113,9 @@ def filter_input(data: ReportInput, phase: Optional[str] = None,
         if basis > 0:
             groups, gap = (_shares_of(f, basis) for f in (groups, gap))
             share_of = f"{phase}'s kernel time ({fmt_time_ns(basis)})"
-    return replace(data, kernels=keep(data.kernels), groups=groups, gap=gap, share_of=share_of)
+    mlp = data.mlp if data.mlp.empty or not phase else data.mlp[data.mlp["phase"] == phase]
+    return replace(data, kernels=keep(data.kernels), groups=groups, gap=gap, share_of=share_of,
+                   mlp=mlp)
 
 
 def _shares_of(frame: pd.DataFrame, basis: float) -> pd.DataFrame:
@@ -323,6 +326,7 @@ PICTURES: dict[str, Callable[["ReportInput", Optional["ReportInput"]], list]] = 
 }
 # Tables of their own some views add below their figures' table.
 TABLES: dict[str, Callable[["ReportInput", Optional["ReportInput"]], str]] = {
+    "V1": lambda d, b: mlp_table(d.mlp),
     "V4": lambda d, b: launch_table(d.kernels),
     registry.SELECTION_VIEW: lambda d, b: selection_table(d.kernels, b.kernels if b else None),
 }

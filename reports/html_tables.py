@@ -119,7 +119,7 @@ def role_source_text(group) -> str:
     source = group.get("role_source")
     if not isinstance(source, str) or group.get("role") == "all":
         return ""
-    return "range" if source == "nvtx" else f"guessed ({source})"
+    return f"guessed ({source})" if source in ("name", "order") else "range"
 
 
 def group_reasons(kernels: pd.DataFrame, checks: pd.DataFrame, views: Iterable[str]) -> dict:
@@ -208,6 +208,21 @@ def _definition(column: str) -> str:
     if figure is not None:
         return figure.definition
     return GAP_FACTOR_DEFINITIONS.get(column, "")
+
+
+def mlp_table(mlp: Optional[pd.DataFrame]) -> str:
+    """The activation's share of the MLP block's time, per phase (views/mlp.py); nothing without one."""
+    if mlp is None or mlp.empty:
+        return ""
+    rows = [[esc(r["phase"]), _pct(r["activation_share_of_mlp_pct"]),
+             fmt_time_ns(r["activation_time_ns"]), fmt_time_ns(r["mlp_time_ns"]),
+             f'{int(r["activation_kernels"])} of {int(r["mlp_kernels"])}']
+            for _, r in mlp.iterrows()]
+    return ("<p>The activation's share of the MLP block's time: act(gate) &times; up and the "
+            "other elementwise kernels between gate/up and down, what fusing them into a GEMM could "
+            "save at most.</p>"
+            + _table(["phase", "activation share of MLP", "activation time", "MLP time", "kernels"],
+                     rows, "mlp"))
 
 
 def _pct(v: Any) -> str:

@@ -369,6 +369,18 @@ def device_line(devices: pd.DataFrame) -> Optional[str]:
     return "; ".join(parts)
 
 
+def mlp_lines(mlp: Optional[pd.DataFrame]) -> list[str]:
+    """The activation's share of the MLP block's time, one line per phase (views/mlp.py)."""
+    if mlp is None or mlp.empty:
+        return []
+    lines = ["MLP: the activation's share of the MLP block's time (act(gate) x up)"]
+    for _, row in mlp.iterrows():
+        lines.append(f"  {text(row['phase']):<13} {pct(row['activation_share_of_mlp_pct']):>5} %  "
+                     f"({us(row['activation_time_ns'])} of {us(row['mlp_time_ns'])} us, "
+                     f"{int(row['activation_kernels'])} of {int(row['mlp_kernels'])} kernels)")
+    return lines
+
+
 def print_views(result, run: Optional[dict] = None, console: Optional[Console] = None,
                 verdict: Optional[Verdict] = None) -> None:
     """The verdict first, then the gap, the validations, and each view's table with its checks."""
@@ -396,6 +408,8 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
     console.print(legend(columns))
     console.print(Text(f"{GUESSED} after a role: guessed from kernel names or launch order (no role range). "
                        "docs/VIEWS.md defines every figure.", style="dim"))
+    for line in mlp_lines(getattr(result, "mlp", None)):
+        console.print(line)
     _print_ranks(result, console)
     console.print()
     console.print(summary_table(result))

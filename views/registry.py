@@ -23,16 +23,16 @@ import pandas as pd
 from views.catalog import ARGMAX, MEAN, MODE, RATIO, SUM, Figure
 from views.common import STATUSES, Checks, combine, metric
 from views.context import Context, names
-from views import (device, gap as gap_module, grouping, ranks, v1_time, v2_tensor, v3_fill,
+from views import (device, gap as gap_module, grouping, mlp, ranks, v1_time, v2_tensor, v3_fill,
                    v4_occupancy, v5_waves, v6_stalls, v7_memory, v8_selection)
 
 VIEWS = {m.ID: m for m in (v1_time, v2_tensor, v3_fill, v4_occupancy, v5_waves, v6_stalls,
                            v7_memory, v8_selection)}
 
-IDENTITY = ("kernel_id", "kernel_name", "nvtx_stack", "phase", "role", "role_source", "kind", "shape_m",
-            "shape_n", "shape_k", "attn_batch", "attn_heads", "attn_q_len", "attn_kv_len", "attn_head_dim",
-            "attn_causal", "grid_blocks", "block_threads", "device", "cc", "process_id", "run_id",
-            "rank", "time_source", "comm_bytes", "comm_samples")
+IDENTITY = ("kernel_id", "kernel_name", "nvtx_stack", "phase", "role", "role_source", "kind", "block",
+            "shape_m", "shape_n", "shape_k", "attn_batch", "attn_heads", "attn_kv_heads", "attn_q_len",
+            "attn_kv_len", "attn_head_dim", "attn_causal", "grid_blocks", "block_threads", "device", "cc",
+            "process_id", "run_id", "rank", "time_source", "comm_bytes", "comm_samples")
 # The identity every kernel's JSON record opens with (kernel_id and kernel_name under short names).
 JSON_IDENTITY = {"id": "kernel_id", "name": "kernel_name", "phase": "phase", "role": "role",
                  "role_source": "role_source", "kind": "kind"}
@@ -154,6 +154,7 @@ class ViewsResult:
     communication: pd.DataFrame = field(default_factory=pd.DataFrame)
     imbalance: pd.DataFrame = field(default_factory=pd.DataFrame)
     rank_time_ns: dict = field(default_factory=dict)  # each rank's whole time: its shares' base
+    mlp: pd.DataFrame = field(default_factory=pd.DataFrame)  # the activation's share of MLP time per phase
 
     def filter(self, phase=None, role=None, kernel=None) -> "ViewsResult":
         """The kernels of some phases, roles or names (a regular expression), with groups, gap and
@@ -206,7 +207,8 @@ class ViewsResult:
                                      for v in self.view_ids if f"{v}_pass" in row}
         out = {"run": run, "views": {v: VIEWS[v].TITLE for v in self.view_ids},
                "devices": _records(self.devices), "kernels": kernels, "groups": groups,
-               "gap": _records(self.gap), "selection": _records(self.selection)}
+               "gap": _records(self.gap), "selection": _records(self.selection),
+               "mlp": _records(self.mlp)}
         if not self.timed.empty or not self.imbalance.empty:  # tensor parallel only
             out["timed"] = _records(self.timed.drop(columns=["nvtx_stack"], errors="ignore"))
             out["communication"] = _records(self.communication)
@@ -263,7 +265,8 @@ def _assemble(kernels: pd.DataFrame, ids: list[str], devices: pd.DataFrame,
     tp = not timed.empty or ranks.has_ranks(kernels)
     return ViewsResult(kernels, grouping.order(groups), gap, selection, devices, ids, total_time_ns,
                        timed, ranks.communication(kernels, timed) if tp else pd.DataFrame(),
-                       ranks.imbalance(kernels, timed) if tp else pd.DataFrame(), rank_time_ns)
+                       ranks.imbalance(kernels, timed) if tp else pd.DataFrame(), rank_time_ns,
+                       mlp.activation_share(kernels))
 
 
 def _devices(ctx: Context, result: pd.DataFrame) -> pd.DataFrame:

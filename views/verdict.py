@@ -14,8 +14,9 @@ same way). The headroom of a group is the time it would not need if its bound un
 (for the tensor pipe: the useful part of it, fill included), and the opportunities are the groups
 ranked by that time: time x headroom.
 
-Kernels outside any phase range (phase `other`: weight initialisation, warm-up) are setup: shown
-apart, left out of the shares, unless the run has no phase at all.
+Kernels outside any phase range (phase `other`: weight initialisation, warm-up; or `setup`, a
+profiled program's kernels outside its forwards) are setup: shown apart, left out of the shares,
+unless the run has no phase at all.
 
 A group figure a later view adds for the same thing is read in place of these when present: a
 group `bound` column whose values are this module's BOUNDS.
@@ -30,9 +31,9 @@ import pandas as pd
 
 from views import device
 from views.grouping import ALL
-from views.vocabulary import PHASE_ORDER
+from views.vocabulary import PHASE_ORDER, SETUP_PHASE as PROGRAM_SETUP
 
-SETUP_PHASE = "other"
+SETUP_PHASES = ("other", PROGRAM_SETUP)
 BOUNDS = ("memory", "tensor", "fp32", "latency")
 BOUND_WORDS = {"memory": "memory-bound", "tensor": "tensor-bound", "fp32": "FP32-bound",
                "latency": "latency-bound"}
@@ -357,8 +358,9 @@ def verdict(result, top: int = TOP) -> Verdict:
         return Verdict(summary="No kernels.")
     rows = groups[groups["role"].astype(object) != ALL]
     phases_present = set(rows["phase"].astype(object))
-    has_setup = SETUP_PHASE in phases_present and len(phases_present) > 1
-    story = rows[rows["phase"].astype(object) != SETUP_PHASE] if has_setup else rows
+    in_setup = rows["phase"].astype(object).isin(SETUP_PHASES)
+    has_setup = bool(phases_present & set(SETUP_PHASES)) and bool(phases_present - set(SETUP_PHASES))
+    story = rows[~in_setup] if has_setup else rows
     workload_ns = float(pd.to_numeric(story["time_ns"], errors="coerce").sum())
     fp32 = _group_fp32(result.kernels, getattr(result, "devices", None))
     if "fp32_pct" in rows.columns:  # V7's, on the elapsed cycles as DRAM's and the tensor pipe's
@@ -377,7 +379,7 @@ def verdict(result, top: int = TOP) -> Verdict:
                     key=lambda g: -g.saving_ns)[:top]
     setup = None
     if has_setup:
-        part = rows[rows["phase"].astype(object) == SETUP_PHASE]
+        part = rows[in_setup]
         setup_ns = float(pd.to_numeric(part["time_ns"], errors="coerce").sum())
         total = setup_ns + workload_ns
         kernels = int(pd.to_numeric(part["kernels"], errors="coerce").sum())

@@ -55,8 +55,8 @@ PUSH_POP_PREFIX = "thread Domain:Push/Pop_Range"
 START_STOP_PREFIX = "Id:Domain:Start/Stop_Range"
 DETAILS_COLUMNS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
 INT_IDENTITY = ("process_id", "device", "context", "stream")
-DERIVED_COLUMNS = ("nvtx_stack", "phase", "role", "role_source", "kind", "shape_m", "shape_n", "shape_k",
-                   *nvtx.ATTENTION_KEYS.values(), "rank")
+DERIVED_COLUMNS = ("nvtx_stack", "phase", "role", "role_source", "kind", "block", "shape_m", "shape_n",
+                   "shape_k", *nvtx.ATTENTION_KEYS.values(), "rank")
 
 # The details page of ncu's sections names metrics for people; these are the ones the views read.
 DISPLAY_NAME_METRICS = {
@@ -450,6 +450,7 @@ class Classifier:
             derived = self._roles_from_order(derived, names, processes)
         for column in ("shape_m", "shape_n", "shape_k", *nvtx.ATTENTION_KEYS.values(), "rank"):
             derived[column] = derived[column].astype("Int64")
+        derived["block"] = derived["block"].astype("string")  # a block of kernels may all lack one
         return self._apply_shapes(derived)
 
     def _ranks(self, ranks: list, processes: list) -> list:

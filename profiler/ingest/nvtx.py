@@ -10,7 +10,8 @@ import re
 import shlex
 
 from views.kernel_names import kind_of
-from views.vocabulary import COLLECTIVE_ROLES, KINDS, PHASES, ROLE_ALIASES, ROLES  # noqa: F401
+from views.vocabulary import (ANNOTATION_KEY, BLOCKS, COLLECTIVE_ROLES, KINDS, PHASES,  # noqa: F401
+                               ROLE_ALIASES, ROLES, SETUP_PHASE)
 
 RANK_DOMAIN = "smlens_rank"
 _RANK = re.compile(r"^rank\s*=\s*(\d+)\b")
@@ -19,9 +20,11 @@ LIBRARY_DOMAINS = ("NCCL", "NVSHMEM")
 
 _SHAPE = re.compile(r"\b([MNK])\s*=\s*(\d+)")
 # attention ranges: `attention B=8 H=32 KVH=8 Sq=1 Skv=513 D=128 causal=0`
-ATTENTION_KEYS = {"B": "attn_batch", "H": "attn_heads", "Sq": "attn_q_len", "Skv": "attn_kv_len",
-                  "D": "attn_head_dim", "causal": "attn_causal"}
-_ATTENTION = re.compile(r"\b(B|H|Sq|Skv|D|causal)\s*=\s*(\d+)")
+ATTENTION_KEYS = {"B": "attn_batch", "H": "attn_heads", "KVH": "attn_kv_heads", "Sq": "attn_q_len",
+                  "Skv": "attn_kv_len", "D": "attn_head_dim", "causal": "attn_causal"}
+_ATTENTION = re.compile(r"\b(B|H|KVH|Sq|Skv|D|causal)\s*=\s*(\d+)")
+_ANNOTATED = re.compile(rf"\s{ANNOTATION_KEY}=\S")
+_BLOCK_WORDS = {f"{block}_block": block for block in BLOCKS}
 
 
 def parse_stack(cell: str | None) -> list[str]:
@@ -84,9 +87,18 @@ def phase_of(stack: list[str]) -> str:
     """`prefill` alone is returned as-is: cold or warm is decided by order (see PrefillOrder)."""
     for entry in _program_ranges(stack):
         word = _first_word(entry)
-        if word in PHASES or word == "prefill":
+        if word in PHASES or word in ("prefill", SETUP_PHASE):
             return word
     return "other"
+
+
+def block_of(stack: list[str]) -> str | None:
+    """The innermost `<block>_block` range (`attention`, `mlp`), or None."""
+    for entry in reversed(stack):
+        block = _BLOCK_WORDS.get(_first_word(entry))
+        if block:
+            return block
+    return None
 
 
 def role_range(stack: list[str]) -> str | None:
@@ -117,17 +129,21 @@ def role_from_kind(kind: str) -> str:
 
 
 def classify(stack: list[str], kernel_name: str) -> dict:
-    """phase, role, role_source, kind, shape and rank for one kernel."""
+    """phase, role, role_source, kind, block, shape and rank for one kernel."""
     kind = kind_of(kernel_name)
     entry = role_range(stack)
+    block = block_of(stack)
     if entry is not None:
-        role, source = canonical_role(_first_word(entry)), "nvtx"
+        role = canonical_role(_first_word(entry))
+        source = "annotation" if _ANNOTATED.search(_message(entry)) else "nvtx"
     else:
         role, source = role_from_kind(kind), "name"
+        if block == "attention" and kind == "gemm":
+            role = "attention"  # eager attention's own matmuls (QK^T, PV): no projection range is open
     shape_m, shape_n, shape_k = shape_of(entry)
     return {"phase": phase_of(stack), "role": role, "role_source": source, "kind": kind,
-            "shape_m": shape_m, "shape_n": shape_n, "shape_k": shape_k, **attention_shape_of(entry),
-            "rank": rank_marker(stack)}
+            "block": block, "shape_m": shape_m, "shape_n": shape_n, "shape_k": shape_k,
+            **attention_shape_of(entry), "rank": rank_marker(stack)}
 
 
 class PrefillOrder:
@@ -153,7 +169,7 @@ class PrefillOrder:
         return out
 
 
-ORDER_COLUMNS = ("role", "shape_m", "shape_n", "shape_k", *ATTENTION_KEYS.values())
+ORDER_COLUMNS = ("role", "block", "shape_m", "shape_n", "shape_k", *ATTENTION_KEYS.values())
 
 
 class EagerOrder:
@@ -197,7 +213,7 @@ class EagerOrder:
         range-less rows that fit the eager order get its role and shape, and role_source `order`."""
         for row in rows:
             key = (row["process"], row["phase"])
-            if row["role_source"] == "nvtx":
+            if row["role_source"] in ("nvtx", "annotation"):
                 step = self._step(row["stack"], row["phase"])
                 if key not in self._eager or self._eager[key][0] != step:
                     self._eager[key], self._cursor[key] = (step, []), 0

@@ -180,9 +180,9 @@ def plan_tp(config, tp: int, metrics: list[str], dedup: bool = True, cache_contr
 def plan_program(plan, tp: int):
     """A user's multi-process program (torchrun, vLLM) under ncu: NCCL kernels not replayed unless
     --kernel-name says otherwise, ranks from the program's `rank=` ranges or its processes' GPUs."""
-    inv = plan.invocations[0]
-    if inv.kernel_name is None:
-        inv.kernel_name = NOT_REPLAYED
+    for inv in plan.invocations:  # one per cache control (the annotated program's cold run, ...)
+        if inv.kernel_name is None:
+            inv.kernel_name = NOT_REPLAYED
     plan.notes = [f"tensor parallel over {tp} ranks: every process is profiled; NCCL kernels are not "
                   f"replayed (--kernel-name {inv.kernel_name}); a kernel's rank comes from a "
                   "`rank=<r>` NVTX range of the program, else from the GPU its process used; "

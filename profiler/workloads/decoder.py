@@ -7,8 +7,14 @@ KV cache). Inside a phase every layer is a range `layer_<i>` (decode steps add `
 them), and inside a layer every kernel runs in a role range whose message carries its problem
 shape (docs/VIEWS.md):
 
-    smlens:cold_prefill / smlens:layer_0 / smlens:qkv_proj M=4096 N=6144 K=4096
-    smlens:decode / smlens:step_1 / smlens:layer_0 / smlens:attention B=8 H=32 KVH=8 Sq=1 Skv=513 D=128 causal=0
+    smlens:cold_prefill / smlens:layer_0 / smlens:attention_block /
+        smlens:qkv_proj M=4096 N=6144 K=4096
+    smlens:decode / smlens:step_1 / smlens:layer_0 / smlens:attention_block /
+        smlens:attention B=8 H=32 KVH=8 Sq=1 Skv=513 D=128 causal=0
+
+The attention and MLP blocks are ranges of their own (`attention_block`, `mlp_block`), as the
+annotation of a PyTorch program (profiler/run/annotate) makes them from its modules: the
+activation's share of the MLP's time is read from them.
 
 The layer and step ranges let ncu pick one representative layer and decode step (identical layers
 and steps launch identical kernels), see `profiled_regions`. The annotation costs nothing when no
@@ -31,6 +37,8 @@ from profiler.workloads.models import ModelShape, get_model
 from views.vocabulary import PHASES
 
 DOMAIN = "smlens"
+# The blocks of a layer (views.vocabulary.BLOCKS), ranges between the layer and its roles.
+ATTENTION_BLOCK, MLP_BLOCK = "attention_block", "mlp_block"
 DTYPES = ("bf16", "fp16", "fp32", "fp8")
 # fp8: the four projections' weights in float8 e4m3 with one scale per tensor, the activations
 # quantized per tensor at each projection (dynamic W8A8, as FP8 checkpoints run in vLLM), the GEMM
@@ -99,22 +107,22 @@ class Region:
         return f"{domain}@" + "/".join(self.ranges) + "/"
 
 
-def profiled_regions(config: WorkloadConfig, dedup: bool = True) -> list[Region]:
-    """What ncu profiles: with dedup, layer 0 of each prefill and layer 0 of one decode step;
+def profiled_regions(config: WorkloadConfig, dedup: bool = True, layer: int = 0) -> list[Region]:
+    """What ncu profiles: with dedup, layer `layer` of each prefill and of one decode step;
     without, every layer of every step."""
+    from profiler.errors import BadInput
+    if not 0 <= layer < config.layers:
+        raise BadInput(f"--layer {layer}: the stack has layers 0 to {config.layers - 1}")
     regions = []
     for phase in config.phases:
-        if phase == "decode":
-            if dedup:
-                step = representative_decode_step(config.decode_steps)
-                regions.append(Region(phase, (phase, step_range(step), layer_range(0)),
-                                      config.layers * config.decode_steps))
-            else:
-                regions.append(Region(phase, (phase,), 1))
-        elif dedup:
-            regions.append(Region(phase, (phase, layer_range(0)), config.layers))
-        else:
+        if not dedup:
             regions.append(Region(phase, (phase,), 1))
+        elif phase == "decode":
+            step = representative_decode_step(config.decode_steps)
+            regions.append(Region(phase, (phase, step_range(step), layer_range(layer)),
+                                  config.layers * config.decode_steps))
+        else:
+            regions.append(Region(phase, (phase, layer_range(layer)), config.layers))
     return regions
 
 
@@ -293,46 +301,48 @@ class DecoderStack:
         heads, kv_heads, dim = m.heads, m.kv_heads, m.head_dim
         with ann.range("elementwise op=rms_norm"):
             h = F.rms_norm(x, (m.hidden,), w.norm_attn, m.rms_eps)
-        with ann.range(f"qkv_proj M={tokens} N={m.qkv_width} K={m.hidden}"):
-            qkv = linear(h, w.qkv, w.qkv_bias)
-        with ann.range("elementwise op=rope_kv_cache"):
-            # q and k sit side by side in qkv: one rotary pass over both.
-            qk = qkv[..., : m.q_width + m.kv_width].unflatten(-1, (heads + kv_heads, dim))
-            cos = self.cos[pos: pos + seq, None, :]
-            sin = self.sin_signed[pos: pos + seq, None, :]
-            qk = torch.addcmul(qk * cos, torch.roll(qk, dim // 2, dims=-1), sin)
-            q = qk[:, :, :heads].transpose(1, 2)
-            k = qk[:, :, heads:].transpose(1, 2)
-            v = qkv[..., m.q_width + m.kv_width:].unflatten(-1, (kv_heads, dim)).transpose(1, 2)
-            self.k_cache[index][:, :, pos: pos + seq] = k
-            self.v_cache[index][:, :, pos: pos + seq] = v
-        kv_len = pos + seq
-        causal = seq > 1
-        with ann.range(f"attention B={batch} H={heads} KVH={kv_heads} Sq={seq} Skv={kv_len} "
-                       f"D={dim} causal={int(causal)}"):
-            attn = F.scaled_dot_product_attention(
-                q, self.k_cache[index][:, :, :kv_len], self.v_cache[index][:, :, :kv_len],
-                is_causal=causal, enable_gqa=heads != kv_heads)
-        with ann.range("elementwise op=attn_layout"):
-            attn = attn.transpose(1, 2).reshape(batch, seq, m.q_width)
-        with ann.range(f"o_proj M={tokens} N={m.hidden} K={m.q_width}"):
-            o = linear(attn, w.o)
+        with ann.range(ATTENTION_BLOCK):
+            with ann.range(f"qkv_proj M={tokens} N={m.qkv_width} K={m.hidden}"):
+                qkv = linear(h, w.qkv, w.qkv_bias)
+            with ann.range("elementwise op=rope_kv_cache"):
+                # q and k sit side by side in qkv: one rotary pass over both.
+                qk = qkv[..., : m.q_width + m.kv_width].unflatten(-1, (heads + kv_heads, dim))
+                cos = self.cos[pos: pos + seq, None, :]
+                sin = self.sin_signed[pos: pos + seq, None, :]
+                qk = torch.addcmul(qk * cos, torch.roll(qk, dim // 2, dims=-1), sin)
+                q = qk[:, :, :heads].transpose(1, 2)
+                k = qk[:, :, heads:].transpose(1, 2)
+                v = qkv[..., m.q_width + m.kv_width:].unflatten(-1, (kv_heads, dim)).transpose(1, 2)
+                self.k_cache[index][:, :, pos: pos + seq] = k
+                self.v_cache[index][:, :, pos: pos + seq] = v
+            kv_len = pos + seq
+            causal = seq > 1
+            with ann.range(f"attention B={batch} H={heads} KVH={kv_heads} Sq={seq} Skv={kv_len} "
+                           f"D={dim} causal={int(causal)}"):
+                attn = F.scaled_dot_product_attention(
+                    q, self.k_cache[index][:, :, :kv_len], self.v_cache[index][:, :, :kv_len],
+                    is_causal=causal, enable_gqa=heads != kv_heads)
+            with ann.range("elementwise op=attn_layout"):
+                attn = attn.transpose(1, 2).reshape(batch, seq, m.q_width)
+            with ann.range(f"o_proj M={tokens} N={m.hidden} K={m.q_width}"):
+                o = linear(attn, w.o)
         if self.reduce is not None:
             o = self.reduce(o, after="o_proj")
         with ann.range("elementwise op=residual_add"):
             x = x + o
         with ann.range("elementwise op=rms_norm"):
             h = F.rms_norm(x, (m.hidden,), w.norm_mlp, m.rms_eps)
-        with ann.range(f"gate_up_proj M={tokens} N={2 * m.mlp} K={m.hidden}"):
-            gate_up = linear(h, w.gate_up)
-        with ann.range(f"elementwise op={m.activation}_mul"):
-            gate, up = gate_up.chunk(2, dim=-1)
-            if m.activation == "gelu_tanh":
-                act = F.gelu(gate, approximate="tanh") * up
-            else:
-                act = F.silu(gate) * up
-        with ann.range(f"down_proj M={tokens} N={m.hidden} K={m.mlp}"):
-            down = linear(act, w.down)
+        with ann.range(MLP_BLOCK):
+            with ann.range(f"gate_up_proj M={tokens} N={2 * m.mlp} K={m.hidden}"):
+                gate_up = linear(h, w.gate_up)
+            with ann.range(f"elementwise op={m.activation}_mul"):
+                gate, up = gate_up.chunk(2, dim=-1)
+                if m.activation == "gelu_tanh":
+                    act = F.gelu(gate, approximate="tanh") * up
+                else:
+                    act = F.silu(gate) * up
+            with ann.range(f"down_proj M={tokens} N={m.hidden} K={m.mlp}"):
+                down = linear(act, w.down)
         if self.reduce is not None:
             down = self.reduce(down, after="down_proj")
         with ann.range("elementwise op=residual_add"):
