@@ -26,11 +26,14 @@ class Format(str, Enum):
 
 
 StoreOpt = typer.Option(None, "--store", envvar="SMLENS_STORE",
-                        help="Store folder (default ./smlens-store).")
+                        help="Store folder or s3://bucket/prefix (default ./smlens-store).")
 
 
-def store_path(store: Optional[Path]) -> Path:
-    return Path(store) if store else Path("smlens-store")
+def store_path(store: Optional[str]):
+    """The store's folder, or its URL as given (a Path would fold s3:// into s3:/)."""
+    from profiler.ingest.objectstore import is_url
+
+    return store if store and is_url(store) else Path(store or "smlens-store")
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -67,7 +70,7 @@ def command(func):
 
 @command
 def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details page, gzip ok) or .ncu-rep"),
-           store: Optional[Path] = StoreOpt,
+           store: Optional[str] = StoreOpt,
            name: Optional[str] = typer.Option(None, help="Run name (default: the file name)."),
            tag: Optional[List[str]] = typer.Option(None, help="KEY=VALUE, repeatable."),
            shapes: Optional[Path] = typer.Option(None, help="File of '[phase/]role M N K' lines for "
@@ -110,7 +113,7 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
 
 
 @command
-def runs(store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
+def runs(store: Optional[str] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
     """List the runs in the store."""
     from profiler.ingest.store import Store
     from reports.runs import print_runs, runs_json
@@ -121,7 +124,7 @@ def runs(store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.
 
 @command
 def show(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name or 'latest'."),
-         store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
+         store: Optional[str] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
     """One run: where it came from, and its kernels by phase and role."""
     import json
     from profiler.ingest.store import Store
@@ -135,7 +138,7 @@ def show(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name
 
 @command
 def rm(run: str = typer.Argument(..., help="Run id, id prefix or name."),
-       store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
+       store: Optional[str] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
     """Remove a run from the store."""
     import json
     from profiler.ingest.store import Store
@@ -159,7 +162,7 @@ def gate(baseline: Optional[List[str]] = typer.Option(
          junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
          shapes: Optional[Path] = typer.Option(None, help="File of '[phase/]role M N K' lines for "
                                                "capture files whose NVTX ranges carry no shapes."),
-         store: Optional[Path] = StoreOpt,
+         store: Optional[str] = StoreOpt,
          format: Format = typer.Option(Format.table, "--format")):
     """Gate current runs against baseline runs: exit 0 pass, 1 regression, 2 could not judge."""
     import json
@@ -246,7 +249,7 @@ def views(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, nam
                                                help="Only kernels whose name matches this regular expression."),
           view: Optional[List[str]] = typer.Option(None, "--view",
                                                    help="Only these views, V1..V8 (repeatable, or V2,V3)."),
-          store: Optional[Path] = StoreOpt,
+          store: Optional[str] = StoreOpt,
           format: ViewsFormat = typer.Option(ViewsFormat.table, "--format")):
     """The eight counter-validated views of a run: the gap per phase and role, then each view."""
     import re
@@ -293,7 +296,7 @@ def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, na
                                                   help="Compare with this run: figures as value (Δ %)."),
            phase: Optional[str] = typer.Option(None, help="Only this phase."),
            role: Optional[str] = typer.Option(None, help="Only this role."),
-           output: Path = ReportOut, store: Optional[Path] = StoreOpt,
+           output: Path = ReportOut, store: Optional[str] = StoreOpt,
            format: Format = typer.Option(Format.table, "--format")):
     """One self-contained HTML report of a run (or a comparison) that opens offline."""
     import json
@@ -392,7 +395,7 @@ def profile(program: Optional[List[str]] = typer.Argument(
             ncu: Optional[str] = typer.Option(None, help="ncu executable (default: PATH)."),
             keep: Optional[Path] = typer.Option(None, help="Keep ncu reports, CSVs and logs here."),
             quiet: bool = typer.Option(False, help="No progress bar."),
-            store: Optional[Path] = StoreOpt,
+            store: Optional[str] = StoreOpt,
             format: Format = typer.Option(Format.table, "--format")):
     """Profile LLM prefill and decode with ncu and store the run (see --plan first)."""
     import json

@@ -55,6 +55,15 @@ def parse_tags(pairs: list[str] | None) -> dict[str, str]:
 
 
 class Store:
+    def __new__(cls, path=None, create: bool = True):
+        """An s3:// URL, or a folder holding a store that commits through a log (one copied from
+        object storage), opens as a LogStore (profiler.ingest.logstore)."""
+        if cls is Store and path is not None and _commits_through_log(path):
+            from profiler.ingest.logstore import LogStore
+
+            return super().__new__(LogStore)
+        return super().__new__(cls)
+
     def __init__(self, path, create: bool = True):
         self.path = Path(path)
         if self.path.exists() and not self.path.is_dir():
@@ -263,6 +272,17 @@ class Store:
         run_id = self.resolve(ref)
         frame = pd.read_parquet(self.path / "units" / f"run={run_id}" / "units.parquet")
         return dict(zip(frame["metric"], frame["unit"]))
+
+
+def _commits_through_log(spec) -> bool:
+    from profiler.ingest.objectstore import is_url
+
+    if is_url(spec):
+        return True
+    try:
+        return json.loads((Path(spec) / MARKER).read_text()).get("commits") == "log"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _first_value(table: pa.Table | None, column: str):

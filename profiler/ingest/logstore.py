@@ -1,0 +1,338 @@
+"""A store on object storage: runs committed through a log of conditional writes (no rename, no lock).
+
+    smlens-store.json                 marker: {"format": 1, "commits": "log"}
+    _log/<version:020d>.json          commit <version>: add or remove one run; created with
+                                      put-if-absent (S3 `If-None-Match: *`): the commit point
+    runs.parquet                      the runs table as of the log version in its metadata
+                                      (`smlens.log_version`), rewritten every CHECKPOINT_EVERY commits
+    runs/run=<id>/kernels.parquet     published after the commit
+    units/run=<id>/units.parquet
+    _staging/<id>/{kernels,units}.parquet   written before the commit, outside runs/
+
+A writer stages its run's files, reads the runs table and the log after it, and creates the next
+log entry; when another writer took that version first, the create fails, it reads the new entry
+(a concurrent ingest of the same file is then recognised) and tries the next version. So two
+writers both land, a run is listed once its entry exists and never before, and a writer killed at
+any point leaves either no entry (its staged files are ignored, and removed by a later writer once
+stale) or an entry whose files a later writer publishes. runs/ holds committed runs only, so a
+reader of runs/*/kernels.parquet without smlens sees no half run. docs/SCHEMA.md has the protocol.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import datetime as dt
+import io
+import json
+import socket
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from profiler.errors import BadInput
+from profiler.ingest.objectstore import S3Objects, open_objects
+from profiler.ingest.store import FORMAT_VERSION, MARKER, RUN_COLUMNS, Store, file_sha256
+
+LOG = "_log/"
+STAGING = "_staging/"
+RUNS_TABLE = "runs.parquet"
+VERSION_KEY = b"smlens.log_version"
+CHECKPOINT_EVERY = 10
+# staged files of no commit are a writer's in progress until this old, then abandoned
+STALE_STAGING_S = 3600
+MAX_COMMIT_ATTEMPTS = 200
+READ_THREADS = 8
+
+
+def log_key(version: int) -> str:
+    return f"{LOG}{version:020d}.json"
+
+
+def kernels_key(run_id: str) -> str:
+    return f"runs/run={run_id}/kernels.parquet"
+
+
+def units_key(run_id: str) -> str:
+    return f"units/run={run_id}/units.parquet"
+
+
+def staged_key(run_id: str, name: str) -> str:
+    return f"{STAGING}{run_id}/{name}"
+
+
+@dataclass
+class LogState:
+    """The runs table as of log `version` (-1: an empty log)."""
+    version: int
+    runs: pd.DataFrame
+    removed: frozenset = frozenset()
+
+
+class LogStore(Store):
+    """The Store interface over a folder or an s3:// URL, committing through the log."""
+
+    def __init__(self, spec, create: bool = True):
+        self.objects = open_objects(spec)
+        self.path = self.objects.url
+        self._state_cache: LogState | None = None
+        if isinstance(self.objects, S3Objects):
+            self.objects.check_bucket()
+        marker = self._marker()
+        if marker is None:
+            if not create:
+                raise BadInput(f"{self.path}: no smlens store here; ingest a capture first "
+                               f"(smlens ingest FILE --store {self.path})")
+            if self.objects.list("", limit=1):
+                raise BadInput(f"{self.path}: not an smlens store (no {MARKER}); choose an empty "
+                               "or new prefix with --store")
+            # concurrent creators: one creates it, the others find it
+            self.objects.put_if_absent(MARKER, json.dumps(
+                {"format": FORMAT_VERSION, "commits": "log"}).encode())
+            marker = self._marker()
+        if marker.get("format") != FORMAT_VERSION or marker.get("commits") != "log":
+            raise BadInput(f"{self.path}: store format {marker.get('format')} "
+                           f"({marker.get('commits', 'folder')} commits), this smlens reads "
+                           f"{FORMAT_VERSION} with log commits here")
+
+    def _marker(self) -> dict | None:
+        try:
+            return json.loads(self.objects.read(MARKER))
+        except FileNotFoundError:
+            return None
+        except ValueError:
+            raise BadInput(f"{self.path}/{MARKER}: unreadable store marker") from None
+
+    # --- the log ---------------------------------------------------------------------------
+
+    def _snapshot(self) -> LogState:
+        """runs.parquet and the version it reflects; an empty state where it is missing or
+        unreadable (it is only a checkpoint: the log alone is complete)."""
+        try:
+            data = self.objects.read(RUNS_TABLE)
+            table = pq.read_table(pa.BufferReader(data))
+            version = int((table.schema.metadata or {})[VERSION_KEY])
+            return LogState(version, table.to_pandas())
+        except (FileNotFoundError, KeyError, ValueError, pa.ArrowException):
+            return LogState(-1, pd.DataFrame(columns=RUN_COLUMNS))
+
+    def _entries_after(self, version: int) -> list[dict]:
+        keys = [e.key for e in self.objects.list(LOG, start_after=log_key(version))
+                if e.key.endswith(".json")]
+        with concurrent.futures.ThreadPoolExecutor(READ_THREADS) as pool:
+            blobs = list(pool.map(self.objects.read, keys))
+        entries = []
+        for expected, (key, blob) in enumerate(zip(keys, blobs), start=version + 1):
+            try:
+                entry = json.loads(blob)
+            except ValueError:
+                raise BadInput(f"{self.path}/{key}: unreadable log entry; run `smlens store check`"
+                               ) from None
+            if entry.get("version") != expected or key != log_key(expected):
+                raise BadInput(f"{self.path}/{LOG}: log entry {expected} is missing (found {key}); "
+                               "run `smlens store check`")
+            entries.append(entry)
+        return entries
+
+    def _advance(self, state: LogState) -> LogState:
+        """`state` moved forward over the log entries written since."""
+        entries = self._entries_after(state.version)
+        if not entries:
+            return state
+        runs, removed = state.runs, set(state.removed)
+        added = []
+        for entry in entries:
+            if entry["action"] == "add":
+                added.append(entry["run"])
+            elif entry["action"] == "remove":
+                removed.add(entry["id"])
+                added = [row for row in added if row["id"] != entry["id"]]
+                runs = runs[runs["id"] != entry["id"]]
+        if added:
+            new = pd.DataFrame(added)
+            runs = pd.concat([runs, new], ignore_index=True) if len(runs) else new
+        return LogState(entries[-1]["version"], runs.reset_index(drop=True), frozenset(removed))
+
+    def _state(self, fresh: bool = False) -> LogState:
+        """The committed runs, read once per store object for reads (one consistent snapshot per
+        command), afresh for writes."""
+        if fresh or self._state_cache is None:
+            self._state_cache = self._advance(self._snapshot())
+        return self._state_cache
+
+    def _commit(self, decide) -> tuple[LogState, dict | None]:
+        """Write the next log entry that `decide(state)` returns (None: nothing to commit).
+        Returns the state including the entry, and the entry."""
+        state = self._state(fresh=True)
+        for _ in range(MAX_COMMIT_ATTEMPTS):
+            entry = decide(state)
+            if entry is None:
+                return state, None
+            entry = {"version": state.version + 1, **entry,
+                     "committed": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
+                     "host": socket.gethostname()}
+            if self.objects.put_if_absent(log_key(entry["version"]), json.dumps(entry).encode()):
+                state = self._advance(state)
+                self._state_cache = state
+                if state.version % CHECKPOINT_EVERY == 0:
+                    self._checkpoint(state)
+                return state, entry
+            state = self._advance(state)  # another writer took that version: read it, decide again
+        raise BadInput(f"{self.path}: could not commit after {MAX_COMMIT_ATTEMPTS} attempts "
+                       "(too many concurrent writers); try again")
+
+    def _checkpoint(self, state: LogState) -> None:
+        table = pa.Table.from_pandas(state.runs, preserve_index=False)
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                               VERSION_KEY: str(state.version).encode()})
+        buffer = io.BytesIO()
+        pq.write_table(table, buffer)
+        self.objects.put(RUNS_TABLE, buffer.getvalue())
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def ingest(self, source, name: str | None = None, tags: dict | None = None,
+               shapes: dict | None = None, ncu_version: str | None = None,
+               partial: bool = False, on_progress=None, roles_from_order: bool = False
+               ) -> tuple[dict, bool]:
+        source = Path(source)
+        if not source.is_file():
+            raise BadInput(f"{source}: no such file")
+        sha256 = file_sha256(source)
+        shapes_key = json.dumps(sorted((shapes or {}).items()))
+        existing = self._find_sha(sha256, shapes_key, roles_from_order)
+        if existing is not None:
+            return existing, False
+        run_id = self._new_id()
+        with tempfile.TemporaryDirectory(prefix="smlens-stage-") as folder:
+            summary = self._write_kernels(source, Path(folder), run_id, shapes, on_progress,
+                                          roles_from_order)
+            row = {
+                "id": run_id, "name": name or source.name, "tags": json.dumps(tags or {}),
+                "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                "source": str(source.resolve()), "sha256": sha256,
+                "source_format": summary["source_format"],
+                "ncu_version": ncu_version, "device_name": summary["device_name"],
+                "cc": summary["cc"], "host": socket.gethostname(),
+                "kernel_count": int(summary["kernel_count"]), "partial": bool(partial),
+                "shapes": shapes_key, "roles_from_order": bool(roles_from_order),
+                "notes": json.dumps(summary["notes"]),
+            }
+            return self.add_staged(row, Path(folder) / "kernels.parquet", Path(folder) / "units.parquet")
+
+    def add_staged(self, row: dict, kernels: Path, units: Path) -> tuple[dict, bool]:
+        """Stage a run's two files, commit its row, publish the files. Returns (row, new); an
+        ingest of the same file committed meanwhile wins and its row is returned."""
+        run_id = row["id"]
+        self.objects.upload(staged_key(run_id, "kernels.parquet"), kernels)
+        self.objects.upload(staged_key(run_id, "units.parquet"), units)
+        winner = {}
+
+        def decide(state: LogState):
+            self._state_cache = state
+            if run_id in set(state.runs["id"]):
+                raise BadInput(f"{self.path}: run id {run_id} was taken meanwhile; ingest again")
+            winner["row"] = self._find_sha(row["sha256"], row["shapes"], row["roles_from_order"])
+            return None if winner["row"] else {"action": "add", "run": row}
+
+        # a failure from here on leaves the staged files to the sweep: the commit may have landed
+        state, entry = self._commit(decide)
+        if entry is None:
+            self._delete_run_files(run_id)
+            return winner["row"], False
+        self._publish(run_id)
+        self._sweep_staging(state)
+        return row, True
+
+    def _new_id(self) -> str:
+        taken = set(self._state().runs["id"])
+        while (run_id := uuid.uuid4().hex[:8]) in taken:
+            pass
+        return run_id
+
+    def _publish(self, run_id: str) -> None:
+        """A committed run's staged files into runs/ and units/, then the staged copies away."""
+        for name, target in (("kernels.parquet", kernels_key(run_id)),
+                             ("units.parquet", units_key(run_id))):
+            try:
+                self.objects.copy(staged_key(run_id, name), target)
+            except FileNotFoundError:
+                pass  # published already by another writer
+        self.objects.delete([staged_key(run_id, "kernels.parquet"), staged_key(run_id, "units.parquet")])
+
+    def _sweep_staging(self, state: LogState, stale_after_s: float = STALE_STAGING_S) -> list[str]:
+        """Publish staged runs that were committed (their writer died after the commit) and delete
+        staged files of no commit once stale. Returns the run ids touched."""
+        now = dt.datetime.now(dt.timezone.utc)
+        live = set(state.runs["id"]) if len(state.runs) else set()
+        by_run: dict[str, list] = {}
+        for entry in self.objects.list(STAGING):
+            by_run.setdefault(entry.key[len(STAGING):].split("/", 1)[0], []).append(entry)
+        touched = []
+        for run_id, entries in by_run.items():
+            if run_id in live:
+                self._publish(run_id)
+            elif run_id in state.removed or all(
+                    (now - e.modified).total_seconds() > stale_after_s for e in entries):
+                self.objects.delete([e.key for e in entries])
+            else:
+                continue  # a writer in progress
+            touched.append(run_id)
+        return touched
+
+    def _delete_run_files(self, run_id: str) -> None:
+        self.objects.delete([kernels_key(run_id), units_key(run_id),
+                             staged_key(run_id, "kernels.parquet"), staged_key(run_id, "units.parquet")])
+
+    def remove(self, ref: str) -> dict:
+        removed = {}
+
+        def decide(state: LogState):
+            self._state_cache = state
+            run_id = self.resolve(ref)
+            removed["row"] = state.runs[state.runs["id"] == run_id].iloc[0].to_dict()
+            return {"action": "remove", "id": run_id}
+
+        self._commit(decide)
+        self._delete_run_files(removed["row"]["id"])
+        return removed["row"]
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def _read_runs(self) -> pd.DataFrame:
+        return self._state().runs
+
+    def _run_file(self, run_id: str, name: str, key: str) -> bytes:
+        """A committed run's file: published, or still staged when its writer died after the commit."""
+        for candidate in (key, staged_key(run_id, name)):
+            try:
+                return self.objects.read(candidate)
+            except FileNotFoundError:
+                continue
+        raise BadInput(f"{self.path}/{key}: missing for committed run {run_id}; "
+                       "run `smlens store check`")
+
+    def kernels(self, ref: str | None, columns: list[str] | None = None) -> pd.DataFrame:
+        run_id = self.resolve(ref)
+        reader = pa.BufferReader(self._run_file(run_id, "kernels.parquet", kernels_key(run_id)))
+        try:
+            if columns is not None:
+                present = set(pq.read_schema(reader).names)
+                columns = [c for c in columns if c in present]
+            return pq.read_table(reader, columns=columns).to_pandas()
+        except pa.ArrowException:
+            raise BadInput(f"{self.path}/{kernels_key(run_id)}: unreadable Parquet; "
+                           "run `smlens store check`") from None
+
+    def units(self, ref: str | None) -> dict[str, str]:
+        run_id = self.resolve(ref)
+        data = self._run_file(run_id, "units.parquet", units_key(run_id))
+        try:
+            frame = pq.read_table(pa.BufferReader(data)).to_pandas()
+        except pa.ArrowException:
+            raise BadInput(f"{self.path}/{units_key(run_id)}: unreadable Parquet; "
+                           "run `smlens store check`") from None
+        return dict(zip(frame["metric"], frame["unit"]))
