@@ -139,28 +139,15 @@ class LogStore(Store):
 
     def _advance(self, state: LogState) -> LogState:
         """`state` moved forward over the log entries written since."""
-        entries = self._entries_after(state.version)
-        if not entries:
-            return state
-        runs, removed = state.runs, set(state.removed)
-        added = []
-        for entry in entries:
-            if entry["action"] == "add":
-                added.append(entry["run"])
-            elif entry["action"] == "remove":
-                removed.add(entry["id"])
-                added = [row for row in added if row["id"] != entry["id"]]
-                runs = runs[runs["id"] != entry["id"]]
-        if added:
-            new = pd.DataFrame(added)
-            runs = pd.concat([runs, new], ignore_index=True) if len(runs) else new
-        return LogState(entries[-1]["version"], runs.reset_index(drop=True), frozenset(removed))
+        return _apply(state, self._entries_after(state.version))
 
     def _state(self, fresh: bool = False) -> LogState:
-        """The committed runs, read once per store object for reads (one consistent snapshot per
-        command), afresh for writes."""
-        if fresh or self._state_cache is None:
+        """The committed runs, read once per store object (one consistent snapshot per command);
+        `fresh`: moved forward over what was committed since."""
+        if self._state_cache is None:
             self._state_cache = self._advance(self._snapshot())
+        elif fresh:
+            self._state_cache = self._advance(self._state_cache)
         return self._state_cache
 
     def _commit(self, decide) -> tuple[LogState, dict | None]:
@@ -175,8 +162,7 @@ class LogStore(Store):
                      "committed": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
                      "host": socket.gethostname()}
             if self.objects.put_if_absent(log_key(entry["version"]), json.dumps(entry).encode()):
-                state = self._advance(state)
-                self._state_cache = state
+                state = self._state_cache = _apply(state, [entry])
                 if state.version % CHECKPOINT_EVERY == 0:
                     self._checkpoint(state)
                 return state, entry
@@ -336,3 +322,22 @@ class LogStore(Store):
             raise BadInput(f"{self.path}/{units_key(run_id)}: unreadable Parquet; "
                            "run `smlens store check`") from None
         return dict(zip(frame["metric"], frame["unit"]))
+
+
+def _apply(state: LogState, entries: list[dict]) -> LogState:
+    """The runs table after `entries` (consecutive log entries following `state`)."""
+    if not entries:
+        return state
+    runs, removed = state.runs, set(state.removed)
+    added = []
+    for entry in entries:
+        if entry["action"] == "add":
+            added.append(entry["run"])
+        elif entry["action"] == "remove":
+            removed.add(entry["id"])
+            added = [row for row in added if row["id"] != entry["id"]]
+            runs = runs[runs["id"] != entry["id"]]
+    if added:
+        new = pd.DataFrame(added)
+        runs = pd.concat([runs, new], ignore_index=True) if len(runs) else new
+    return LogState(entries[-1]["version"], runs.reset_index(drop=True), frozenset(removed))
