@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import multiprocessing.pool
 import os
 import signal
 import subprocess
@@ -344,3 +345,17 @@ def test_log_store_refuses_a_store_of_another_kind(tmp_path):
     Store(tmp_path / "plain").ingest(DATA / "decode12_raw.csv")
     with pytest.raises(BadInput, match="folder commits"):
         LogStore(tmp_path / "plain")
+
+
+def test_a_server_that_ignores_conditional_writes_is_refused(tmp_path, monkeypatch):
+    from profiler.ingest.objectstore import LocalObjects
+
+    monkeypatch.setattr(LocalObjects, "put_if_absent", lambda self, key, data: self.put(key, data) or True)
+    with pytest.raises(BadInput, match="ignores conditional writes"):
+        LogStore(tmp_path / "store")
+
+
+def test_writers_creating_the_store_at_once(s3_store):
+    with multiprocessing.pool.ThreadPool(4) as pool:
+        stores = pool.map(lambda _: LogStore(s3_store), range(4))
+    assert len(stores) == 4 and list(objects_of(s3_store)) == ["smlens-store.json"]

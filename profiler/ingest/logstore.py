@@ -7,7 +7,7 @@
                                       (`smlens.log_version`), rewritten every CHECKPOINT_EVERY commits
     runs/run=<id>/kernels.parquet     published after the commit
     units/run=<id>/units.parquet
-    _staging/<id>/{kernels,units}.parquet   written before the commit, outside runs/
+    _staging/<id>/<key>               the run's files, written before the commit, outside runs/
 
 A writer stages its run's files, reads the runs table and the log after it, and creates the next
 log entry; when another writer took that version first, the create fails, it reads the new entry
@@ -52,16 +52,25 @@ def log_key(version: int) -> str:
     return f"{LOG}{version:020d}.json"
 
 
+def run_folder(run_id: str) -> str:
+    return f"runs/run={run_id}/"
+
+
+def units_folder(run_id: str) -> str:
+    return f"units/run={run_id}/"
+
+
 def kernels_key(run_id: str) -> str:
-    return f"runs/run={run_id}/kernels.parquet"
+    return f"{run_folder(run_id)}kernels.parquet"
 
 
 def units_key(run_id: str) -> str:
-    return f"units/run={run_id}/units.parquet"
+    return f"{units_folder(run_id)}units.parquet"
 
 
-def staged_key(run_id: str, name: str) -> str:
-    return f"{STAGING}{run_id}/{name}"
+def staged_key(run_id: str, key: str) -> str:
+    """Where a run's file waits for its commit: its key in the store, under _staging/<id>/."""
+    return f"{STAGING}{run_id}/{key}"
 
 
 @dataclass
@@ -86,12 +95,16 @@ class LogStore(Store):
             if not create:
                 raise BadInput(f"{self.path}: no smlens store here; ingest a capture first "
                                f"(smlens ingest FILE --store {self.path})")
-            if self.objects.list("", limit=1):
+            # objects but no marker: not a store, unless a concurrent creator just made it
+            if self.objects.list("", limit=1) and self._marker() is None:
                 raise BadInput(f"{self.path}: not an smlens store (no {MARKER}); choose an empty "
                                "or new prefix with --store")
             # concurrent creators: one creates it, the others find it
-            self.objects.put_if_absent(MARKER, json.dumps(
-                {"format": FORMAT_VERSION, "commits": "log"}).encode())
+            content = json.dumps({"format": FORMAT_VERSION, "commits": "log"}).encode()
+            if self.objects.put_if_absent(MARKER, content) and self.objects.put_if_absent(MARKER, content):
+                raise BadInput(f"{self.path}: this server ignores conditional writes (If-None-Match), "
+                               "so concurrent commits could overwrite each other; use one that "
+                               "honours them (AWS S3, MinIO, R2)")
             marker = self._marker()
         if marker.get("format") != FORMAT_VERSION or marker.get("commits") != "log":
             raise BadInput(f"{self.path}: store format {marker.get('format')} "
@@ -194,8 +207,13 @@ class LogStore(Store):
             return existing, False
         run_id = self._new_id()
         with tempfile.TemporaryDirectory(prefix="smlens-stage-") as folder:
-            summary = self._write_kernels(source, Path(folder), run_id, shapes, on_progress,
+            run_dir = Path(folder) / run_folder(run_id)
+            run_dir.mkdir(parents=True)
+            summary = self._write_kernels(source, run_dir, run_id, shapes, on_progress,
                                           roles_from_order)
+            units_dir = Path(folder) / units_folder(run_id)
+            units_dir.mkdir(parents=True)
+            (run_dir / "units.parquet").rename(units_dir / "units.parquet")
             row = {
                 "id": run_id, "name": name or source.name, "tags": json.dumps(tags or {}),
                 "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -207,14 +225,16 @@ class LogStore(Store):
                 "shapes": shapes_key, "roles_from_order": bool(roles_from_order),
                 "notes": json.dumps(summary["notes"]),
             }
-            return self.add_staged(row, Path(folder) / "kernels.parquet", Path(folder) / "units.parquet")
+            return self.add_staged(row, Path(folder))
 
-    def add_staged(self, row: dict, kernels: Path, units: Path) -> tuple[dict, bool]:
-        """Stage a run's two files, commit its row, publish the files. Returns (row, new); an
+    def add_staged(self, row: dict, folder: Path) -> tuple[dict, bool]:
+        """Commit a run whose files lie under `folder` as they will in the store (runs/run=<id>/...,
+        units/run=<id>/...): stage them, commit the row, publish them. Returns (row, new); an
         ingest of the same file committed meanwhile wins and its row is returned."""
         run_id = row["id"]
-        self.objects.upload(staged_key(run_id, "kernels.parquet"), kernels)
-        self.objects.upload(staged_key(run_id, "units.parquet"), units)
+        keys = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+        for key in keys:
+            self.objects.upload(staged_key(run_id, key), folder / key)
         winner = {}
 
         def decide(state: LogState):
@@ -227,9 +247,9 @@ class LogStore(Store):
         # a failure from here on leaves the staged files to the sweep: the commit may have landed
         state, entry = self._commit(decide)
         if entry is None:
-            self._delete_run_files(run_id)
+            self.objects.delete([staged_key(run_id, key) for key in keys])
             return winner["row"], False
-        self._publish(run_id)
+        self._publish(run_id, keys)
         self._sweep_staging(state)
         return row, True
 
@@ -239,39 +259,40 @@ class LogStore(Store):
             pass
         return run_id
 
-    def _publish(self, run_id: str) -> None:
-        """A committed run's staged files into runs/ and units/, then the staged copies away."""
-        for name, target in (("kernels.parquet", kernels_key(run_id)),
-                             ("units.parquet", units_key(run_id))):
+    def _publish(self, run_id: str, keys: list[str]) -> None:
+        """A committed run's staged files into place, then the staged copies away."""
+        for key in keys:
             try:
-                self.objects.copy(staged_key(run_id, name), target)
+                self.objects.copy(staged_key(run_id, key), key)
             except FileNotFoundError:
                 pass  # published already by another writer
-        self.objects.delete([staged_key(run_id, "kernels.parquet"), staged_key(run_id, "units.parquet")])
+        self.objects.delete([staged_key(run_id, key) for key in keys])
 
     def _sweep_staging(self, state: LogState, stale_after_s: float = STALE_STAGING_S) -> list[str]:
         """Publish staged runs that were committed (their writer died after the commit) and delete
         staged files of no commit once stale. Returns the run ids touched."""
         now = dt.datetime.now(dt.timezone.utc)
-        live = set(state.runs["id"]) if len(state.runs) else set()
+        live = set(state.runs["id"])
         by_run: dict[str, list] = {}
         for entry in self.objects.list(STAGING):
-            by_run.setdefault(entry.key[len(STAGING):].split("/", 1)[0], []).append(entry)
+            run_id, _, key = entry.key[len(STAGING):].partition("/")
+            by_run.setdefault(run_id, []).append((key, entry))
         touched = []
-        for run_id, entries in by_run.items():
+        for run_id, staged in by_run.items():
             if run_id in live:
-                self._publish(run_id)
+                self._publish(run_id, [key for key, _ in staged])
             elif run_id in state.removed or all(
-                    (now - e.modified).total_seconds() > stale_after_s for e in entries):
-                self.objects.delete([e.key for e in entries])
+                    (now - e.modified).total_seconds() > stale_after_s for _, e in staged):
+                self.objects.delete([e.key for _, e in staged])
             else:
                 continue  # a writer in progress
             touched.append(run_id)
         return touched
 
     def _delete_run_files(self, run_id: str) -> None:
-        self.objects.delete([kernels_key(run_id), units_key(run_id),
-                             staged_key(run_id, "kernels.parquet"), staged_key(run_id, "units.parquet")])
+        self.objects.delete([e.key for prefix in (run_folder(run_id), units_folder(run_id),
+                                                  f"{STAGING}{run_id}/")
+                             for e in self.objects.list(prefix)])
 
     def remove(self, ref: str) -> dict:
         removed = {}
@@ -291,9 +312,9 @@ class LogStore(Store):
     def _read_runs(self) -> pd.DataFrame:
         return self._state().runs
 
-    def _run_file(self, run_id: str, name: str, key: str) -> bytes:
+    def _run_file(self, run_id: str, key: str) -> bytes:
         """A committed run's file: published, or still staged when its writer died after the commit."""
-        for candidate in (key, staged_key(run_id, name)):
+        for candidate in (key, staged_key(run_id, key)):
             try:
                 return self.objects.read(candidate)
             except FileNotFoundError:
@@ -303,7 +324,7 @@ class LogStore(Store):
 
     def kernels(self, ref: str | None, columns: list[str] | None = None) -> pd.DataFrame:
         run_id = self.resolve(ref)
-        reader = pa.BufferReader(self._run_file(run_id, "kernels.parquet", kernels_key(run_id)))
+        reader = pa.BufferReader(self._run_file(run_id, kernels_key(run_id)))
         try:
             if columns is not None:
                 present = set(pq.read_schema(reader).names)
@@ -315,7 +336,7 @@ class LogStore(Store):
 
     def units(self, ref: str | None) -> dict[str, str]:
         run_id = self.resolve(ref)
-        data = self._run_file(run_id, "units.parquet", units_key(run_id))
+        data = self._run_file(run_id, units_key(run_id))
         try:
             frame = pq.read_table(pa.BufferReader(data)).to_pandas()
         except pa.ArrowException:
