@@ -15,6 +15,7 @@ from typing import List, Optional
 import typer
 
 from profiler.errors import SmlensError
+from profiler.run.options import DEFAULT_WORKLOAD, DecoderOptions, DetGemmOptions
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="What an NVIDIA GPU is really doing during LLM inference.")
@@ -354,29 +355,48 @@ def demo(output: Path = typer.Option(Path("smlens-demo.html"), "--output", "-o",
 
 # --- profile, doctor ---------------------------------------------------------------------------
 
+def _profile_metrics(views: Optional[str], metrics: Optional[str]) -> list[str]:
+    """`--metrics` as given, else what the chosen views (default all) need."""
+    from profiler.errors import BadInput
+    from profiler.run.profile import parse_metrics_option
+    from views.registry import required_metrics
+
+    explicit = parse_metrics_option(metrics)
+    if explicit:
+        return list(dict.fromkeys(explicit))
+    try:
+        return list(required_metrics(views.split(",") if views else None))
+    except (KeyError, ValueError) as err:
+        raise BadInput(f"--views: {err}") from None
+
+
 @command
-def profile(program: Optional[List[str]] = typer.Argument(
+def profile(ctx: typer.Context,
+            program: Optional[List[str]] = typer.Argument(
                 None, help="After `--`: a program to profile instead of the built-in decoder workload."),
-            workload: str = typer.Option("decoder", help="Built-in workload: decoder (layers of a "
+            workload: str = typer.Option(DEFAULT_WORKLOAD, help="Built-in workload: decoder (layers of a "
                                          "model) or det-gemm (the deterministic GEMMs and baselines "
                                          "on the model's projections, one run per --impl)."),
-            model: str = typer.Option("llama-3.1-8b", help="Built-in workload: llama-3.1-8b, "
+            model: str = typer.Option(DecoderOptions.model, help="Built-in workload: llama-3.1-8b, "
                                       "llama-3.1-70b, qwen2.5-7b, mistral-7b, gemma-2-9b, tiny."),
-            tokens: Optional[str] = typer.Option(None, help="det-gemm: GEMM rows M, e.g. 1,16,2048 "
-                                                 "(default); M <= 64 is decode, more is prefill."),
-            impl: Optional[str] = typer.Option(None, help="det-gemm: det, cublas_bf16, layercast, "
-                                               "bi_tc, portable (default det,cublas_bf16)."),
-            layers: int = typer.Option(2, help="Decoder layers in the stack."),
-            batch: str = typer.Option("1", help="Batch size(s), e.g. 1,8,32: one run each."),
-            prompt: str = typer.Option("512", help="Prompt length(s), e.g. 512,2048: one run each."),
-            decode_steps: int = typer.Option(2, help="Decode steps after the prompt."),
-            dtype: str = typer.Option("bf16", help="bf16, fp16 or fp32."),
-            phases: str = typer.Option("cold_prefill,warm_prefill,decode", help="Phases to profile."),
+            tokens: str = typer.Option(DetGemmOptions.tokens, help="det-gemm: GEMM rows M; M <= 64 "
+                                       "is decode, more is prefill."),
+            impl: str = typer.Option(DetGemmOptions.impl, help="det-gemm: det, cublas_bf16, "
+                                     "layercast, bi_tc, portable."),
+            layers: int = typer.Option(DecoderOptions.layers, help="Decoder layers in the stack."),
+            batch: str = typer.Option(DecoderOptions.batch, help="Batch size(s), e.g. 1,8,32: one run each."),
+            prompt: str = typer.Option(DecoderOptions.prompt, help="Prompt length(s), e.g. 512,2048: "
+                                       "one run each."),
+            decode_steps: int = typer.Option(DecoderOptions.decode_steps,
+                                             help="Decode steps after the prompt."),
+            dtype: str = typer.Option(DecoderOptions.dtype, help="bf16, fp16 or fp32."),
+            phases: str = typer.Option(DecoderOptions.phases, help="Phases to profile."),
             views: Optional[str] = typer.Option(None, help="Views to collect metrics for, e.g. V1,V3 "
                                                 "(default all)."),
             metrics: Optional[str] = typer.Option(None, help="Collect exactly these ncu metrics "
                                                   "(comma-separated, or @FILE) instead of the views'."),
-            dedup: bool = typer.Option(True, help="Profile one layer per phase and one decode step."),
+            dedup: bool = typer.Option(DecoderOptions.dedup, help="Profile one layer per phase and "
+                                       "one decode step."),
             cache_control: str = typer.Option("auto", help="auto (cold prefill flushed, the rest "
                                               "not), all or none."),
             graph_profiling: Optional[str] = typer.Option(None, help="node or graph (CUDA graphs)."),
@@ -406,43 +426,32 @@ def profile(program: Optional[List[str]] = typer.Argument(
 
     if repeat < 1:
         raise BadInput("--repeat must be 1 or more")
-    metric_list = prof.resolve_metrics(views.split(",") if views else None,
-                                       prof.parse_metrics_option(metrics))
-    plans = prof.build_plans(program, metric_list, model=model, layers=layers, batch=batch,
-                             prompt=prompt, decode_steps=decode_steps, dtype=dtype, phases=phases,
-                             dedup=dedup, cache_control=cache_control, graph_profiling=graph_profiling,
-                             nvtx_include=nvtx_include, launch_skip=launch_skip,
-                             launch_count=launch_count, kernel_name=kernel_name,
-                             workload=workload, tokens=tokens, impl=impl)
+    # the options the user gave, not their defaults: another workload's are refused
+    given = {key: value for key, value in ctx.params.items()
+             if getattr(ctx.get_parameter_source(key), "name", "DEFAULT") != "DEFAULT"}
+    options = prof.workload_options(workload, program, given)
+    plans = prof.build_plans(options, _profile_metrics(views, metrics), cache_control, graph_profiling)
     if plan:
         try:
             ncu_path = ncu_mod.find_ncu(ncu)
         except SmlensError:
             ncu_path = ncu or "ncu"
         if format == Format.json:
-            typer.echo(prof.plan_json([p for p, _, _ in plans], ncu_path))
+            typer.echo(prof.plan_json(plans, ncu_path))
         else:
-            typer.echo("\n\n".join(prof.format_plan(p, ncu_path) for p, _, _ in plans))
+            typer.echo("\n\n".join(prof.format_plan(p, ncu_path) for p in plans))
         return
     ncu_path = ncu_mod.find_ncu(ncu)
     ncu_mod.require_gpu()
-    user_tags = parse_tags(tag)
     outcomes = []
-    for the_plan, default_name, tags in plans:
-        for i in range(repeat):
-            run_name = (name if name and len(plans) == 1 else
-                        f"{name}-{the_plan.variant or default_name}" if name else default_name)
-            run_name += f"-r{i + 1}" if repeat > 1 else ""
-            keep_dir = keep / run_name if keep else None
-            outcome = prof.execute(the_plan, store_path(store), run_name,
-                                   {**tags, **({"repeat": str(i + 1)} if repeat > 1 else {}), **user_tags},
-                                   ncu_path, time_limit, keep_dir, progress=not quiet)
-            outcomes.append(outcome)
-            if format == Format.table and outcome.failure is None:
-                typer.echo(prof.summary_line(outcome), err=True)
-            if outcome.failure is not None:
-                break
-        if outcomes and outcomes[-1].failure is not None:
+    for the_plan, run_name, tags in prof.planned_runs(plans, name, repeat, parse_tags(tag)):
+        keep_dir = keep / run_name if keep else None
+        outcome = prof.execute(the_plan, store_path(store), run_name, tags, ncu_path, time_limit,
+                               keep_dir, progress=not quiet)
+        outcomes.append(outcome)
+        if format == Format.table and outcome.failure is None:
+            typer.echo(prof.summary_line(outcome), err=True)
+        if outcome.failure is not None:
             break
     if format == Format.json:
         typer.echo(json.dumps([o.to_dict() for o in outcomes], indent=2))
@@ -461,7 +470,7 @@ def doctor(ncu: Optional[str] = typer.Option(None, help="ncu executable (default
     import json
     from profiler.run import doctor as doc
 
-    checks = doc.run_checks(ncu, deep)
+    checks = doc.run_checks(lambda: _profile_metrics(None, None), ncu, deep)
     if format == Format.json:
         typer.echo(json.dumps(doc.to_json(checks), indent=2))
     else:

@@ -14,13 +14,12 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
 from profiler.run import ncu
 from profiler.ingest.capture import read_capture
-from profiler.cli import app
 from profiler.ingest.store import Store
 from profiler.workloads.deterministic import kernels as det
+from tests.cli import smlens
 from tests.conftest import DATA
 from tests.test_profile import FAKES, QUICK, ncu_calls
 
@@ -29,7 +28,6 @@ IMPLS = ("det", "cublas_bf16", "layercast")
 TOKENS = (1, 16, 2048)
 FFMA = "sm__sass_thread_inst_executed_op_ffma_pred_on.sum"
 FADD = "sm__sass_thread_inst_executed_op_fadd_pred_on.sum"
-runner = CliRunner()
 
 
 def capture_path(impl: str):
@@ -150,12 +148,11 @@ def test_layercast_casts_the_weights_on_every_call(figures):
 
 def test_smlens_views_explains_a_det_run(tmp_path):
     store = tmp_path / "store"
-    result = runner.invoke(app, ["ingest", str(capture_path("det")), "--store", str(store),
-                                 "--name", "det"])
-    assert result.exit_code == 0, result.stderr
-    result = runner.invoke(app, ["views", "det", "--store", str(store), "--format", "json"])
-    assert result.exit_code == 0, result.stderr
-    data = json.loads(result.stdout)
+    code, _, err = smlens("ingest", capture_path("det"), "--store", store, "--name", "det")
+    assert code == 0, err
+    code, out, err = smlens("views", "det", "--store", store, "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
     groups = pd.DataFrame(data["groups"])
     assert set(zip(groups["phase"], groups["role"])) == {
         (p, r) for p in ("decode", "warm_prefill") for r in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")}
@@ -195,11 +192,11 @@ def test_profile_det_gemm_into_the_store_then_gate(fake_det, monkeypatch):
     store = tmp_path / "store"
     for impl in ("cublas_bf16", "det"):
         monkeypatch.setenv("FAKE_NCU_CSV", str(capture_path(impl)))
-        result = runner.invoke(app, ["profile", "--workload", "det-gemm", "--impl", impl,
-                                     "--tokens", "1,16,2048", "--store", str(store), "--quiet",
-                                     "--format", "json", "--tag", "ci=yes"])
-        assert result.exit_code == 0, result.stderr
-        (outcome,) = json.loads(result.stdout)
+        code, out, err = smlens("profile", "--workload", "det-gemm", "--impl", impl, "--tokens",
+                                "1,16,2048", "--store", store, "--quiet", "--format", "json",
+                                "--tag", "ci=yes")
+        assert code == 0, err
+        (outcome,) = json.loads(out)
         assert outcome["name"] == f"det-gemm-llama-3.1-8b-{impl}"
         assert outcome["kernels"] == {"cublas_bf16": 28, "det": 24}[impl] and not outcome["partial"]
     assert [p[-2:] for p in programs] == [["--impl", "cublas_bf16"], ["--impl", "det"]]
@@ -216,10 +213,10 @@ def test_profile_det_gemm_into_the_store_then_gate(fake_det, monkeypatch):
                                                   columns=["phase", "role", "shape_m", "kernel_name"])
     assert kernels.groupby("phase", observed=True).size().to_dict() == {"decode": 16, "warm_prefill": 8}
     # the tag selects the runs for the gate: cuBLAS as the baseline, det as the change
-    result = runner.invoke(app, ["gate", "--baseline", "tag:impl=cublas_bf16", "--current", "tag:impl=det",
-                                 "--store", str(store), "--format", "json"])
-    assert result.exit_code == 1, result.stderr
-    verdict = json.loads(result.stdout)
+    code, out, err = smlens("gate", "--baseline", "tag:impl=cublas_bf16", "--current", "tag:impl=det",
+                            "--store", store, "--format", "json")
+    assert code == 1, err
+    verdict = json.loads(out)
     regressed = {(c["rule"], c["group"]["phase"], c["group"]["role"])
                  for c in verdict["comparisons"] if c["status"] == "regression"}
     assert {("time per role", p, r) for p in ("decode", "warm_prefill")
@@ -229,8 +226,7 @@ def test_profile_det_gemm_into_the_store_then_gate(fake_det, monkeypatch):
 def test_runs_named_by_impl(fake_det, monkeypatch):
     tmp_path, _ = fake_det
     monkeypatch.setenv("FAKE_NCU_CSV", str(capture_path("det")))
-    result = runner.invoke(app, ["profile", "--workload", "det-gemm", "--impl", "det,layercast",
-                                 "--name", "nightly", "--store", str(tmp_path / "s"), "--quiet",
-                                 "--format", "json"])
-    assert result.exit_code == 0, result.stderr
-    assert [o["name"] for o in json.loads(result.stdout)] == ["nightly-det", "nightly-layercast"]
+    code, out, err = smlens("profile", "--workload", "det-gemm", "--impl", "det,layercast", "--name",
+                            "nightly", "--store", tmp_path / "s", "--quiet", "--format", "json")
+    assert code == 0, err
+    assert [o["name"] for o in json.loads(out)] == ["nightly-det", "nightly-layercast"]

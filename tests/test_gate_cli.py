@@ -5,12 +5,9 @@ import json
 import xml.etree.ElementTree as ET
 
 import pytest
-from typer.testing import CliRunner
 
-from profiler.cli import app
+from tests.cli import smlens
 from tests.conftest import DATA
-
-runner = CliRunner()
 
 # The rules the targeted and sections captures can both be judged on (sections lacks the tensor,
 # DRAM and stall counters).
@@ -32,9 +29,8 @@ min_effect = 5
 """
 
 
-def smlens(*args):
-    result = runner.invoke(app, ["gate", *[str(a) for a in args]])
-    return result.exit_code, result.stdout, result.stderr
+def gate(*args):
+    return smlens("gate", *args)
 
 
 @pytest.fixture()
@@ -46,7 +42,7 @@ def shared_rules(tmp_path):
 
 def test_two_capture_files_of_one_workload_pass_and_ci_files_are_written(tmp_path, shared_rules):
     junit, markdown = tmp_path / "gate.xml", tmp_path / "gate.md"
-    code, out, err = smlens("--baseline", DATA / "targeted_raw.csv", "--current", DATA / "sections_raw.csv",
+    code, out, err = gate("--baseline", DATA / "targeted_raw.csv", "--current", DATA / "sections_raw.csv",
                             "--rules", shared_rules, "--junit", junit, "--markdown", markdown,
                             "--format", "json")
     assert code == 0, err
@@ -60,7 +56,7 @@ def test_two_capture_files_of_one_workload_pass_and_ci_files_are_written(tmp_pat
 
 
 def test_missing_metrics_exit_2_with_the_table_naming_them(tmp_path):
-    code, out, err = smlens("--baseline", DATA / "targeted_raw.csv", "--current", DATA / "sections_raw.csv")
+    code, out, err = gate("--baseline", DATA / "targeted_raw.csv", "--current", DATA / "sections_raw.csv")
     assert code == 2
     assert "gate: could not judge" in out and "dram_bytes is n/a on the current side only" in out
     assert "Traceback" not in out + err
@@ -68,7 +64,7 @@ def test_missing_metrics_exit_2_with_the_table_naming_them(tmp_path):
 
 def test_a_missing_file_exits_2_with_one_line_and_still_writes_the_ci_files(tmp_path):
     junit, markdown = tmp_path / "gate.xml", tmp_path / "gate.md"
-    code, out, err = smlens("-b", DATA / "targeted_raw.csv", "-c", tmp_path / "nope.csv",
+    code, out, err = gate("-b", DATA / "targeted_raw.csv", "-c", tmp_path / "nope.csv",
                             "--junit", junit, "--markdown", markdown)
     assert code == 2
     assert err.strip().splitlines() == [f"smlens: --current {tmp_path / 'nope.csv'}: no such file"]
@@ -80,41 +76,41 @@ def test_a_missing_file_exits_2_with_one_line_and_still_writes_the_ci_files(tmp_
 def test_a_broken_capture_and_a_broken_rules_file_exit_2(tmp_path):
     broken = tmp_path / "broken.csv"
     broken.write_text("this is not,an ncu capture\n1,2\n")
-    code, _, err = smlens("-b", broken, "-c", broken)
+    code, _, err = gate("-b", broken, "-c", broken)
     assert code == 2 and err.startswith("smlens: ") and len(err.strip().splitlines()) == 1
     rules = tmp_path / "gate.toml"
     rules.write_text('[[rule]]\nfigure = "time_ns"\nworse = "slower"\n')
-    code, _, err = smlens("-b", DATA / "targeted_raw.csv", "-c", DATA / "targeted_raw.csv", "--rules", rules)
+    code, _, err = gate("-b", DATA / "targeted_raw.csv", "-c", DATA / "targeted_raw.csv", "--rules", rules)
     assert code == 2 and str(rules) in err and "`worse` must be one of" in err
 
 
 def test_no_baseline_given_exits_2():
-    code, _, err = smlens("--current", DATA / "targeted_raw.csv")
+    code, _, err = gate("--current", DATA / "targeted_raw.csv")
     assert code == 2 and "no baseline given" in err
 
 
 def test_stored_runs_by_name_and_tag(tmp_path, shared_rules):
     store = tmp_path / "store"
     for file, name in (("targeted_raw.csv", "main-1"), ("sections_raw.csv", "pr-1")):
-        result = runner.invoke(app, ["ingest", str(DATA / file), "--store", str(store), "--name", name,
-                                     "--tag", f"branch={name.split('-')[0]}"])
-        assert result.exit_code == 0, result.stderr
-    code, out, err = smlens("--baseline", "tag:branch=main~3", "--current", "pr-1", "--store", store,
+        code, _, err = smlens("ingest", DATA / file, "--store", store, "--name", name,
+                              "--tag", f"branch={name.split('-')[0]}")
+        assert code == 0, err
+    code, out, err = gate("--baseline", "tag:branch=main~3", "--current", "pr-1", "--store", store,
                             "--rules", shared_rules, "--format", "json")
     assert code == 0, err
     document = json.loads(out)
     assert document["baseline_runs"][0].startswith("main-1 (") and document["current_runs"][0].startswith("pr-1 (")
-    code, _, err = smlens("--baseline", "tag:branch=release", "--current", "pr-1", "--store", store)
+    code, _, err = gate("--baseline", "tag:branch=release", "--current", "pr-1", "--store", store)
     assert code == 2 and "no run tagged branch=release" in err
-    code, _, err = smlens("--baseline", "main-2", "--current", "pr-1", "--store", store)
+    code, _, err = gate("--baseline", "main-2", "--current", "pr-1", "--store", store)
     assert code == 2 and "no run 'main-2'" in err
 
 
 def test_a_quoted_glob_names_every_matching_capture_and_one_matching_none_exits_2():
     runs = DATA / "h200_runs"
-    code, out, err = smlens("--baseline", runs / "gate-b4-r*.csv.gz", "--current", runs / "gate-b4-r1.csv.gz",
+    code, out, err = gate("--baseline", runs / "gate-b4-r*.csv.gz", "--current", runs / "gate-b4-r1.csv.gz",
                             "--format", "json")
     assert code == 0, err
     assert json.loads(out)["baseline_runs"] == [str(runs / f"gate-b4-r{i}.csv.gz") for i in (1, 2, 3)]
-    code, _, err = smlens("--baseline", runs / "gate-b9-r*.csv.gz", "--current", runs / "gate-b4-r1.csv.gz")
+    code, _, err = gate("--baseline", runs / "gate-b9-r*.csv.gz", "--current", runs / "gate-b4-r1.csv.gz")
     assert code == 2 and err.strip() == f"smlens: --baseline {runs / 'gate-b9-r*.csv.gz'}: no file matches"

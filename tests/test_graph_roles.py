@@ -81,15 +81,14 @@ def test_store_keeps_both_readings_apart(replayed, tmp_path):
 
 
 def test_ingest_option(replayed, tmp_path):
-    from typer.testing import CliRunner
-    from profiler.cli import app
     import json
+    from tests.cli import smlens
 
     path, step_kernels = replayed
-    result = CliRunner().invoke(app, ["ingest", str(path), "--store", str(tmp_path / "s"),
-                                      "--roles-from-eager-order", "--format", "json"])
-    assert result.exit_code == 0, result.stderr
-    run = json.loads(result.stdout)[0]
+    code, out, err = smlens("ingest", path, "--store", tmp_path / "s", "--roles-from-eager-order",
+                            "--format", "json")
+    assert code == 0, err
+    run = json.loads(out)[0]
     assert run["roles_from_order"] is True
     stored = Store(tmp_path / "s").kernels(run["id"])
     assert (stored.role_source == "order").sum() == 2 * step_kernels

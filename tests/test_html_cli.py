@@ -4,17 +4,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from profiler.cli import app
+from tests.cli import smlens
 from tests.conftest import DATA
-
-runner = CliRunner()
-
-
-def smlens(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture(scope="module")

@@ -158,35 +158,6 @@ def test_gpus(fake_path, monkeypatch):
     assert err.value.exit_code == ncu.EXIT_NO_GPU
 
 
-def test_merge_real_captures(tmp_path):
-    """Two real H200 captures with different metric sets: the union of columns, IDs renumbered in
-    run order, every kernel kept, and the capture reader takes the result."""
-    first, second = DATA / "decode12_raw.csv", DATA / "targeted_raw.csv"
-    h1, _, rows1 = ncu.read_raw_csv(first)
-    h2, _, rows2 = ncu.read_raw_csv(second)
-    merged = tmp_path / "merged.csv"
-    count = ncu.merge_raw_csvs([first, second], merged)
-    assert count == len(rows1) + len(rows2) == 12 + 188
-    header, units, rows = ncu.read_raw_csv(merged)
-    assert set(header) == set(h1) | set(h2) and len(header) == len(set(header))
-    assert [int(r[0]) for r in rows] == list(range(count))
-    # values travel with their column, not their position
-    t = header.index("gpu__time_duration.sum")
-    # decode12 was re-exported in us, targeted captured in ns: one unit, values converted
-    assert units[t] == "ns"
-    assert float(rows[0][t]) == pytest.approx(1000 * float(rows1[0][h1.index("gpu__time_duration.sum")]))
-    assert float(rows[12][t].replace(",", "")) == float(rows2[0][h2.index("gpu__time_duration.sum")].replace(",", ""))
-    capture = read_capture(merged)
-    assert len(capture.kernels) == count
-    assert capture.kernels["kernel_id"].is_unique
-    assert set(capture.kernels["phase"]) >= {"decode", "cold_prefill", "warm_prefill"}
-
-
-def test_read_raw_csv_skips_program_output():
-    header, units, rows = ncu.read_raw_csv(DATA / "targeted_raw.csv")  # stdout capture: junk first
-    assert header[0] == "ID" and units[header.index("gpu__time_duration.sum")] == "ns" and len(rows) == 188
-
-
 def test_progress_line_with_launch_count():
     """ncu 2025.3 with --launch-count numbers kernels `- 0 (1/3):` (seen on the H200)."""
     reader = ncu.ProgressReader()
@@ -222,8 +193,8 @@ def test_real_time_limited_run():
     """The H200 run stopped by --time-limit: SIGINT cut the 23rd kernel short, ncu kept 22."""
     reader = ncu.ProgressReader()
     events = reader.feed((RUNS / "time-limited-partial.log").read_text()) + reader.close()
-    _, _, rows = ncu.read_raw_csv(RUNS / "time-limited-partial.csv.gz")
-    assert reader.kernels_done == len(rows) == 22
+    kernels = read_capture(RUNS / "time-limited-partial.csv.gz").kernels
+    assert reader.kernels_done == len(kernels) == 22
     assert [e.kind for e in events].count("cut") == 1
     error = ncu.diagnose(ncu.RunResult(-2, reader, timed_out=True))
     assert error.exit_code == ncu.EXIT_TIME_LIMIT and "after 22 kernel(s)" in str(error)

@@ -13,15 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from profiler.run import ncu
-from profiler.cli import app
 from profiler.ingest.store import Store
+from tests.cli import smlens
 
 FAKES = Path(__file__).parent / "fakes"
 CAPTURE = Path(__file__).parent / "data" / "h200_runs" / "dedup-reference-all-layers.csv.gz"
-runner = CliRunner()
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                  reason="the built-in workload runs torch")
 TINY = ["--model", "tiny", "--layers", "2", "--prompt", "8", "--decode-steps", "2"]
@@ -37,11 +35,6 @@ def fake_env(monkeypatch, tmp_path):
     for name in ("FAKE_NCU_MODE", "FAKE_SMI_MODE", "SMLENS_NCU", "SMLENS_STORE"):
         monkeypatch.delenv(name, raising=False)
     return tmp_path
-
-
-def smlens(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    return result.exit_code, result.stdout, result.stderr
 
 
 def ncu_calls(tmp_path):
@@ -110,6 +103,90 @@ def test_bad_options(args, words):
     code, _, err = smlens("profile", "--plan", *args)
     assert code == 2
     one_line_error(err, words)
+
+
+# --- which option belongs to which workload ----------------------------------------------------
+
+# A value for each workload option (a new option needs one here: the test below says so).
+OPTION_VALUES = {"model": ["--model", "tiny"], "layers": ["--layers", "3"], "batch": ["--batch", "2"],
+                 "prompt": ["--prompt", "8"], "decode_steps": ["--decode-steps", "1"],
+                 "dtype": ["--dtype", "fp16"], "phases": ["--phases", "decode"],
+                 "dedup": ["--no-dedup"], "tokens": ["--tokens", "16"], "impl": ["--impl", "det"],
+                 "nvtx_include": ["--nvtx-include", "app@decode/"], "launch_skip": ["--launch-skip", "1"],
+                 "launch_count": ["--launch-count", "5"], "kernel_name": ["--kernel-name", "gemm"]}
+CHOOSE = {"decoder": [], "det-gemm": ["--workload", "det-gemm"], "program": []}
+PROGRAM_ARGS = ["--", "python3", "app.py"]
+
+
+def workload_option_cases():
+    from dataclasses import fields
+    from profiler.run.profile import PROGRAM, WORKLOADS
+    workloads = {**WORKLOADS, "program": PROGRAM}
+    names = {w: {f.name for f in fields(workload.options)} - {"program"} for w, workload in workloads.items()}
+    for workload, own in names.items():
+        for option in sorted(set().union(*names.values())):
+            owners = [workloads[w].chosen_by for w in names if option in names[w]]
+            yield workload, option, option in own, " or ".join(owners)
+
+
+@pytest.mark.parametrize("workload, option, own, owners", list(workload_option_cases()))
+def test_each_workload_takes_its_options_and_refuses_the_others(workload, option, own, owners):
+    """Every option of a workload's dataclass is an option of the command; given to a workload
+    whose dataclass lacks it, it is refused in one line, even at its default value."""
+    args = ["profile", "--plan", "--metrics", "gpu__time_duration.sum", *CHOOSE[workload],
+            *OPTION_VALUES[option], *(PROGRAM_ARGS if workload == "program" else [])]
+    code, out, err = smlens(*args)
+    if own:
+        assert code == 0, err
+        assert OPTION_VALUES[option][-1] in out or option == "dedup"
+    else:
+        assert code == 2 and err == f"smlens: {OPTION_VALUES[option][0]} is for {owners}\n"
+
+
+def test_options_at_their_default_are_still_refused():
+    """Before, det-gemm refused a decoder option only when its value differed from cli.py's default."""
+    code, _, err = smlens("profile", "--plan", "--workload", "det-gemm", "--layers", "2", "--dedup")
+    assert code == 2 and err == "smlens: --layers is for --workload decoder\n"
+
+
+def test_defaults_come_from_the_options_dataclasses(monkeypatch):
+    """A default changed in a workload's dataclass is the command's default, and the other
+    workloads do not notice (det-gemm once compared the decoder's options with copied defaults)."""
+    from dataclasses import dataclass, replace
+    from profiler.run import profile as prof
+    from profiler.run.options import DecoderOptions
+
+    @dataclass(frozen=True)
+    class Deeper(DecoderOptions):
+        layers: int = 5
+        batch: str = "4"
+
+    monkeypatch.setitem(prof.WORKLOADS, "decoder", replace(prof.WORKLOADS["decoder"], options=Deeper))
+    code, out, err = smlens("profile", "--plan", "--format", "json", "--model", "tiny")
+    (plan,) = json.loads(out)
+    assert code == 0 and plan["title"].startswith("tiny: 5 layer(s), batch 4, prompt 512"), err
+    code, out, err = smlens("profile", "--plan", "--format", "json", "--workload", "det-gemm")
+    assert code == 0 and [p["invocations"][0]["label"] for p in json.loads(out)] == ["det", "cublas_bf16"]
+
+
+def test_run_names():
+    """Run names in one place: the workload's name for its plan; --name for a single plan, --name
+    and what tells the plan apart for several; -r<i> for repeats."""
+    from profiler.run import profile as prof
+    sweep = prof.build_plans(prof.workload_options(given={"model": "tiny", "batch": "1,8"}), ["m"])
+    det = prof.build_plans(prof.workload_options("det-gemm"), ["m"])
+    program = prof.build_plans(prof.workload_options(program=["python3", "app.py"]), ["m"])
+
+    def names(plans, name=None, repeat=1):
+        return [run_name for _, run_name, _ in prof.planned_runs(plans, name, repeat)]
+
+    assert names(sweep) == ["tiny-b1-p512", "tiny-b8-p512"]
+    assert names(sweep, "x") == ["x-tiny-b1-p512", "x-tiny-b8-p512"]
+    assert names(det, "x", 2) == ["x-det-r1", "x-det-r2", "x-cublas_bf16-r1", "x-cublas_bf16-r2"]
+    assert names(det) == ["det-gemm-llama-3.1-8b-det", "det-gemm-llama-3.1-8b-cublas_bf16"]
+    assert names(program) == ["app"] and names(program, "x") == ["x"]
+    (_, _, tags), _ = prof.planned_runs(program, repeat=2, tags={"ci": "yes"})
+    assert tags == {"workload": "command", "command": "python3 app.py", "repeat": "1", "ci": "yes"}
 
 
 # --- running (fake ncu) ----------------------------------------------------------------------
@@ -215,16 +292,16 @@ def test_time_limit_keeps_what_was_profiled(fake_env, monkeypatch):
 def test_ctrl_c_keeps_what_was_profiled(fake_env):
     """SIGINT to smlens (ncu runs in its own session, so only smlens gets the terminal's Ctrl-C):
     smlens passes it to ncu, which saves its report; the run is stored partial; exit 130."""
-    store = fake_env / "store"
-    env = dict(os.environ, FAKE_NCU_MODE="hang", PYTHONPATH=str(Path(__file__).parent.parent))
+    store, hanging = fake_env / "store", fake_env / "ncu-hanging"
+    env = dict(os.environ, FAKE_NCU_MODE="hang", FAKE_NCU_HANGING=str(hanging),
+               PYTHONPATH=str(Path(__file__).parent.parent))
     proc = subprocess.Popen([sys.executable, "-m", "profiler.cli", "profile", "--store", str(store),
                              "--quiet", "--", *QUICK], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
-    log = fake_env / "ncu-args.jsonl"
-    deadline = time.monotonic() + 60
-    while not (log.exists() and ncu_calls(fake_env)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(1.5)  # the fake has profiled its kernel and waits
+    deadline = time.monotonic() + 120
+    while not hanging.exists():  # the fake has profiled its kernel and waits for the signal
+        assert proc.poll() is None and time.monotonic() < deadline, "the fake ncu never got there"
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == ncu.EXIT_INTERRUPTED
@@ -240,7 +317,8 @@ def test_doctor(fake_env, monkeypatch):
     checks = {c["name"]: c for c in json.loads(out)}
     assert checks["ncu"]["status"] == "ok" and "2025.3.1.0" in checks["ncu"]["detail"]
     assert checks["gpu"]["detail"].startswith("0: NVIDIA H200, driver 580.159.04, cc 9.0")
-    assert checks["views"]["status"] == "ok"
+    from views.registry import required_metrics
+    assert checks["views"]["detail"] == f"{len(required_metrics())} ncu metrics for all views"
     assert code == (0 if all(c["status"] != "problem" for c in checks.values()) else
                     next(c["exit_code"] for c in checks.values() if c["status"] == "problem"))
     monkeypatch.setenv("FAKE_SMI_MODE", "none")
@@ -248,6 +326,16 @@ def test_doctor(fake_env, monkeypatch):
     gpu = {c["name"]: c for c in json.loads(out)}["gpu"]
     assert gpu["status"] == "problem" and "driver" in gpu["fix"]
     assert code == ncu.EXIT_NO_GPU
+
+
+def test_doctor_reports_views_that_do_not_load():
+    from profiler.run import doctor
+
+    def broken():
+        raise ImportError("No module named 'views'")
+
+    check = doctor.check_views(broken)
+    assert (check.status, check.exit_code) == ("problem", 2) and "No module named 'views'" in check.detail
 
 
 def test_doctor_deep_permission(fake_env, monkeypatch):

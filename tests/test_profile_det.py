@@ -5,17 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
 from profiler.run import ncu
-from profiler.cli import app
-
-runner = CliRunner()
-
-
-def smlens(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    return result.exit_code, result.stdout, result.stderr
+from tests.cli import smlens
 
 
 def test_plan_one_run_per_impl_without_ncu_or_gpu(monkeypatch, tmp_path):
@@ -73,9 +65,10 @@ def test_cache_control_can_be_chosen():
     (["--tokens", "1,x"], "--tokens"),
     (["--tokens", "0"], "--tokens"),
     (["--model", "gpt-9"], "unknown model"),
-    (["--batch", "8"], "--batch: decoder workload only"),
-    (["--layers", "4", "--prompt", "128"], "--layers, --prompt: decoder workload only"),
-    (["--nvtx-include", "smlens@decode/"], "after `--`"),
+    (["--batch", "8"], "--batch is for --workload decoder"),
+    (["--layers", "2", "--prompt", "128"], "--layers is for --workload decoder"),
+    (["--no-dedup"], "--no-dedup is for --workload decoder"),
+    (["--nvtx-include", "smlens@decode/"], "--nvtx-include is for a program given after `--`"),
 ])
 def test_bad_det_gemm_options(args, words):
     code, _, err = smlens("profile", "--workload", "det-gemm", "--plan", *args)
@@ -85,13 +78,17 @@ def test_bad_det_gemm_options(args, words):
 
 @pytest.mark.parametrize("args, words", [
     (["--workload", "vllm"], "--workload 'vllm': decoder or det-gemm"),
-    (["--tokens", "1,16"], "--tokens and --impl apply to --workload det-gemm"),
-    (["--impl", "det"], "--tokens and --impl apply to --workload det-gemm"),
-    (["--workload", "det-gemm", "--", "python3", "app.py"], "give one or the other"),
+    (["--tokens", "1,16"], "--tokens is for --workload det-gemm"),
+    (["--impl", "det"], "--impl is for --workload det-gemm"),
+    (["--workload", "det-gemm", "--", "python3", "app.py"], "--workload names a built-in workload; "
+     "a program after `--` is profiled as it is: give one or the other"),
+    (["--tokens", "16", "--", "python3", "app.py"], "--tokens is for --workload det-gemm"),
+    (["--model", "tiny", "--", "python3", "app.py"],
+     "--model is for --workload decoder or --workload det-gemm"),
 ])
 def test_workload_options_that_do_not_fit(args, words):
     code, _, err = smlens("profile", "--plan", *args)
-    assert code == 2 and words in err
+    assert code == 2 and err == f"smlens: {words}\n"
 
 
 def test_the_planned_program_parses_its_arguments():
@@ -100,17 +97,14 @@ def test_the_planned_program_parses_its_arguments():
     from profiler.run import profile as prof
     from profiler.workloads.deterministic import kernels as det
 
-    plans = prof.build_plans(None, ["gpu__time_duration.sum"], model="mistral-7b", layers=2,
-                             batch="1", prompt="512", decode_steps=2, dtype="bf16",
-                             phases="cold_prefill,warm_prefill,decode", dedup=True,
-                             cache_control="auto", graph_profiling=None, nvtx_include=None,
-                             launch_skip=None, launch_count=None, kernel_name=None,
-                             workload="det-gemm", tokens="1,4096", impl="layercast,bi_tc")
-    assert [(name, tags["impl"]) for _, name, tags in plans] == [
+    options = prof.workload_options("det-gemm", given={"model": "mistral-7b", "tokens": "1,4096",
+                                                       "impl": "layercast,bi_tc"})
+    plans = prof.build_plans(options, ["gpu__time_duration.sum"])
+    assert [(p.name, p.tags["impl"]) for p in plans] == [
         ("det-gemm-mistral-7b-layercast", "layercast"), ("det-gemm-mistral-7b-bi_tc", "bi_tc")]
-    assert plans[0][2] == {"workload": "det-gemm", "model": "mistral-7b", "impl": "layercast",
-                           "impls": "layercast,bi_tc", "tokens": "1,4096"}
-    program = plans[0][0].invocations[0].program
+    assert plans[0].tags == {"workload": "det-gemm", "model": "mistral-7b", "impl": "layercast",
+                             "impls": "layercast,bi_tc", "tokens": "1,4096"}
+    program = plans[0].invocations[0].program
     assert program[1:3] == ["-m", "profiler.workloads.deterministic.kernels"]
     if det.torch is not None and det.torch.cuda.is_available():
         pytest.skip("a GPU is here: the workload would run")

@@ -1,28 +1,21 @@
 """The Parquet store and the store commands (ingest, runs, show, rm), bad input included."""
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
-import multiprocessing
 import shutil
+import threading
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
 
-from profiler.cli import app
 from profiler.errors import BadInput
 from profiler.ingest.store import Store
+from tests.cli import smlens
 from tests.conftest import DATA
-
-runner = CliRunner()
-
-
-def smlens(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    return result.exit_code, result.stdout, result.stderr
 
 
 def snapshot(folder: Path) -> dict:
@@ -138,12 +131,11 @@ def test_bad_tag(store):
     assert code == 2 and "KEY=VALUE" in err
 
 
-def _ingest_one(args):
-    store, source = args
-    return Store(store).ingest(source)[0]["id"]
-
-
-def test_concurrent_ingests_both_land(tmp_path):
+def test_concurrent_ingests_both_land(tmp_path, monkeypatch):
+    """Two ingests into one store, interleaved on purpose: writer A stops inside the runs table's
+    critical section (runs read, not yet written) until writer B has either waited at the store's
+    lock or got in beside A. With the lock, B waits and both runs land; without it B reads the
+    runs table A has not written yet, and one of the two runs is lost."""
     sources = []
     for i in range(2):  # two different files (the same one would be stored once)
         path = tmp_path / f"capture{i}.csv"
@@ -152,11 +144,42 @@ def test_concurrent_ingests_both_land(tmp_path):
         sources.append(path)
     store = tmp_path / "store"
     Store(store)
-    with multiprocessing.get_context("spawn").Pool(2) as pool:
-        ids = pool.map(_ingest_one, [(store, s) for s in sources])
-    runs = Store(store).runs()
-    assert sorted(runs["id"]) == sorted(ids) and len(set(ids)) == 2
-    for run_id in ids:
+    a_inside, b_moved = threading.Event(), threading.Event()
+    writers: dict[str, threading.Thread] = {}
+    write_runs, flock = Store._write_runs, fcntl.flock
+
+    def paused_write_runs(self, runs):
+        if threading.current_thread() is writers["a"]:
+            a_inside.set()
+            assert b_moved.wait(timeout=120), "writer B neither waited at the lock nor got in"
+        else:
+            b_moved.set()  # B got into the critical section while A was in it
+        write_runs(self, runs)
+
+    def watched_flock(fd, operation):
+        if threading.current_thread() is writers.get("b") and operation == fcntl.LOCK_EX:
+            try:
+                return flock(fd, operation | fcntl.LOCK_NB)
+            except BlockingIOError:
+                b_moved.set()  # B waits at the lock A holds
+        return flock(fd, operation)
+
+    monkeypatch.setattr(Store, "_write_runs", paused_write_runs)
+    monkeypatch.setattr(fcntl, "flock", watched_flock)
+    ids = {}
+
+    def ingest(key, source):
+        ids[key] = Store(store).ingest(source)[0]["id"]
+
+    for key, source in zip("ab", sources):
+        writers[key] = threading.Thread(target=ingest, args=(key, source))
+    writers["a"].start()
+    assert a_inside.wait(timeout=120)
+    writers["b"].start()
+    for writer in writers.values():
+        writer.join(timeout=120)
+    assert sorted(Store(store).runs()["id"]) == sorted(ids.values()) and len(ids) == 2
+    for run_id in ids.values():
         assert pq.read_metadata(store / "runs" / f"run={run_id}" / "kernels.parquet").num_rows == 188
     assert not list(store.glob(".tmp-*"))
 

@@ -8,20 +8,13 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner
 
-from profiler.cli import app
 from reports.terminal import num, print_views, short_name
+from tests.cli import smlens
 from tests.conftest import DATA
 from views.registry import compute_views
 
-runner = CliRunner()
 SHAPES = Path(__file__).parents[1] / "profiler" / "data" / "h200_shapes.txt"
-
-
-def smlens(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 from profiler.errors import BadInput, EnvironmentProblem, SmlensError
 
@@ -431,76 +431,3 @@ def diagnose(result: RunResult, what: str = "the workload") -> NcuError | None:
         return NcuError(f"ncu failed (exit code {result.returncode}): {detail or 'no message'}",
                         EXIT_NCU_FAILED)
     return None
-
-
-# --- the raw CSV ------------------------------------------------------------------------------
-
-def read_raw_csv(path: Path) -> tuple[list[str], list[str], list[list[str]]]:
-    """(header, units, rows) of a raw-page CSV (gzip too), skipping anything before the header."""
-    import gzip
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", newline="", encoding="utf-8", errors="replace") as handle:
-        lines = handle.read().splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), None)
-    if start is None:
-        return [], [], []
-    rows = [r for r in csv.reader(lines[start:]) if r]
-    header, units = rows[0], rows[1] if len(rows) > 1 else []
-    data = [r for r in rows[2:] if r and r[0].strip().isdigit()]
-    return header, units, data
-
-
-def merge_raw_csvs(paths: Iterable[Path], out: Path) -> int:
-    """Concatenate raw-page CSVs of several ncu runs into one, the union of their columns, kernel
-    IDs renumbered so they stay unique and in run order. A column whose unit differs between the
-    files (`us` in one, `ns` in another) is converted to its base unit. Returns the kernel count."""
-    from profiler.ingest.units import to_base
-
-    parts = [read_raw_csv(Path(p)) for p in paths]
-    parts = [p for p in parts if p[0]]
-    if not parts:
-        return 0
-    header: list[str] = []
-    seen_units: dict[str, set] = {}
-    for cols, unit_row, _ in parts:
-        for i, name in enumerate(cols):
-            if name not in seen_units:
-                header.append(name)
-                seen_units[name] = set()
-            seen_units[name].add(unit_row[i] if i < len(unit_row) else "")
-    units = {name: next(iter(found)) if len(found) == 1 else to_base(sorted(found)[0])[0]
-             for name, found in seen_units.items()}
-    count, next_id = 0, 0
-    with open(out, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle, quoting=csv.QUOTE_ALL, lineterminator="\n")
-        writer.writerow(header)
-        writer.writerow([units[name] for name in header])
-        for cols, unit_row, rows in parts:
-            index = {name: i for i, name in enumerate(cols)}
-            factors = {}
-            for name, i in index.items():
-                unit = unit_row[i] if i < len(unit_row) else ""
-                if unit != units[name]:
-                    base, factor = to_base(unit)
-                    factors[name] = factor if base == units[name] else None
-            base_id = next_id
-            for row in rows:
-                cells = {name: (row[i] if i < len(row) else "") for name, i in index.items()}
-                for name, factor in factors.items():
-                    cells[name] = _scaled(cells[name], factor)
-                kernel_id = base_id + int(cells["ID"])
-                cells["ID"] = str(kernel_id)
-                next_id = max(next_id, kernel_id + 1)
-                writer.writerow([cells.get(name, "") for name in header])
-                count += 1
-    return count
-
-
-def _scaled(cell: str, factor: float | None) -> str:
-    """A number as ncu prints it (`4,280.24`) times `factor`; text, or an unknown unit, is emptied
-    rather than mislabelled."""
-    try:
-        value = float(cell.replace(",", ""))
-    except ValueError:
-        return cell if cell.strip() in ("", "n/a") else ""
-    return "" if factor is None else f"{value * factor:.15g}"

@@ -17,30 +17,17 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Callable
 
 from profiler.run import ncu as ncu_mod
-from profiler.errors import BadInput, EnvironmentProblem
+from profiler.errors import BadInput
 from profiler.run.ncu import Invocation, NcuError
+from profiler.run.options import DEFAULT_WORKLOAD, DecoderOptions, DetGemmOptions, ProgramOptions
 from profiler.workloads import decoder
 
 METRICS_PLACEHOLDER = "<METRICS>"
-
-
-def resolve_metrics(views: list[str] | None, metrics: list[str] | None) -> list[str]:
-    """The metrics to collect: an explicit list, else what the chosen views need."""
-    if metrics:
-        return list(dict.fromkeys(metrics))
-    try:
-        from views.registry import required_metrics
-    except ImportError as err:
-        raise EnvironmentProblem(f"the views package is not available ({err}): pass --metrics") from None
-    try:
-        found = required_metrics(views or None)
-    except (KeyError, ValueError) as err:
-        raise BadInput(f"--views: {err}") from None
-    return list(found)
 
 
 def parse_metrics_option(value: str | None) -> list[str] | None:
@@ -68,7 +55,9 @@ class ProfilePlan:
     skipped_estimate: int | None       # kernels left out as duplicates (layers, decode steps)
     regions: list = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    variant: str | None = None          # what tells this plan's run from its siblings' (det-gemm: the impl)
+    name: str = "run"                   # the run's name when the user gives none
+    variant: str | None = None          # what tells this plan's run from its siblings' (default: name)
+    tags: dict = field(default_factory=dict)
 
     def commands(self, ncu: str = "ncu", full: bool = False) -> list[list[str]]:
         return [ncu_mod.build_command(ncu, self.metrics, inv, f"<reports>/{inv.report_stem()}",
@@ -153,17 +142,10 @@ def plan_command(program: list[str], metrics: list[str], cache_control: str = "a
 
 # --- the det-gemm workload --------------------------------------------------------------------
 
-WORKLOADS = ("decoder", "det-gemm")
-DET_TOKENS_DEFAULT = "1,16,2048"
-DET_IMPLS_DEFAULT = "det,cublas_bf16"
 # Kernels per GEMM call, for the plan's estimate: det launches its split-K partials and their
 # fixed-order fold (M <= 16) or the x transpose and its tile kernel; cuBLAS bf16 the bf16 cast of x
 # and the GEMM (maybe a split-K reduce); LayerCast the FP32 cast of W and the SGEMM.
 _DET_KERNELS_PER_GEMM = {"portable": 1}
-# The decoder's options as profiler/cli.py defaults them: det-gemm refuses any other value rather
-# than ignore it.
-_DECODER_DEFAULTS = {"--layers": 2, "--batch": "1", "--prompt": "512", "--decode-steps": 2,
-                     "--dtype": "bf16", "--phases": "cold_prefill,warm_prefill,decode"}
 
 
 def _det_program(model: str, tokens: list[int], impl: str) -> list[str]:
@@ -200,30 +182,26 @@ def plan_det_gemm(model: str, tokens: list[int], impl: str, metrics: list[str],
     return ProfilePlan(title, [inv], metrics, per_gemm * len(cases), None, [], notes, variant=impl)
 
 
-def _det_gemm_plans(metrics: list[str], model: str, tokens: str | None, impl: str | None,
-                    cache_control: str, graph_profiling: str | None,
-                    decoder_options: dict) -> list[tuple[ProfilePlan, str, dict]]:
+def det_gemm_plans(options: DetGemmOptions, metrics: list[str], cache_control: str = "auto",
+                   graph_profiling: str | None = None) -> list[ProfilePlan]:
+    """One plan per implementation of `--impl`."""
     from profiler.workloads.deterministic import kernels as det
     from profiler.workloads.models import get_model
 
-    changed = [opt for opt, value in decoder_options.items() if value != _DECODER_DEFAULTS[opt]]
-    if changed:
-        raise BadInput(f"{', '.join(changed)}: decoder workload only; --workload det-gemm takes "
-                       "--tokens (GEMM rows M) and --impl")
-    token_list = parse_int_list(tokens or DET_TOKENS_DEFAULT, "--tokens")
-    impls = [i.strip() for i in (impl or DET_IMPLS_DEFAULT).split(",") if i.strip()]
+    token_list = parse_int_list(options.tokens, "--tokens")
+    impls = [i.strip() for i in options.impl.split(",") if i.strip()]
     known = det.IMPLS + ("portable",)
     bad = [i for i in impls if i not in known]
     if bad or not impls:
-        raise BadInput(f"--impl {impl!r}: unknown {', '.join(bad) or 'empty list'}; choose from "
-                       f"{', '.join(known)}")
-    shape = get_model(model)
+        raise BadInput(f"--impl {options.impl!r}: unknown {', '.join(bad) or 'empty list'}; choose "
+                       f"from {', '.join(known)}")
+    shape = get_model(options.model)
     plans = []
     for one in dict.fromkeys(impls):
         plan = plan_det_gemm(shape.id, token_list, one, metrics, cache_control, graph_profiling)
         tags = {"workload": "det-gemm", "model": shape.id, "impl": one, "impls": ",".join(impls),
                 "tokens": ",".join(str(t) for t in token_list)}
-        plans.append((plan, f"det-gemm-{shape.id}-{one}", tags))
+        plans.append(replace(plan, name=f"det-gemm-{shape.id}-{one}", tags=tags))
     return plans
 
 
@@ -340,6 +318,7 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
     A failure (interrupt, time limit, crash) stops the remaining invocations; what was profiled is
     still stored, marked partial, and the failure is raised after that with the run id.
     """
+    from profiler.ingest.merge import merge_raw_exports
     from profiler.ingest.store import Store
 
     store = Store(store_path)  # a bad --store fails now, before minutes of profiling
@@ -372,7 +351,11 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
                 if failure is not None:
                     break
         merged = workdir / f"{_safe(name)}.csv"
-        count = ncu_mod.merge_raw_csvs(csvs, merged)
+        try:
+            count = merge_raw_exports(csvs, merged)
+        except BadInput as err:  # not expected (one metric list, base units): keep what was profiled
+            keep_dir = workdir
+            raise NcuError(f"{err}; the reports are kept in {workdir}", ncu_mod.EXIT_NCU_FAILED) from None
         if count == 0:
             if failure is not None:
                 raise NcuError(f"{failure}; nothing was profiled, so no run was stored",
@@ -458,52 +441,102 @@ def parse_int_list(value: str, option: str) -> list[int]:
     return values
 
 
-def build_plans(program: list[str] | None, metrics: list[str], *, model: str, layers: int,
-                batch: str, prompt: str, decode_steps: int, dtype: str, phases: str,
-                dedup: bool, cache_control: str, graph_profiling: str | None,
-                nvtx_include: list[str] | None, launch_skip: int | None,
-                launch_count: int | None, kernel_name: str | None, workload: str = "decoder",
-                tokens: str | None = None, impl: str | None = None
-                ) -> list[tuple[ProfilePlan, str, dict]]:
-    """(plan, default run name, tags) for the program, for each batch and prompt of the built-in
-    decoder workload, or for each implementation of the det-gemm workload."""
+def decoder_plans(options: DecoderOptions, metrics: list[str], cache_control: str = "auto",
+                  graph_profiling: str | None = None) -> list[ProfilePlan]:
+    """One plan per batch size and prompt length."""
     from profiler.workloads.models import get_model
 
+    shape = get_model(options.model)
+    phases = tuple(p.strip() for p in options.phases.split(",") if p.strip())
+    plans = []
+    for b in parse_int_list(options.batch, "--batch"):
+        for p in parse_int_list(options.prompt, "--prompt"):
+            config = decoder.WorkloadConfig(shape, options.layers, b, p, options.decode_steps,
+                                            options.dtype, phases)
+            plan = plan_workload(config, metrics, options.dedup, cache_control, graph_profiling)
+            tags = {"workload": "decoder", "model": shape.id, "layers": str(options.layers),
+                    "batch": str(b), "prompt": str(p), "decode_steps": str(options.decode_steps),
+                    "dtype": options.dtype, "phases": ",".join(phases),
+                    "dedup": str(options.dedup).lower()}
+            plans.append(replace(plan, name=f"{shape.id}-b{b}-p{p}", tags=tags))
+    return plans
+
+
+def program_plans(options: ProgramOptions, metrics: list[str], cache_control: str = "auto",
+                  graph_profiling: str | None = None) -> list[ProfilePlan]:
+    program = list(options.program)
+    plan = plan_command(program, metrics, cache_control, list(options.nvtx_include), graph_profiling,
+                        options.launch_skip, options.launch_count, options.kernel_name)
+    return [replace(plan, name=program_name(program),
+                    tags={"workload": "command", "command": shlex.join(program)})]
+
+
+@dataclass(frozen=True)
+class Workload:
+    options: type         # its options dataclass (profiler/run/options.py): what it takes
+    plans: Callable       # (options, metrics, cache_control, graph_profiling) -> [ProfilePlan]
+    chosen_by: str        # how a user picks it, for messages
+
+
+# `--workload NAME`; a new workload is a dataclass in options.py, a planner and one line here.
+WORKLOADS = {
+    "decoder": Workload(DecoderOptions, decoder_plans, "--workload decoder"),
+    "det-gemm": Workload(DetGemmOptions, det_gemm_plans, "--workload det-gemm"),
+}
+PROGRAM = Workload(ProgramOptions, program_plans, "a program given after `--`")
+
+
+def workload_options(workload: str = DEFAULT_WORKLOAD, program: list[str] | None = None,
+                     given: dict | None = None):
+    """The options dataclass of the chosen workload (`workload`, or the program after `--`) from
+    the options the user gave (`given`, by parameter name; the workloads' defaults fill the rest).
+    An option that only other workloads take is refused."""
+    given = given or {}
+    if workload not in WORKLOADS:
+        raise BadInput(f"--workload {workload!r}: {' or '.join(WORKLOADS)}")
+    if program and "workload" in given:
+        raise BadInput("--workload names a built-in workload; a program after `--` is profiled as "
+                       "it is: give one or the other")
+    chosen = PROGRAM if program else WORKLOADS[workload]
+    values = {"program": tuple(program)} if program else {}
+    for name, value in given.items():
+        owners = [w for w in _every_workload() if name in {f.name for f in fields(w.options)}]
+        if not owners or name == "program":
+            continue  # an option of the command (--views, --name, ...), not of a workload
+        if chosen not in owners:
+            flag = "--" + ("no-" if value is False else "") + name.replace("_", "-")
+            raise BadInput(f"{flag} is for {' or '.join(w.chosen_by for w in owners)}")
+        values[name] = tuple(value) if isinstance(value, (list, tuple)) else value
+    return chosen.options(**values)
+
+
+def _every_workload() -> tuple[Workload, ...]:
+    return (*WORKLOADS.values(), PROGRAM)
+
+
+def build_plans(options, metrics: list[str], cache_control: str = "auto",
+                graph_profiling: str | None = None) -> list[ProfilePlan]:
+    """The plans of the workload `options` belong to (see `workload_options`)."""
     if cache_control not in ("auto", "all", "none"):
         raise BadInput(f"--cache-control {cache_control!r}: auto, all or none")
     if graph_profiling not in (None, "node", "graph"):
         raise BadInput(f"--graph-profiling {graph_profiling!r}: node or graph")
-    if workload not in WORKLOADS:
-        raise BadInput(f"--workload {workload!r}: {' or '.join(WORKLOADS)}")
-    if program and workload != "decoder":
-        raise BadInput("--workload names a built-in workload; a program after `--` is profiled as "
-                       "it is: give one or the other")
-    if workload != "det-gemm" and (tokens or impl):
-        raise BadInput("--tokens and --impl apply to --workload det-gemm")
-    if program:
-        plan = plan_command(program, metrics, cache_control, nvtx_include, graph_profiling,
-                            launch_skip, launch_count, kernel_name)
-        name = program_name(program)
-        return [(plan, name, {"workload": "command", "command": shlex.join(program)})]
-    if nvtx_include or launch_skip or launch_count or kernel_name:
-        raise BadInput("--nvtx-include, --launch-skip, --launch-count and --kernel-name apply to a "
-                       "program given after `--`; the built-in workload picks its own ranges")
-    if workload == "det-gemm":
-        return _det_gemm_plans(metrics, model, tokens, impl, cache_control, graph_profiling,
-                               {"--layers": layers, "--batch": batch, "--prompt": prompt,
-                                "--decode-steps": decode_steps, "--dtype": dtype, "--phases": phases})
-    shape = get_model(model)
-    phase_list = tuple(p.strip() for p in phases.split(",") if p.strip())
-    plans = []
-    for b in parse_int_list(batch, "--batch"):
-        for p in parse_int_list(prompt, "--prompt"):
-            config = decoder.WorkloadConfig(shape, layers, b, p, decode_steps, dtype, phase_list)
-            plan = plan_workload(config, metrics, dedup, cache_control, graph_profiling)
-            tags = {"workload": "decoder", "model": shape.id, "layers": str(layers), "batch": str(b),
-                    "prompt": str(p), "decode_steps": str(decode_steps), "dtype": dtype,
-                    "phases": ",".join(phase_list), "dedup": str(dedup).lower()}
-            plans.append((plan, f"{shape.id}-b{b}-p{p}", tags))
-    return plans
+    workload = next(w for w in _every_workload() if isinstance(options, w.options))
+    return workload.plans(options, metrics, cache_control, graph_profiling)
+
+
+def planned_runs(plans: list[ProfilePlan], name: str | None = None, repeat: int = 1,
+                 tags: dict | None = None) -> list[tuple[ProfilePlan, str, dict]]:
+    """(plan, run name, run tags) of each run to make, in order. `--name` names the run of a single
+    plan; with several each adds what tells its plan apart; repeats add `-r<i>` and a repeat tag."""
+    runs = []
+    for plan in plans:
+        base = (plan.name if not name else name if len(plans) == 1 else
+                f"{name}-{plan.variant or plan.name}")
+        for i in range(1, repeat + 1):
+            run_tags = {**plan.tags, **({"repeat": str(i)} if repeat > 1 else {}), **(tags or {})}
+            runs.append((plan, f"{base}-r{i}" if repeat > 1 else base, run_tags))
+    return runs
 
 
 def program_name(program: list[str]) -> str:
