@@ -8,12 +8,9 @@ import shutil
 import sys
 
 import pytest
-from typer.testing import CliRunner
-
-from profiler.cli import app
+from tests.cli import smlens
 from tests.conftest import DATA
 
-runner = CliRunner()
 CAPTURES = ("targeted_raw.csv", "decode12_raw.csv", "sections_raw.csv")  # three metric sets
 
 # The README's queries, with the store's location and a run id filled in.
@@ -27,16 +24,15 @@ SPARK_QUERY = """
 
 
 def smlens_groups(store: str, run: str) -> dict:
-    result = runner.invoke(app, ["views", run, "--store", store, "--format", "json"])
-    assert result.exit_code == 0, result.stderr
-    return {(g["phase"], g["role"]): (g["kernels"], g["time_ns"]) for g in json.loads(result.stdout)["groups"]}
+    code, out, err = smlens("views", run, "--store", store, "--format", "json")
+    assert code == 0, err
+    return {(g["phase"], g["role"]): (g["kernels"], g["time_ns"]) for g in json.loads(out)["groups"]}
 
 
 def ingest_all(store: str) -> list[str]:
-    result = runner.invoke(app, ["ingest", *[str(DATA / c) for c in CAPTURES], "--store", store,
-                                 "--format", "json"])
-    assert result.exit_code == 0, result.stderr
-    return [row["id"] for row in json.loads(result.stdout)]
+    code, out, err = smlens("ingest", *[DATA / c for c in CAPTURES], "--store", store, "--format", "json")
+    assert code == 0, err
+    return [row["id"] for row in json.loads(out)]
 
 
 def as_groups(rows) -> dict:

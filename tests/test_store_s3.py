@@ -15,22 +15,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
-
-from profiler.cli import app
 from profiler.errors import BadInput
 from profiler.ingest import logstore
 from profiler.ingest.logstore import LogStore
 from profiler.ingest.store import Store
+from tests.cli import smlens
 from tests.conftest import DATA
 
-runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def smlens(*args):
-    result = runner.invoke(app, [str(a) for a in args])
-    return result.exit_code, result.stdout, result.stderr
 
 
 def objects_of(url: str) -> dict[str, int]:
