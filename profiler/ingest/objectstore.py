@@ -113,8 +113,17 @@ class LocalObjects:
         return sorted(entries, key=lambda e: e.key)[:limit]
 
     def delete(self, keys) -> None:
+        """Remove the files, and the folders they leave empty (a prefix has no folder on S3)."""
         for key in keys:
-            self._path(key).unlink(missing_ok=True)
+            path = self._path(key)
+            path.unlink(missing_ok=True)
+            for parent in path.parents:
+                if parent == self.root or not parent.is_relative_to(self.root):
+                    break
+                try:
+                    parent.rmdir()
+                except OSError:  # not empty
+                    break
 
 
 class S3Objects:
