@@ -174,7 +174,7 @@ def measure(url: str, size: int, env: dict, repeats: int, duckdb_repeats: int) -
         started = time.perf_counter()
         proc = subprocess.run(command, env=env, capture_output=True, text=True)
         gate_s.append(time.perf_counter() - started)
-        assert proc.returncode in (0, 1), proc.stderr[-500:]
+        assert proc.returncode in (0, 1), (proc.returncode, proc.stdout[-800:], proc.stderr[-800:])
     result["gate_cli_s"] = gate_s
     result["duckdb_all_runs_s"] = timed(lambda: duckdb_all_runs(url, size), duckdb_repeats)
     return result
