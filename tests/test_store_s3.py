@@ -21,6 +21,7 @@ from profiler.ingest.logstore import LogStore
 from profiler.ingest.store import Store
 from tests.cli import smlens
 from tests.conftest import DATA
+from tests.test_profile import QUICK, fake_env  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -351,3 +352,14 @@ def test_writers_creating_the_store_at_once(s3_store):
     with multiprocessing.pool.ThreadPool(4) as pool:
         stores = pool.map(lambda _: LogStore(s3_store), range(4))
     assert len(stores) == 4 and list(objects_of(s3_store)) == ["smlens-store.json"]
+
+
+def test_profile_into_an_s3_store(fake_env, s3_store):
+    """`smlens profile` (a fake ncu replaying a real H200 capture) stores its runs on S3."""
+    code, out, err = smlens("profile", "--store", s3_store, "--format", "json", "--quiet", "--repeat", "2",
+                            "--metrics", "gpu__time_duration.sum", "--", *QUICK)
+    assert code == 0, err
+    assert [o["kernels"] for o in json.loads(out)] == [149, 149]
+    runs = Store(s3_store, create=False).runs()
+    assert sorted(json.loads(t)["repeat"] for t in runs["tags"]) == ["1", "2"]
+    assert plain_runs(s3_store) == set(runs["id"])
