@@ -152,6 +152,16 @@ def rm(run: str = typer.Argument(..., help="Run id, id prefix or name."),
         typer.echo(f"removed run {row['id']} ({row['name']})")
 
 
+def _gate_runs(refs: Optional[List[str]], side: str, store: Path, shapes: Optional[dict]) -> list:
+    """The runs one side of the gate names, each with its views' per-kernel figures."""
+    from profiler.gate_inputs import load_runs
+    from reports.gate import Run
+    from views.registry import compute_views
+
+    return [Run(label, compute_views(kernels).kernels)
+            for label, kernels in load_runs(refs, side, store, shapes)]
+
+
 @command
 def gate(baseline: Optional[List[str]] = typer.Option(
              None, "--baseline", "-b", help="Baseline run(s): a capture file, a stored run (id, name, "
@@ -168,7 +178,6 @@ def gate(baseline: Optional[List[str]] = typer.Option(
     """Gate current runs against baseline runs: exit 0 pass, 1 regression, 2 could not judge."""
     import json
     from profiler.errors import BadInput
-    from profiler.gate_inputs import load_runs
     from reports.gate import RulesError, cannot_judge, load_rules, run_gate
     from reports.gate_output import render_table, to_junit, to_markdown
 
@@ -179,8 +188,8 @@ def gate(baseline: Optional[List[str]] = typer.Option(
         shape_map = parse_shapes_file(shapes) if shapes else None
         from rich.console import Console
         with Console(stderr=True).status("reading the runs and computing their views"):
-            base_runs = load_runs(baseline, "baseline", store_path(store), shape_map)
-            current_runs = load_runs(current, "current", store_path(store), shape_map)
+            base_runs = _gate_runs(baseline, "baseline", store_path(store), shape_map)
+            current_runs = _gate_runs(current, "current", store_path(store), shape_map)
         result = run_gate(base_runs, current_runs, rule_set)
     except (SmlensError, RulesError) as err:
         error = str(err)
@@ -216,12 +225,12 @@ def _views_of_run(the_store, ref: Optional[str]):
 
 def _check_filter(phase: Optional[str], role: Optional[str]) -> None:
     from profiler.errors import BadInput
-    from profiler.ingest.nvtx import PHASES, ROLES
+    from views.vocabulary import KERNEL_ROLES, PHASE_ORDER
 
-    if phase and phase not in PHASES + ("other",):
-        raise BadInput(f"--phase {phase}: expected one of {', '.join(PHASES + ('other',))}")
-    if role and role not in ROLES + ("gemm", "other"):
-        raise BadInput(f"--role {role}: expected one of {', '.join(ROLES + ('gemm', 'other'))}")
+    if phase and phase not in PHASE_ORDER:
+        raise BadInput(f"--phase {phase}: expected one of {', '.join(PHASE_ORDER)}")
+    if role and role not in KERNEL_ROLES:
+        raise BadInput(f"--role {role}: expected one of {', '.join(KERNEL_ROLES)}")
 
 
 def _write_html(output: Path, data, baseline=None, phase=None, role=None) -> int:

@@ -1,4 +1,5 @@
-"""The runs `smlens gate` compares: `--baseline` / `--current` arguments -> per-kernel figure tables.
+"""The runs `smlens gate` compares: `--baseline` / `--current` arguments -> labelled kernels tables
+(cli.py computes their views and hands them to the gate).
 
 An argument is a capture file (read directly, nothing is written to the store), a stored run (id,
 id prefix, name, `latest`), or `tag:KEY=VALUE` (every stored run with that tag; `tag:KEY=VALUE~N`
@@ -11,8 +12,9 @@ import glob
 import json
 from pathlib import Path
 
+import pandas as pd
+
 from profiler.errors import BadInput
-from reports.gate import Run
 
 _CAPTURE_SUFFIXES = (".csv", ".gz", ".ncu-rep", ".txt")
 
@@ -62,30 +64,29 @@ def _capture_files(ref: str, side: str) -> list[str]:
     return matches
 
 
-def _figures(kernels, label: str) -> Run:
-    from views.registry import compute_views
-
+def _labelled(kernels: pd.DataFrame | None, label: str) -> tuple[str, pd.DataFrame]:
     if kernels is None or not len(kernels):
         raise BadInput(f"{label}: holds no kernels")
-    return Run(label=label, kernels=compute_views(kernels).kernels)
+    return label, kernels
 
 
 def load_runs(values: list[str] | None, side: str, store_dir: Path,
-              shapes: dict | None = None) -> list[Run]:
-    """Every run one side of the gate names, as figure tables. Raises BadInput for what is missing.
-    `shapes` (role -> M, N, K) applies to capture files whose NVTX ranges carry none, as in ingest."""
+              shapes: dict | None = None) -> list[tuple[str, pd.DataFrame]]:
+    """Every run one side of the gate names, as (label, kernels table). Raises BadInput for what is
+    missing. `shapes` (role -> M, N, K) applies to capture files whose NVTX ranges carry none, as
+    in ingest."""
     from profiler.ingest.capture import read_capture
     from profiler.ingest.store import Store
 
     refs = split_refs(values)
     if not refs:
         raise BadInput(f"no {side} given: --{side} RUN|FILE (repeat it for several runs)")
-    runs: list[Run] = []
+    runs: list[tuple[str, pd.DataFrame]] = []
     store = None
     for ref in refs:
         files = _capture_files(ref, side)
         if files:
-            runs += [_figures(read_capture(path, shapes=shapes).kernels, path) for path in files]
+            runs += [_labelled(read_capture(path, shapes=shapes).kernels, path) for path in files]
             continue
         if _looks_like_path(ref) and not ref.startswith("tag:"):
             raise BadInput(f"--{side} {ref}: no such file")
@@ -94,5 +95,5 @@ def load_runs(values: list[str] | None, side: str, store_dir: Path,
         ids = _tagged_runs(store, ref[4:]) if ref.startswith("tag:") else [store.resolve(ref)]
         for run_id in ids:
             row = store.run(run_id)
-            runs.append(_figures(store.kernels(run_id), f"{row['name']} ({run_id})"))
+            runs.append(_labelled(store.kernels(run_id), f"{row['name']} ({run_id})"))
     return runs

@@ -42,6 +42,24 @@ def short_kernel_name(name: Any, width: int = 60, missing: str = "n/a") -> str:
     return short if len(short) <= width else short[: width - 1] + "…"
 
 
+def number_text(value: Any, digits: int = 3, unit: str = "", missing: str = "n/a") -> str:
+    """A number to `digits` significant digits, thousands grouped from 10**digits up; text as it
+    is; `missing` for a missing or infinite value."""
+    if is_missing(value):
+        return missing
+    if isinstance(value, str):
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if not math.isfinite(number):
+        return missing
+    if number != 0 and abs(number) >= 10 ** digits:
+        return f"{number:,.0f}{unit}"
+    return f"{number:.{digits}g}{unit}"
+
+
 def in_units(value: float, units: tuple[tuple[float, str], ...]) -> str:
     """`value` to three significant digits in the first of `units` ((size, suffix), largest first)
     that it reaches, else in the last."""

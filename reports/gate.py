@@ -13,7 +13,7 @@ test) at the rule's alpha. When the run counts cannot reach that alpha at all (o
 gives at best p = 0.17), the threshold alone decides, and the result says so.
 
 Exit codes: 0 no regression, 1 regression, 2 the gate could not judge: a figure a rule needs is
-`n/a` on one side only, a validation of the view behind a compared figure failed (VIEWS.md) on
+`n/a` on one side only, a validation of the view behind a compared figure failed (docs/VIEWS.md) on
 one side, a grouping column is missing, a side has no runs or no kernels. Could-not-judge wins
 over regression: a figure that failed its own validation cannot convict anyone, and a human must
 look. A validation that fails on both sides for the same group is a standing mismatch of that
@@ -33,11 +33,10 @@ import numpy as np
 import pandas as pd
 
 from reports.formatting import is_missing
-from reports.gate_rules import (DEFAULT_RULES, FIGURES, GROUP_BY, Figure, Rule, RulesError,
-                                load_rules, parse_rules)
+from reports.gate_rules import (DEFAULT_RULES, GROUP_BY, Rule, RulesError, load_rules, parse_rules)
 from reports.gate_stats import mann_whitney_u, smallest_p_value
 
-__all__ = ["DEFAULT_RULES", "FIGURES", "GROUP_BY", "Figure", "Rule", "RulesError", "load_rules",
+__all__ = ["DEFAULT_RULES", "GROUP_BY", "Rule", "RulesError", "load_rules",
            "parse_rules", "Run", "Comparison", "GateResult", "run_gate", "compare_rule",
            "kernel_changes", "cannot_judge", "describe_method",
            "EXIT_PASS", "EXIT_REGRESSION", "EXIT_CANNOT_JUDGE"]

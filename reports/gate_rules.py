@@ -1,7 +1,8 @@
 """The rules of `smlens gate`: which figure, which direction is worse, how far is too far.
 
 A rule names a figure column of the views' per-kernel table (`views.registry.compute_views(...)
-.kernels`), the direction that is worse, a relative threshold (`relative_pct`) and an absolute
+.kernels`; the catalog, `views.registry.figures()`, says its unit, its views and how it combines),
+the direction that is worse, a relative threshold (`relative_pct`) and an absolute
 minimum effect (`min_effect`, in the figure's own unit) that must both be passed, the statistic
 that must also agree over repeated runs, and how kernels are grouped (`by`). Rules come from a
 gate.toml (examples/gate.toml says every key) or `DEFAULT_RULES`.
@@ -12,6 +13,9 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Mapping
+
+from views import registry
+from views.catalog import SUM, Figure
 
 GROUP_BY = ("phase", "role", "kernel_family")
 WORSE = ("higher", "lower", "either", "changed")
@@ -24,46 +28,14 @@ class RulesError(ValueError):
     """A rule file or rule that cannot be used; the message says what to change."""
 
 
-@dataclass(frozen=True)
-class Figure:
-    """What the gate knows of a figure column: the views whose validations vouch for it, its unit,
-    and how launches of one group and run are combined."""
-
-    views: tuple[str, ...]
-    unit: str
-    aggregate: str  # "sum", "mean" (time-weighted) or "mode" (time-weighted, for text figures)
-
-
-# Figure columns of ViewsResult.kernels (VIEWS.md). A figure not listed here can still be gated:
-# it is averaged (time-weighted) and no validation is checked unless the rule names its `views`.
-FIGURES: dict[str, Figure] = {
-    "time_ns": Figure(("V1",), "ns", "sum"),
-    "sm_active_pct": Figure(("V1",), "%", "mean"),
-    "sm_throughput_pct": Figure(("V1",), "%", "mean"),
-    "tensor_pipe_pct": Figure(("V2",), "%", "mean"),
-    "tensor_ops": Figure(("V2",), "ops", "sum"),
-    "mma_path": Figure(("V2",), "", "mode"),
-    "fill": Figure(("V2", "V3"), "", "mean"),
-    "useful_tensor_pct": Figure(("V2", "V3"), "%", "mean"),
-    "achieved_occupancy_pct": Figure(("V4",), "%", "mean"),
-    "theoretical_occupancy_pct": Figure(("V4",), "%", "mean"),
-    "occupancy_limiter": Figure(("V4",), "", "mode"),
-    "waves": Figure(("V5",), "waves", "mean"),
-    "wave_efficiency": Figure(("V5",), "", "mean"),
-    "sm_coverage": Figure(("V5",), "", "mean"),
-    "sm_imbalance": Figure(("V5",), "", "mean"),
-    "top_stall": Figure(("V6",), "", "mode"),
-    "top_stall_share": Figure(("V6",), "", "mean"),
-    "issue_active_pct": Figure(("V6",), "%", "mean"),
-    "dram_bytes": Figure(("V7",), "bytes", "sum"),
-    "dram_pct": Figure(("V7",), "%", "mean"),
-    "l2_hit_pct": Figure(("V7",), "%", "mean"),
-    "flops": Figure(("V7",), "flops", "sum"),
-    "intensity": Figure(("V7",), "flop/byte", "mean"),
-    "kernel_family": Figure(("V8",), "", "mode"),
-    "tile": Figure(("V8",), "", "mode"),
-}
-_UNLISTED = Figure((), "", "mean")  # what the gate assumes of a figure FIGURES does not list
+def gate_aggregate(figure: Figure | None) -> str:
+    """How the gate combines a figure over the launches of one group and run: a sum for extensive
+    figures, the time-weighted mode of a text figure, else the time-weighted mean of the per-kernel
+    values (a ratio too: the kernels of one family and group run alike). A column the catalog
+    does not declare is averaged."""
+    if figure is None:
+        return "mean"
+    return "sum" if figure.aggregate == SUM else "mode" if figure.is_text else "mean"
 
 
 @dataclass(frozen=True)
@@ -79,8 +51,8 @@ class Rule:
     statistic: str = "mann-whitney"
     alpha: float = 0.05
     by: tuple[str, ...] = GROUP_BY
-    aggregate: str | None = None  # None: the figure's own (FIGURES), else "mean"
-    views: tuple[str, ...] | None = None  # None: the figure's own (FIGURES)
+    aggregate: str | None = None  # None: the figure's own (gate_aggregate)
+    views: tuple[str, ...] | None = None  # None: the views that vouch for the figure (the catalog)
     min_time_share_pct: float = 0.5  # groups below this share of the baseline time are not gated
     on_validation_fail: str = "error"
     required: bool = False  # n/a on both sides everywhere: could-not-judge rather than a note
@@ -93,16 +65,24 @@ class Rule:
         return f"{self.figure} by {'/'.join(self.by)}" if self.by != GROUP_BY else self.figure
 
     @property
+    def declared(self) -> Figure | None:
+        """The catalog's declaration of the figure; None for a column no view declares (it is
+        averaged, and no validation is checked unless the rule names its `views`)."""
+        return registry.figures().get(self.figure)
+
+    @property
     def how(self) -> str:
-        return self.aggregate or FIGURES.get(self.figure, _UNLISTED).aggregate
+        return self.aggregate or gate_aggregate(self.declared)
 
     @property
     def checked_views(self) -> tuple[str, ...]:
-        return self.views if self.views is not None else FIGURES.get(self.figure, _UNLISTED).views
+        if self.views is not None:
+            return self.views
+        return self.declared.vouched_by if self.declared else ()
 
     @property
     def unit(self) -> str:
-        return FIGURES.get(self.figure, _UNLISTED).unit
+        return self.declared.unit if self.declared else ""
 
 
 # Chosen against repeated H200 captures of one workload made in separate ncu processes

@@ -1,7 +1,7 @@
 """One self-contained HTML report per run or comparison (plotly.js inlined, no network).
 
 The input is the views' frames (`views.registry.ViewsResult`: kernels, groups, gap) under the
-names of VIEWS.md's machine-readable form; `from_views(result, run)` adapts one without importing
+names of docs/VIEWS.md's machine-readable form; `from_views(result, run)` adapts one without importing
 views or profiler. Escaping lives in reports/html_text.py, figures in html_figures.py, tables in
 html_tables.py; this module assembles the page.
 """
@@ -12,18 +12,18 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import pandas as pd
 
-from reports.html_figures import (device_ceilings, fig_gap, fig_occupancy, fig_roofline,
-                                  fig_stalls, fig_tensor, fig_time, fig_time_compare, fig_waves,
-                                  stall_columns, PATH_CEILING_NAMES)
-from reports.html_tables import (badge, gap_table, group_table, kernel_table, limiter_table,
-                                 names_table, selection_table, validation_box, _pct, _table)
-from reports.html_text import (REGRESSION_PCT, VIEW_IDS, VIEW_TITLES, esc, fmt, fmt_bytes,
-                               fmt_time_ns, is_missing, num, script_json, validation_frame,
-                               view_status)
+from reports.html_figures import (fig_gap, fig_occupancy, fig_roofline, fig_stalls, fig_tensor,
+                                  fig_time, fig_time_compare, fig_waves)
+from reports.html_tables import (badge, columns_of, gap_table, group_table, kernel_table,
+                                 names_table, selection_table, shares_table, validation_box, _table)
+from reports.html_text import (REGRESSION_PCT, esc, fmt_time_ns, is_missing, numbers, script_json,
+                               validation_frame, view_status)
+from views import registry
+from views.catalog import MEAN, MODE, RATIO, SUM
 
 # --- the input ------------------------------------------------------------------------------------
 
@@ -36,9 +36,10 @@ class ReportInput:
     groups: pd.DataFrame  # per phase and role, time-weighted
     gap: pd.DataFrame = field(default_factory=pd.DataFrame)  # also a phase's `all` rows
     device: dict = field(default_factory=dict)  # peak_dram_bytes_per_s, peak_flops_per_s_by_path
+    view_ids: list = field(default_factory=lambda: list(registry.VIEWS))  # the views computed
 
 
-# The views keep the kernels table's identity names; the report reads VIEWS.md's JSON names.
+# The views keep the kernels table's identity names; the report reads docs/VIEWS.md's JSON names.
 _KERNEL_RENAMES = {"kernel_id": "id", "kernel_name": "name"}
 
 
@@ -59,7 +60,8 @@ def from_views(result: Any, run: dict, source_kernels: Optional[pd.DataFrame] = 
         run["device_name"] = ", ".join(str(n) for n in devices["name"].dropna().unique())
     return ReportInput(run=run, kernels=kernels,
                        groups=_frame(getattr(result, "groups", None)),
-                       gap=_frame(getattr(result, "gap", None)))
+                       gap=_frame(getattr(result, "gap", None)),
+                       view_ids=list(getattr(result, "view_ids", registry.VIEWS)))
 
 
 def _frame(frame: Optional[pd.DataFrame]) -> pd.DataFrame:
@@ -82,7 +84,7 @@ def filter_input(data: ReportInput, phase: Optional[str] = None,
         return frame[mask]
 
     return ReportInput(run=data.run, kernels=keep(data.kernels), groups=keep(data.groups),
-                       gap=keep(data.gap), device=data.device)
+                       gap=keep(data.gap), device=data.device, view_ids=data.view_ids)
 
 
 # --- the page -------------------------------------------------------------------------------------
@@ -142,73 +144,58 @@ class Section:
     anchor: str
     title: str
     lead: str
-    figure: Optional[dict]
+    figures: list  # plotly figures, drawn one below the other (None: nothing to draw)
     body: str
     views: tuple
-    empty_note: str = ""
-    second_figure: Optional[dict] = None  # drawn below the first (the baseline comparison)
+    has_pictures: bool = True  # False: a wide table, no figure expected
+
+
+# The report's pictures of some views, by view. A view without one still gets its section: the
+# table of its figures (labels, units and directions from the catalog) and its validation.
+PICTURES: dict[str, Callable[["ReportInput", Optional["ReportInput"]], list]] = {
+    "V1": lambda d, b: [fig_time(d.groups), fig_time_compare(d.groups, b.groups if b else None)],
+    "V3": lambda d, b: [fig_tensor(d.groups)],
+    "V4": lambda d, b: [fig_occupancy(d.groups)],
+    "V5": lambda d, b: [fig_waves(d.kernels)],
+    "V6": lambda d, b: [fig_stalls(d.groups)],
+    "V7": lambda d, b: [fig_roofline(d.kernels, d.device)],
+}
+# Tables of their own some views add below their figures' table.
+TABLES: dict[str, Callable[["ReportInput"], str]] = {
+    registry.SELECTION_VIEW: lambda d: selection_table(d.kernels),
+}
+
+
+def _view_section(view: str, data: ReportInput, base: Optional[ReportInput]) -> Section:
+    """One view: its pictures, the table of its figures per phase and role (value, or value (Δ %)
+    against the baseline), each text figure's share of the time, and its validation."""
+    groups = data.groups
+    figures = registry.view_figures(view)
+    numeric = [f for f in figures if f.aggregate in (MEAN, SUM, RATIO) and f.column in groups.columns]
+    texts = [f for f in figures if f.aggregate == MODE]
+    body = group_table(groups, columns_of(numeric), base.groups if base is not None else None,
+                       with_time=False) if numeric else ""
+    body += "".join(shares_table(data.kernels, f) for f in texts)
+    body += TABLES[view](data) if view in TABLES else ""
+    # what its table shows; a view whose figures are all per kernel: what sums a kernel up
+    described = numeric + texts or [f for f in figures if f.summary]
+    lead = " ".join(f"{f.label[:1].upper()}{f.label[1:]}: {f.definition}." for f in described)
+    pictures = PICTURES[view](data, base) if view in PICTURES else []
+    return Section(view.lower(), f"{view} {registry.title(view)}", lead, pictures, body, (view,),
+                   has_pictures=view in PICTURES)
 
 
 def _sections(data: ReportInput, base: Optional[ReportInput]) -> list:
-    k, g = data.kernels, data.groups
-    bg = base.groups if base is not None else None
-    gap = _drop_lone_all(data.gap if not data.gap.empty else g)
+    gap = _drop_lone_all(data.gap if not data.gap.empty else data.groups)
     base_gap = None if base is None else (base.gap if not base.gap.empty else base.groups)
-    device = device_ceilings(k, data.device)
-    sections = [
-        Section("gap", "The gap: headline against useful tensor work",
-                "Nsight Compute's SM throughput, the figure usually quoted, against the share of "
-                "cycles the SMs had work, the share the tensor pipe was busy, and the tensor work "
-                "that was useful (not padding). Each step is a factor (\u00d7) and the figures of "
-                "the view that explains it: SM coverage and waves (V5), occupancy (V4), issue and "
-                "stalls (V6), fill (V3). A phase's `all` row sums its roles.",
-                fig_gap(gap), gap_table(gap, base_gap), ("V1", "V2", "V3", "V4", "V5", "V6")),
-        Section("time", "Time by phase and role", "Where GPU time goes, summed kernel durations.",
-                fig_time(g), group_table(g, [], bg), ("V1",),
-                second_figure=fig_time_compare(g, bg)),
-        Section("tensor", "Tensor pipe and fill",
-                "Tensor pipe busy share, the fill (useful FLOPs over executed tensor ops: the rest "
-                "multiplies padding), and their product.",
-                fig_tensor(g), group_table(g, [("tensor_pipe_pct", "tensor pipe", _pct),
-                                               ("fill", "fill", fmt),
-                                               ("useful_tensor_pct", "useful tensor", _pct)], bg, False),
-                ("V2", "V3")),
-        Section("occupancy", "Occupancy and its limiter",
-                "Warps resident per SM against what the launch allows, and the resource that limits it.",
-                fig_occupancy(g), group_table(g, [("achieved_occupancy_pct", "achieved", _pct),
-                                                  ("theoretical_occupancy_pct", "theoretical", _pct)],
-                                              bg, False) + limiter_table(k), ("V4",)),
-        Section("waves", "Waves and tail",
-                "Blocks per SM slot: a fraction of a wave leaves SMs idle, a partial last wave leaves "
-                "a tail.",
-                fig_waves(k), group_table(g, [("waves", "waves", fmt),
-                                              ("wave_efficiency", "wave efficiency", fmt),
-                                              ("sm_coverage", "SM coverage", fmt),
-                                              ("sm_imbalance", "SM balance", fmt)], bg, False), ("V5",)),
-        Section("stalls", "Stall signature",
-                "Why resident warps did not issue, as shares of stalled warp-cycles per family.",
-                fig_stalls(g), group_table(g, [(c, f, _share) for f, c in stall_columns(g).items()]
-                                           + [("issue_active_pct", "issue active", _pct)], bg, False),
-                ("V6",), "No stall figures in these results."),
-        Section("roofline", "Memory traffic and roofline",
-                f"Each kernel's FLOP/s against its arithmetic intensity, under the device's ceilings "
-                f"({_ceiling_text(device)}).",
-                fig_roofline(k, data.device),
-                group_table(g, [("dram_bytes", "DRAM bytes", fmt_bytes), ("dram_pct", "DRAM busy", _pct),
-                                ("l2_hit_pct", "L2 hit", _pct), ("flops", "FLOPs", fmt),
-                                ("intensity", "FLOP/byte", fmt)], bg, False), ("V7",),
-                "No kernel has both DRAM traffic and FLOPs."),
-        Section("selection", "Kernel selection",
-                "What the libraries chose for each phase and role: family, tile, split-K, "
-                "architecture path, and what changed between phases.",
-                None, selection_table(k), ("V8",)),
-    ]
-    return sections
-
-
-def _share(v: Any) -> str:
-    """A fraction shown as a percentage."""
-    return "\u2014" if is_missing(v) else fmt(float(v) * 100, 3, " %")
+    gap_section = Section(
+        "gap", "The gap: headline against useful tensor work",
+        "Nsight Compute's SM throughput, the figure usually quoted, against the share of "
+        "cycles the SMs had work, the share the tensor pipe was busy, and the tensor work "
+        "that was useful (not padding). Each step is a factor (\u00d7) and the figures of "
+        "the views that explain it. A phase's `all` row sums its roles.",
+        [fig_gap(gap)], gap_table(gap, base_gap), tuple(registry.gap_views()))
+    return [gap_section] + [_view_section(view, data, base) for view in data.view_ids]
 
 
 def _drop_lone_all(gap: pd.DataFrame) -> pd.DataFrame:
@@ -224,15 +211,6 @@ def _figure_div(div_id: str, figure: dict) -> str:
     # A fixed height: a responsive plot in a div of no height of its own shrinks on resize.
     height = int(figure["layout"].get("height", 400))
     return f'<div class="fig" id="{esc(div_id)}" style="height:{height}px"></div>'
-
-
-def _ceiling_text(ceilings: dict) -> str:
-    parts = []
-    if ceilings.get("peak_dram_bytes_per_s"):
-        parts.append(f"DRAM {ceilings['peak_dram_bytes_per_s'] / 1e12:.2f} TB/s")
-    for path, peak in sorted(ceilings.get("peak_flops_per_s_by_path", {}).items(), key=lambda kv: -kv[1]):
-        parts.append(f"{PATH_CEILING_NAMES.get(path, path)} {peak / 1e12:,.0f} TFLOP/s")
-    return ", ".join(parts) or "none known"
 
 
 NO_FIGURE = "Nothing to draw: the capture lacks the metrics of this figure (its views are n/a)."
@@ -270,7 +248,7 @@ def _header(data: ReportInput, base: Optional[ReportInput], phase, role) -> str:
 
     k = data.kernels
     lines = [f'<div class="meta">{describe(run)} \u00b7 {len(k)} kernels \u00b7 '
-             f'{esc(fmt_time_ns(num(k, "time_ns").sum()))} kernel time</div>']
+             f'{esc(fmt_time_ns(numbers(k, "time_ns").sum()))} kernel time</div>']
     if base is not None:
         lines.append(f'<div class="meta">against baseline {describe(base.run)}: figures show '
                      f'value (\u0394 %), <span class="d reg">regressions</span> \u25bc beyond '
@@ -283,13 +261,13 @@ def _header(data: ReportInput, base: Optional[ReportInput], phase, role) -> str:
 
 def _summary(data: ReportInput, checks: pd.DataFrame) -> str:
     rows = []
-    for view in VIEW_IDS:
+    for view in data.view_ids:
         st = view_status(data.kernels, view, checks)
-        rows.append([badge(st.status), esc(view), esc(VIEW_TITLES[view]), esc(st.passed),
+        rows.append([badge(st.status), esc(view), esc(registry.title(view)), esc(st.passed),
                      esc(st.failed), esc(st.not_available)])
     return ('<section id="validation"><h2>Validation</h2><p class="lead">Every figure is checked '
-            'against an independent counter or formula (VIEWS.md). A failed check keeps its figure '
-            'but says by how much it disagrees; n/a means the inputs were missing.</p>'
+            'against an independent counter or formula (docs/VIEWS.md in smlens). A failed check '
+            'keeps its figure but says by how much it disagrees; n/a means the inputs were missing.</p>'
             + _table(["status", "view", "", "pass", "fail", "n/a"], rows, "sum") + "</section>")
 
 
@@ -299,31 +277,29 @@ def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
     data = filter_input(data, phase, role)
     if baseline is not None:
         baseline = filter_input(baseline, phase, role)
-    checks = validation_frame(data.kernels)
+    checks = validation_frame(data.kernels, data.view_ids)
     figures: dict = {}
     parts = []
     nav = []
     for s in _sections(data, baseline):
         nav.append(f'<a href="#{esc(s.anchor)}">{esc(s.title.split(":")[0])}</a>')
-        s.figure = s.figure if _has_data(s.figure) else None
-        s.second_figure = s.second_figure if _has_data(s.second_figure) else None
-        if s.figure is not None:
-            figures[f"fig-{s.anchor}"] = s.figure
-            figure = _figure_div(f"fig-{s.anchor}", s.figure)
-        else:
-            figure = f'<p class="na">{esc(s.empty_note or NO_FIGURE)}</p>' if s.anchor != "selection" else ""
-        if s.second_figure is not None:
-            figures[f"fig-{s.anchor}-2"] = s.second_figure
-            figure += _figure_div(f"fig-{s.anchor}-2", s.second_figure)
+        drawn = [figure for figure in s.figures if _has_data(figure)]
+        shown = ""
+        for number, figure in enumerate(drawn, 1):
+            div_id = f"fig-{s.anchor}" + (f"-{number}" if number > 1 else "")
+            figures[div_id] = figure
+            shown += _figure_div(div_id, figure)
+        if not drawn and s.has_pictures:
+            shown = f'<p class="na">{esc(NO_FIGURE)}</p>'
         parts.append(
             f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2><p class="lead">{esc(s.lead)}</p>'
             # A section with no figure is a wide table: its validation goes below it.
-            f'<div class="row{"" if s.figure is not None else " wide"}"><div>{figure}{s.body}</div>'
+            f'<div class="row{"" if drawn else " wide"}"><div>{shown}{s.body}</div>'
             f'{validation_box(data.kernels, s.views, checks)}</div></section>')
     nav.append('<a href="#kernels">Kernels</a><a href="#validation">Validation</a>')
     kernels_section = (
         '<section id="kernels"><h2>Kernels</h2><p class="lead">Every profiled kernel launch. '
-        'Hover a red badge for the discrepancy.</p>' + kernel_table(data.kernels, checks)
+        'Hover a red badge for the discrepancy.</p>' + kernel_table(data.kernels, checks, data.view_ids)
         + f'<details><summary>Full kernel names ({data.kernels["name"].nunique() if "name" in data.kernels.columns else 0})'
         '</summary>' + names_table(data.kernels) + "</details></section>")
     title = esc(f"smlens report: {data.run.get('name') or data.run.get('id') or 'run'}")

@@ -10,8 +10,10 @@ from typing import Optional
 
 import pandas as pd
 
-from reports.html_text import (PHASE_ORDER, STALL_FAMILIES, _order_key, col, group_label,
-                               is_missing, num, plot_text, short_name, sort_groups)
+from reports.html_text import (PHASE_ORDER, _order_key, col, group_label, is_missing, numbers,
+                               plot_text, short_name, sort_groups)
+from views import gap as gap_figures, registry
+from views.vocabulary import STALL_FAMILIES
 
 PHASE_COLORS = {"cold_prefill": "#4c78a8", "warm_prefill": "#72b7b2", "prefill": "#4c78a8",
                 "decode": "#f58518", "other": "#9d9d9d"}
@@ -67,10 +69,9 @@ def fig_gap(groups: pd.DataFrame) -> Optional[dict]:
         return None
     groups = sort_groups(groups)
     labels = _labels(groups)
-    levels = (("sm_throughput_pct", "SM throughput (headline)"), ("sm_active_pct", "SM active"),
-              ("tensor_pipe_pct", "tensor pipe"), ("useful_tensor_pct", "useful tensor work"))
-    traces = [_bar(labels, name, col(groups, column), color)
-              for (column, name), color in zip(levels, LEVEL_COLORS)]
+    catalog = registry.figures()
+    traces = [_bar(labels, catalog[column].label, col(groups, column), color)
+              for column, color in zip(gap_figures.STEPS, LEVEL_COLORS)]
     return {"data": traces, "layout": _layout(
         "From the headline to useful tensor work, per phase and role (time-weighted)", 420,
         barmode="group", yaxis={"title": {"text": "% of peak"}, "rangemode": "tozero"},
@@ -104,14 +105,15 @@ def fig_tensor(groups: pd.DataFrame) -> Optional[dict]:
     if groups is None or groups.empty:
         return None
     groups = sort_groups(groups)
-    tensor = num(groups, "tensor_pipe_pct")
+    tensor = numbers(groups, "tensor_pipe_pct")
     groups = groups[tensor.notna() & (tensor > 0)]
     if groups.empty:
         return None
     labels = _labels(groups)
+    catalog = registry.figures()
     traces = [
-        _bar(labels, "tensor pipe", col(groups, "tensor_pipe_pct"), LEVEL_COLORS[2]),
-        _bar(labels, "useful tensor work", col(groups, "useful_tensor_pct"), LEVEL_COLORS[3], "useful"),
+        _bar(labels, catalog["tensor_pipe_pct"].label, col(groups, "tensor_pipe_pct"), LEVEL_COLORS[2]),
+        _bar(labels, catalog["useful_tensor_pct"].label, col(groups, "useful_tensor_pct"), LEVEL_COLORS[3]),
         {"type": "scatter", "mode": "markers", "name": "fill (right axis)", "x": labels,
          "y": _values(col(groups, "fill")), "yaxis": "y2",
          "marker": {"symbol": "diamond", "size": 11, "color": "#e45756"},
@@ -160,23 +162,23 @@ def _kernel_markers(phase: str, rows: pd.DataFrame, x: pd.Series, y: pd.Series, 
 
 
 def _marker_sizes(kernels: pd.DataFrame) -> list:
-    time = num(kernels, "time_ns")
+    time = numbers(kernels, "time_ns")
     top = time.max() if time.notna().any() else 1.0
     return [6.0 if is_missing(t) or not top else round(5 + 20 * math.sqrt(t / top), 1) for t in time]
 
 
 def fig_waves(kernels: pd.DataFrame) -> Optional[dict]:
     """Each kernel's waves against the share of block slots busy; left of one wave, SM coverage."""
-    waves = num(kernels, "waves")
+    waves = numbers(kernels, "waves")
     kernels = kernels[waves.notna() & (waves > 0)]
     if kernels.empty:
         return None
     traces = []
     for phase, mask in _by_phase(kernels):
         rows = kernels[mask]
-        efficiency = num(rows, "wave_efficiency")
-        coverage = num(rows, "sm_coverage")
-        w = num(rows, "waves")
+        efficiency = numbers(rows, "wave_efficiency")
+        coverage = numbers(rows, "sm_coverage")
+        w = numbers(rows, "waves")
         # Below one wave, what is idle is SMs with no block at all: coverage says it.
         y = efficiency.where(w >= 1, coverage.fillna(efficiency))
         traces.append(_kernel_markers(
@@ -190,15 +192,9 @@ def fig_waves(kernels: pd.DataFrame) -> Optional[dict]:
 
 
 def stall_columns(frame: pd.DataFrame) -> dict:
-    """family -> the column holding its share, whatever suffix the views used."""
-    found = {}
-    for family in STALL_FAMILIES:
-        for name in (f"stall_{family}_share", f"stall_{family}_pct", f"stall_share_{family}",
-                     f"{family}_stall_share", f"stall_{family}"):
-            if frame is not None and name in frame.columns:
-                found[family] = name
-                break
-    return found
+    """family -> the column holding its share of the stalls (V6)."""
+    return {family: f"stall_{family}_share" for family in STALL_FAMILIES
+            if frame is not None and f"stall_{family}_share" in frame.columns}
 
 
 def fig_stalls(groups: pd.DataFrame) -> Optional[dict]:
@@ -208,11 +204,9 @@ def fig_stalls(groups: pd.DataFrame) -> Optional[dict]:
     if not columns:
         return None
     groups = sort_groups(groups)
-    values = {f: num(groups, c) for f, c in columns.items()}
-    # Shares may come as fractions or percent; show percent.
-    scale = 100.0 if max((v.max() for v in values.values() if v.notna().any()), default=0) <= 1.0 else 1.0
+    values = {f: numbers(groups, c) for f, c in columns.items()}
     labels = _labels(groups)
-    traces = [_bar(labels, f, v * scale, STALL_COLORS[f]) for f, v in values.items()]
+    traces = [_bar(labels, f, v * 100, STALL_COLORS[f]) for f, v in values.items()]  # shares as percent
     return {"data": traces, "layout": _layout(
         "Why resident warps do not issue: stall shares by family", 400, barmode="stack",
         yaxis={"title": {"text": "% of stalled warp-cycles"}, "range": [0, 101]},
@@ -230,11 +224,11 @@ def device_ceilings(kernels: pd.DataFrame, device: dict) -> dict:
     path the kernel took)."""
     peak_bw = device.get("peak_dram_bytes_per_s")
     if is_missing(peak_bw) or not peak_bw:
-        peaks = num(kernels, "dram_peak_bytes_per_s").dropna()
+        peaks = numbers(kernels, "dram_peak_bytes_per_s").dropna()
         peak_bw = float(peaks.median()) if not peaks.empty else None
     flops = dict(device.get("peak_flops_per_s_by_path") or {})
     if not flops and peak_bw:
-        per_kernel = num(kernels, "ridge_flops_per_byte") * num(kernels, "dram_peak_bytes_per_s")
+        per_kernel = numbers(kernels, "ridge_flops_per_byte") * numbers(kernels, "dram_peak_bytes_per_s")
         paths = col(kernels, "mma_path").astype("object")
         for path in ("gmma", "hmma", "none"):
             values = per_kernel[(paths == path) & per_kernel.notna()]
@@ -244,8 +238,8 @@ def device_ceilings(kernels: pd.DataFrame, device: dict) -> dict:
 
 
 def fig_roofline(kernels: pd.DataFrame, device: dict) -> Optional[dict]:
-    intensity = num(kernels, "intensity")
-    rate = num(kernels, "flops") / (num(kernels, "time_ns") * 1e-9)
+    intensity = numbers(kernels, "intensity")
+    rate = numbers(kernels, "flops") / (numbers(kernels, "time_ns") * 1e-9)
     ok = intensity.notna() & (intensity > 0) & rate.notna() & (rate > 0)
     if not ok.any():
         return None
@@ -287,8 +281,8 @@ def fig_time_compare(groups: pd.DataFrame, base: pd.DataFrame) -> Optional[dict]
         return None
     merged = _merge_groups(groups, base)
     labels = _labels(merged)
-    traces = [_bar(labels, "baseline", num(merged, "time_ns_base") / 1e6, "#c6dbef", value_format="%{y:.4g} ms"),
-              _bar(labels, "this run", num(merged, "time_ns") / 1e6, "#4c78a8", value_format="%{y:.4g} ms")]
+    traces = [_bar(labels, "baseline", numbers(merged, "time_ns_base") / 1e6, "#c6dbef", value_format="%{y:.4g} ms"),
+              _bar(labels, "this run", numbers(merged, "time_ns") / 1e6, "#4c78a8", value_format="%{y:.4g} ms")]
     return {"data": traces, "layout": _layout(
         "Time per phase and role against the baseline", 400, barmode="group",
         yaxis={"title": {"text": "kernel time (ms)"}}, xaxis={"tickangle": -30})}

@@ -1,13 +1,16 @@
-"""The report's tables: every cell is escaped here, and nowhere else is HTML built from data."""
+"""The report's tables: every cell is escaped here, and nowhere else is HTML built from data.
+
+Columns, labels and formats come from the views' catalog (views/registry.py)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Optional
 
 import pandas as pd
 
-from reports.html_text import (VIEW_IDS, VIEW_TITLES, col, delta_pct, esc, fmt, fmt_bytes,
-                               fmt_time_ns, is_missing, is_regression, num, short_name,
-                               sort_groups, view_status)
+from reports.html_text import (col, delta_pct, esc, fmt, fmt_bytes, fmt_time_ns, is_missing,
+                               is_regression, numbers, short_name, sort_groups, view_status)
+from views import gap as gap_figures, registry
+from views.catalog import Figure
 
 # --- tables (every cell escaped here, nowhere else) -----------------------------------------------
 
@@ -59,7 +62,7 @@ def validation_box(kernels: pd.DataFrame, views: Iterable[str], checks: pd.DataF
                 if len(st.failures) > max_failures else "")
         failures = f"<ul>{items}{more}</ul>" if items else ""
         parts.append(f'<div class="vrow" data-view="{esc(view)}">{badge(st.status)} '
-                     f'<b>{esc(view)}</b> {esc(VIEW_TITLES.get(view, ""))}: {esc(counts)}{failures}</div>')
+                     f'<b>{esc(view)}</b> {esc(registry.title(view))}: {esc(counts)}{failures}</div>')
     return f'<aside class="valid"><h4>Validation</h4>{"".join(parts)}</aside>'
 
 
@@ -74,8 +77,8 @@ def group_table(groups: pd.DataFrame, figures: list, base: Optional[pd.DataFrame
     lookup = {}
     if compare:
         lookup = {(r["phase"], r["role"]): r for _, r in base.iterrows()}
-    total = num(groups, "time_ns").sum()
-    base_total = num(base, "time_ns").sum() if compare else 0.0
+    total = numbers(groups, "time_ns").sum()
+    base_total = numbers(base, "time_ns").sum() if compare else 0.0
     headers = ["phase", "role"] + (["kernels", "time", "share"] if with_time else [])
     headers += [label for _, label, _ in figures]
     rows = []
@@ -114,18 +117,38 @@ def _text(v: Any) -> str:
     return "\u2014" if is_missing(v) else str(v)
 
 
-# The gap's steps, the factor between each two, and the figures of the view that explains it.
-GAP_FIGURES = [
-    ("sm_throughput_pct", "SM throughput (headline)", _pct),
-    ("sm_active_pct", "SM active", _pct), ("active_vs_headline", "\u00d7 active / headline", _factor),
-    ("tensor_pipe_pct", "tensor pipe", _pct), ("tensor_vs_active", "\u00d7 tensor / active", _factor),
-    ("useful_tensor_pct", "useful tensor", _pct), ("useful_vs_tensor", "\u00d7 useful / tensor", _factor),
-    ("sm_coverage", "SM coverage (V5)", fmt), ("wave_efficiency", "wave efficiency (V5)", fmt),
-    ("achieved_occupancy_pct", "occupancy (V4)", _pct),
-    ("theoretical_occupancy_pct", "theoretical (V4)", _pct),
-    ("issue_active_pct", "issue active (V6)", _pct), ("top_stall", "top stall (V6)", _text),
-    ("fill", "fill (V3)", fmt),
-]
+def _flag(v: Any) -> str:
+    return "\u2014" if is_missing(v) else ("yes" if bool(v) else "no")
+
+
+def _share(v: Any) -> str:
+    """A fraction shown as a percentage."""
+    return "\u2014" if is_missing(v) else fmt(float(v) * 100, 3, " %")
+
+
+# How a figure of each unit reads in a cell (the label says what it is, the cell its unit).
+_FORMATS: dict[str, Callable[[Any], str]] = {
+    "%": _pct, "share": _share, "ns": fmt_time_ns, "bytes": fmt_bytes, "text": _text, "flag": _flag,
+    "GHz": lambda v: fmt(v, 3, " GHz"), "bytes/s": lambda v: "\u2014" if is_missing(v) else fmt_bytes(v) + "/s"}
+
+
+def columns_of(figures: Iterable[Figure], suffix: Callable[[Figure], str] = lambda f: "") -> list:
+    """(column, label, formatter) of each figure, for group_table and kernel_table."""
+    return [(f.column, f.label + suffix(f), _FORMATS.get(f.unit, fmt)) for f in figures]
+
+
+def gap_columns() -> list:
+    """The gap's steps, the factor between each two, and the figures of the views that explain
+    them (their view in the label)."""
+    catalog = registry.figures()
+    factors = {figure: (factor, before) for factor, (figure, before) in gap_figures.FACTORS.items()}
+    out = []
+    for step in gap_figures.STEPS:
+        out += columns_of([catalog[step]])
+        if step in factors:
+            factor, before = factors[step]
+            out.append((factor, f"\u00d7 {catalog[step].label} / {catalog[before].label}", _factor))
+    return out + columns_of([catalog[c] for c in gap_figures.EXPLAINERS], lambda f: f" ({f.view})")
 
 
 def gap_table(gap: pd.DataFrame, base: Optional[pd.DataFrame]) -> str:
@@ -133,34 +156,34 @@ def gap_table(gap: pd.DataFrame, base: Optional[pd.DataFrame]) -> str:
     factor of each step, and the figures that explain it."""
     if gap is None or gap.empty:
         return '<p class="na">No kernels.</p>'
-    return group_table(gap, GAP_FIGURES, base, with_time="time_ns" in gap.columns)
+    return group_table(gap, gap_columns(), base, with_time="time_ns" in gap.columns)
 
 
-def limiter_table(kernels: pd.DataFrame) -> str:
-    """Per phase and role, which resource limits occupancy, by share of time."""
-    if kernels.empty or "occupancy_limiter" not in kernels.columns:
-        return '<p class="na">No occupancy limiter in these results.</p>'
+def shares_table(kernels: pd.DataFrame, figure: Figure) -> str:
+    """A text figure per phase and role: each value with its share of the time."""
+    if kernels.empty or figure.column not in kernels.columns:
+        return ""
     rows = []
-    frame = kernels.assign(_t=num(kernels, "time_ns").fillna(0))
+    frame = kernels.assign(_t=numbers(kernels, "time_ns").fillna(0))
     for (phase, role), g in sort_groups(frame).groupby(["phase", "role"], sort=False, observed=True):
-        shares = g.groupby(g["occupancy_limiter"].astype("object").map(
+        shares = g.groupby(g[figure.column].astype("object").map(
             lambda v: "n/a" if is_missing(v) else str(v)), observed=True)["_t"].sum()
         total = shares.sum()
         text = ", ".join(f"{name} {share / total * 100:.0f} %" if total else name
                          for name, share in shares.sort_values(ascending=False).items())
         rows.append([esc(phase), esc(role), esc(text)])
-    return _table(["phase", "role", "limiter (share of time)"], rows, "limiters")
+    return _table(["phase", "role", f"{figure.label} (share of time)"], rows, "shares")
 
 
-SELECTION_COLUMNS = (("kernel_family", "family"), ("tile", "tile"), ("split_k", "split-K"),
-                     ("arch_path", "architecture path"), ("mma_path", "MMA (counters)"))
+# What ran, as V8 (and V2's counters) name it.
+SELECTION_COLUMNS = ("kernel_family", "tile", "split_k", "arch_path", "mma_path")
 
 
 def _selection_text(kernels: pd.DataFrame, column: str) -> pd.Series:
     """One selection column as display text (split-K with its factor)."""
     values = col(kernels, column).astype("object")
     if column == "split_k":
-        factor = num(kernels, "split_k_factor")
+        factor = numbers(kernels, "split_k_factor")
         return pd.Series([
             "\u2014" if is_missing(v) else ("no" if not bool(v) else
                                            (f"yes, {int(f)}-way" if not is_missing(f) and f > 1 else "yes"))
@@ -170,7 +193,7 @@ def _selection_text(kernels: pd.DataFrame, column: str) -> pd.Series:
 
 def selection_table(kernels: pd.DataFrame) -> str:
     """What the libraries chose per role and phase, and what changed from the role's phase before."""
-    columns = [c for c, _ in SELECTION_COLUMNS if c in kernels.columns]
+    columns = [c for c in SELECTION_COLUMNS if c in kernels.columns]
     if kernels.empty or not columns:
         return '<p class="na">No kernel-selection figures in these results.</p>'
     kinds = col(kernels, "kind")
@@ -180,7 +203,7 @@ def selection_table(kernels: pd.DataFrame) -> str:
     keys = pd.DataFrame({c: _selection_text(frame, c) for c in columns}, index=frame.index)
     keys["_behind"] = col(frame, "arch_behind_device").map(lambda v: not is_missing(v) and bool(v))
     keys["phase"], keys["role"] = frame["phase"], frame["role"]
-    keys["_t"] = num(frame, "time_ns").fillna(0)
+    keys["_t"] = numbers(frame, "time_ns").fillna(0)
     chosen = (keys.groupby(["role", "phase"] + columns + ["_behind"], sort=False, dropna=False, observed=True)
               .agg(kernels=("_t", "size"), time=("_t", "sum")).reset_index())
     chosen = sort_groups(chosen, role_first=True)
@@ -202,46 +225,39 @@ def selection_table(kernels: pd.DataFrame) -> str:
             cells += [esc(r["kernels"]), esc(fmt_time_ns(r["time"])),
                       f'<span class="chg">{esc("; ".join(notes))}</span>' if notes else ""]
             rows.append(cells)
-    headers = ["role", "phase"] + [label for c, label in SELECTION_COLUMNS if c in columns]
+    catalog = registry.figures()
+    headers = ["role", "phase"] + [catalog[c].label for c in columns]
     return _table(headers + ["kernels", "time", "what changed"], rows, "selection")
 
 
 def _describe_change(before: set, after: set, columns: list) -> str:
     parts = []
+    catalog = registry.figures()
     for i, column in enumerate(columns):
         old = sorted({k[i] for k in before})
         new = sorted({k[i] for k in after})
         if old != new:
-            parts.append(f"{dict(SELECTION_COLUMNS)[column]} {'/'.join(old)} \u2192 {'/'.join(new)}")
+            parts.append(f"{catalog[column].label} {'/'.join(old)} \u2192 {'/'.join(new)}")
     return "; ".join(parts) or "another mix of the same choices"
 
 
-KERNEL_COLUMNS = [
-    ("time_ns", "time", fmt_time_ns), ("sm_throughput_pct", "SM thr %", fmt),
-    ("tensor_pipe_pct", "tensor %", fmt), ("fill", "fill", fmt), ("useful_tensor_pct", "useful %", fmt),
-    ("achieved_occupancy_pct", "occ ach %", fmt), ("theoretical_occupancy_pct", "occ theo %", fmt),
-    ("occupancy_limiter", "limiter", str), ("waves", "waves", fmt), ("wave_efficiency", "wave eff", fmt),
-    ("top_stall", "top stall", str), ("dram_bytes", "DRAM", fmt_bytes),
-    ("intensity", "FLOP/B", fmt), ("bound", "bound", str), ("kernel_family", "family", str),
-    ("tile", "tile", str), ("arch_path", "path", str),
-]
-
-
-def kernel_table(kernels: pd.DataFrame, checks: pd.DataFrame) -> str:
-    """Every kernel, compactly: a short name (full names are listed once below), figures, and the
-    eight validation badges with the discrepancy of each failure in its tooltip."""
+def kernel_table(kernels: pd.DataFrame, checks: pd.DataFrame, view_ids: list[str]) -> str:
+    """Every kernel, compactly: a short name (full names are listed once below), the figures that
+    sum up a kernel (the catalog's summary figures), and each view's validation badge with the
+    discrepancy of a failure in its tooltip."""
     if kernels.empty:
         return '<p class="na">No kernels.</p>'
-    present = [(c, label, f) for c, label, f in KERNEL_COLUMNS if c in kernels.columns]
-    headers = ["#", "phase", "role", "kind", "kernel", "NVTX"] + [l for _, l, _ in present] + list(VIEW_IDS)
+    summary = [f for f in registry.figures().values() if f.summary and f.column in kernels.columns]
+    present = columns_of(summary)
+    headers = ["#", "phase", "role", "kind", "kernel", "NVTX"] + [l for _, l, _ in present] + list(view_ids)
     # Column by column (each a list of escaped cells), then zipped into rows: no per-cell lookups.
     names = {n: f"<code>{esc(short_name(n))}</code>" for n in col(kernels, "name").dropna().unique()}
     columns = [[esc(v) for v in col(kernels, c)] for c in ("id", "phase", "role", "kind")]
     columns.append([names.get(n, "") for n in col(kernels, "name")])
     columns.append([esc(_nvtx_text(v)) for v in col(kernels, "nvtx_stack")])
     for column, _, formatter in present:
-        columns.append([esc("\u2014" if is_missing(v) else formatter(v)) for v in kernels[column]])
-    for view in VIEW_IDS:
+        columns.append([esc(formatter(v)) for v in kernels[column]])
+    for view in view_ids:
         columns.append([badge(st, detail) for st, detail in zip(checks[view], checks[f"detail_{view}"])])
     return _table(headers, [list(row) for row in zip(*columns)], "kernels")
 
@@ -259,7 +275,7 @@ def names_table(kernels: pd.DataFrame) -> str:
     """Each distinct full kernel name once, with its count and time."""
     if kernels.empty or "name" not in kernels.columns:
         return ""
-    frame = kernels.assign(_t=num(kernels, "time_ns").fillna(0))
+    frame = kernels.assign(_t=numbers(kernels, "time_ns").fillna(0))
     agg = frame.groupby("name", sort=False, observed=True).agg(count=("_t", "size"), time=("_t", "sum"))
     agg = agg.sort_values("time", ascending=False)
     rows = [[esc(count), esc(fmt_time_ns(time)), f"<code>{esc(name)}</code>"]

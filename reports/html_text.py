@@ -15,27 +15,14 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
 import pandas as pd
-from reports.formatting import bytes_text, is_missing, short_kernel_name, time_text
+from reports.formatting import bytes_text, is_missing, number_text, short_kernel_name, time_text
+from views import registry
+from views.catalog import HIGHER, LOWER
+from views.grouping import ROLE_ORDER
+from views.vocabulary import PHASE_ORDER
 
-PHASE_ORDER = ("cold_prefill", "warm_prefill", "prefill", "decode", "other")
-ROLE_ORDER = ("qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj", "elementwise", "gemm",
-              "other", "all")
-VIEW_IDS = tuple(f"V{i}" for i in range(1, 9))
-VIEW_TITLES = {
-    "V1": "Time and SM activity", "V2": "Tensor pipe", "V3": "Fragment fill",
-    "V4": "Occupancy", "V5": "Waves and tail", "V6": "Stall signature",
-    "V7": "Memory and roofline", "V8": "Kernel selection",
-}
-STALL_FAMILIES = ("memory", "compute", "tensor", "sync", "scheduling")
-
-# Which way is better for each figure, to mark a regression against a baseline. A change worse than
-# REGRESSION_PCT percent is marked; the CI gate (reports/gate.py) owns real statistics.
-HIGHER_IS_BETTER = {
-    "sm_active_pct", "sm_throughput_pct", "tensor_pipe_pct", "fill", "useful_tensor_pct",
-    "achieved_occupancy_pct", "wave_efficiency", "sm_coverage", "issue_active_pct", "intensity",
-    "roofline_pct", "dram_pct",
-}
-LOWER_IS_BETTER = {"time_ns", "dram_bytes", "time_share_pct"}
+# A change against a baseline worse than this, in the direction the catalog calls worse, is marked;
+# the CI gate (reports/gate.py) owns real statistics.
 REGRESSION_PCT = 5.0
 
 # --- escaping -------------------------------------------------------------------------------------
@@ -125,27 +112,14 @@ def col(frame: pd.DataFrame, name: str) -> pd.Series:
                      index=None if frame is None else frame.index, dtype="float64")
 
 
-def num(frame: pd.DataFrame, name: str) -> pd.Series:
+def numbers(frame: pd.DataFrame, name: str) -> pd.Series:
+    """A column as numbers (text and missing values as NaN)."""
     return pd.to_numeric(col(frame, name), errors="coerce")
 
 
 def fmt(value: Any, digits: int = 3, unit: str = "") -> str:
     """A number with `digits` significant digits (thousands separated), or an em dash."""
-    if is_missing(value):
-        return "\u2014"
-    if isinstance(value, str):
-        return value
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    if not math.isfinite(v):
-        return "\u2014"
-    if v != 0 and abs(v) >= 10 ** digits:
-        text = f"{v:,.0f}"
-    else:
-        text = f"{v:.{digits}g}"
-    return text + unit
+    return number_text(value, digits, unit, missing="\u2014")
 
 
 def fmt_time_ns(ns: Any) -> str:
@@ -169,23 +143,24 @@ def delta_pct(current: Any, base: Any) -> Optional[float]:
 
 
 def is_regression(figure: str, delta: Optional[float]) -> bool:
-    if delta is None:
+    declared = registry.figures().get(figure)
+    if delta is None or declared is None:
         return False
-    if figure in HIGHER_IS_BETTER:
+    if declared.better == HIGHER:
         return delta < -REGRESSION_PCT
-    if figure in LOWER_IS_BETTER:
+    if declared.better == LOWER:
         return delta > REGRESSION_PCT
     return False
 
 
 # --- validation status ----------------------------------------------------------------------------
 
-def validation_frame(kernels: pd.DataFrame) -> pd.DataFrame:
+def validation_frame(kernels: pd.DataFrame, view_ids: Iterable[str]) -> pd.DataFrame:
     """Columns `V1`..`V8` (pass / fail / n/a) and `detail_V1`.. per kernel, from either the
     `validation_V*` columns or a `validations` mapping column (JSON form)."""
     out = pd.DataFrame(index=kernels.index)
     mapping = kernels["validations"] if "validations" in kernels.columns else None
-    for view in VIEW_IDS:
+    for view in view_ids:
         if f"validation_{view}" in kernels.columns:
             status = kernels[f"validation_{view}"]
         elif mapping is not None:
@@ -212,9 +187,7 @@ class ViewStatus:
         return "pass" if self.passed else "n/a"
 
 
-def view_status(kernels: pd.DataFrame, view: str, checks: Optional[pd.DataFrame] = None
-                ) -> ViewStatus:
-    checks = validation_frame(kernels) if checks is None else checks
+def view_status(kernels: pd.DataFrame, view: str, checks: pd.DataFrame) -> ViewStatus:
     status = checks[view] if view in checks.columns else pd.Series(dtype="object")
     failures = []
     for idx in status.index[status == "fail"]:

@@ -1,37 +1,29 @@
 """Rich tables for `smlens views`: first the gap per phase and role, then each view.
 
-Reads a views result (`.kernels`, `.groups`, `.gap`, `.selection`, `.devices`, `.view_ids`) without
-importing the views package. A missing figure prints as `n/a`, never as 0. Every view's table ends
-with its validations: counts, the failures with their discrepancy, and why the rest are n/a.
+Reads a views result (`.kernels`, `.groups`, `.gap`, `.selection`, `.devices`, `.view_ids`) and the
+views' catalog (views/registry.py): each view's table shows its figures that combine over a group,
+with the catalog's labels and units. A missing figure prints as `n/a`, never as 0. Every view's
+table ends with its validations: counts, the failures with their discrepancy, and why the rest are n/a.
 """
 from __future__ import annotations
 
+import io
 from typing import Any, Callable, Optional
 
 import numpy as np
 import pandas as pd
 from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
-from reports.formatting import in_units, is_missing, short_kernel_name
+from reports.formatting import in_units, is_missing, number_text, short_kernel_name
+from views import registry
+from views.catalog import KERNEL, Figure
 
-TITLES = {"V1": "Time and SM activity", "V2": "Tensor-pipe utilization", "V3": "Fragment fill",
-          "V4": "Occupancy and its limiter", "V5": "Wave quantization and tail",
-          "V6": "Stall signature", "V7": "Memory traffic and roofline", "V8": "Kernel selection"}
 MAX_FAILURES = 5
 
 Fmt = Callable[[Any], str]
-
-
-def num(value, digits: int = 3) -> str:
-    """3 significant digits, thousands grouped above 1000; n/a when missing."""
-    if is_missing(value):
-        return "n/a"
-    value = float(value)
-    if value != 0 and abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}g}"
 
 
 def pct(value) -> str:
@@ -64,6 +56,21 @@ def text(value) -> str:
 
 def short_name(name, width: int = 48) -> str:
     return short_kernel_name(name, width)
+
+
+# How a figure of each unit prints, and what its heading adds to the label.
+_FORMATS: dict[str, Fmt] = {"%": pct, "share": share, "ratio": ratio, "ns": us, "GHz": ratio,
+                            "bytes": lambda v: si(v, "B"), "ops": si, "FLOP": si, "text": text}
+_HEADING_UNITS = {"%": "%", "ns": "µs", "GHz": "GHz"}
+
+
+def heading(figure: Figure) -> str:
+    unit = _HEADING_UNITS.get(figure.unit)
+    return f"{figure.label} {unit}" if unit else figure.label
+
+
+def formatter(figure: Figure) -> Fmt:
+    return _FORMATS.get(figure.unit, number_text)
 
 
 def _cell(rendered: str) -> Text:
@@ -125,44 +132,6 @@ GAP_LEGEND = ("headline: sm__throughput, what tools call SM utilization. active:
 # --- one table per view ------------------------------------------------------------------------------
 
 
-def _mode(kernels: pd.DataFrame, column: str, unless: Optional[str] = None) -> dict:
-    """The time-weighted most frequent value of a text figure per (phase, role); `unless` only
-    where nothing else occurs (a GEMM's range is `gmma` even if its elementwise kernels run longer)."""
-    if column not in kernels.columns or kernels.empty:
-        return {}
-    frame = pd.DataFrame({"phase": kernels["phase"].astype(object), "role": kernels["role"].astype(object),
-                          "value": kernels[column].astype(object), "time": kernels["time_ns"].fillna(0)})
-    frame = frame[frame["value"].notna()]
-    if unless is not None:
-        frame = frame.assign(time=frame["time"] + np.where(frame["value"] == unless, 0.0, 1e30))
-    if frame.empty:
-        return {}
-    weights = frame.groupby(["phase", "role", "value"], sort=False, observed=True)["time"].sum().reset_index()
-    best = weights.sort_values("time", ascending=False, kind="stable").drop_duplicates(["phase", "role"])
-    return {(p, r): v for p, r, v in zip(best["phase"], best["role"], best["value"])}
-
-
-# view -> [(heading, group column or ("mode", kernel column), formatter)]
-VIEW_COLUMNS: dict[str, list[tuple[str, Any, Fmt]]] = {
-    "V1": [("time µs", "time_ns", us), ("time %", "time_share_pct", pct),
-           ("headline %", "sm_throughput_pct", pct), ("SM active %", "sm_active_pct", pct),
-           ("SM GHz", "sm_clock_ghz", ratio)],
-    "V2": [("tensor %", "tensor_pipe_pct", pct), ("of elapsed %", "tensor_pipe_elapsed_pct", pct),
-           ("tensor ops", "tensor_ops", si), ("path", ("mode", "mma_path", "none"), text)],
-    "V3": [("fill", "fill", ratio), ("tensor %", "tensor_pipe_pct", pct),
-           ("useful %", "useful_tensor_pct", pct)],
-    "V4": [("achieved %", "achieved_occupancy_pct", pct), ("theoretical %", "theoretical_occupancy_pct", pct),
-           ("limiter", ("mode", "occupancy_limiter"), text)],
-    "V5": [("wave eff.", "wave_efficiency", ratio), ("SM coverage", "sm_coverage", share),
-           ("SM balance", "sm_imbalance", ratio)],
-    "V6": [("issue %", "issue_active_pct", pct), ("top stall", "top_stall", text),
-           ("memory", "stall_memory_share", share), ("compute", "stall_compute_share", share),
-           ("tensor", "stall_tensor_share", share)],
-    "V7": [("DRAM %", "dram_pct", pct), ("L2 hit %", "l2_hit_pct", pct), ("DRAM bytes", "dram_bytes", si),
-           ("FLOP/B", "intensity", num), ("bound", ("mode", "bound"), text)],
-}
-
-
 def _checks(row, view: str) -> str:
     counts = [row.get(f"{view}_{s}") for s in ("pass", "fail", "n/a")]
     if any(is_missing(c) for c in counts):
@@ -171,27 +140,52 @@ def _checks(row, view: str) -> str:
     return f"{passed}/{failed}/{na}"
 
 
-def view_table(result, view: str) -> Table:
-    columns = VIEW_COLUMNS[view]
-    modes = {spec[1]: _mode(result.kernels, *spec[1:]) for _, spec, _ in columns if isinstance(spec, tuple)}
-    table = _table(f"{view} {TITLES.get(view, '')}",
-                   [("phase / role", "left")] + [(h, "left" if f is text else "right") for h, _, f in columns]
-                   + [("pass/fail/n/a", "right")])
-    previous = None
-    for _, row in result.groups.iterrows():
-        phase, role = _group_label(row)
-        previous = _phase_heading(table, phase, previous)
-        cells = [f"  {role}"]
-        for _, spec, fmt in columns:
-            value = modes[spec[1]].get((phase, role)) if isinstance(spec, tuple) else row.get(spec)
-            cells.append(fmt(value))
-        cells.append(_checks(row, view))
-        table.add_row(*[_cell(c) for c in cells])
-    return table
+def _group_figures(result, view: str) -> list[Figure]:
+    """The view's figures that combine over a group, in its order (per-kernel ones are left to
+    --format json and csv)."""
+    return [f for f in registry.view_figures(view)
+            if f.aggregate != KERNEL and f.column in result.groups.columns]
+
+
+def view_tables(result, view: str, width: int = 80) -> list[Table]:
+    """The view's group figures per phase and role, then its checks per group; as several tables
+    of the same rows when its figures do not fit in `width` columns."""
+    shown = _group_figures(result, view)
+    if not shown:  # a view whose figures are all per kernel (V8: its selection table says it)
+        return []
+    rows = [(str(row["phase"]), str(row["role"]), row) for _, row in result.groups.iterrows()]
+    cells = {f.column: [formatter(f)(row.get(f.column)) for _, _, row in rows] for f in shown}
+    checks = [_checks(row, view) for _, _, row in rows]
+
+    def table(number: int, figures: list[Figure]) -> Table:
+        title = f"{view} (continued)" if number else f"{view} {registry.title(view)}"
+        out = _table(title, [("phase / role", "left")]
+                     + [(heading(f), "left" if f.is_text else "right") for f in figures]
+                     + ([("checks", "right")] if number == 0 else []))  # pass/fail/n/a
+        previous = None
+        for index, (phase, role, _) in enumerate(rows):
+            previous = _phase_heading(out, phase, previous)
+            row_cells = [f"  {role}"] + [cells[f.column][index] for f in figures]
+            out.add_row(*[_cell(c) for c in row_cells + ([checks[index]] if number == 0 else [])])
+        return out
+
+    parts: list[list[Figure]] = [[]]
+    for figure in shown:
+        if parts[-1] and _natural_width(table(len(parts) - 1, parts[-1] + [figure])) > width:
+            parts.append([])
+        parts[-1].append(figure)
+    return [table(number, figures) for number, figures in enumerate(parts)]
+
+
+def _natural_width(table: Table) -> int:
+    """The width `table` takes when nothing is cut."""
+    probe = Console(width=10_000, file=io.StringIO())
+    return Measurement.get(probe, probe.options, table).maximum
 
 
 def selection_table(selection: pd.DataFrame) -> Table:
-    table = _table(f"V8 {TITLES['V8']}: what ran per phase and role (* changed from the role's first phase)",
+    view = registry.SELECTION_VIEW
+    table = _table(f"{view} {registry.title(view)}: what ran per phase and role (* changed from the role's first phase)",
                    [("role", "left"), ("phase", "left"), ("kind", "left"), ("choice", "left"),
                     ("kernels", "right"), ("time µs", "right")], wrap=("choice",))
     previous = None
@@ -235,7 +229,7 @@ def summary_table(result) -> Table:
         status = result.kernels[f"validation_{view}"]
         counts = [int((status == s).sum()) for s in ("pass", "fail", "n/a")]
         style = "red" if counts[1] else None
-        table.add_row(view, TITLES.get(view, ""), *[str(c) for c in counts], style=style)
+        table.add_row(view, registry.title(view), *[str(c) for c in counts], style=style)
     return table
 
 
@@ -247,7 +241,7 @@ def device_line(devices: pd.DataFrame) -> Optional[str]:
         peak, source = d.get("dram_peak_bytes_per_s"), d.get("dram_peak_source")
         if is_missing(peak) and not is_missing(d.get("dram_peak_from_attributes_bytes_per_s")):
             peak, source = d.get("dram_peak_from_attributes_bytes_per_s"), "device attributes"
-        parts.append(f"{text(d.get('name'))}: CC {text(d.get('cc'))}, {num(d.get('sm_count'))} SMs, "
+        parts.append(f"{text(d.get('name'))}: CC {text(d.get('cc'))}, {number_text(d.get('sm_count'))} SMs, "
                      f"{si(d.get('max_clock_hz'), 'Hz')}, DRAM peak {si(peak, 'B/s')}"
                      + (f" ({source})" if not is_missing(source) else ""))
     return "; ".join(parts)
@@ -273,10 +267,10 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
     console.print(summary_table(result))
     for view in result.view_ids:
         console.print()
-        if view == "V8":
+        for table in view_tables(result, view, console.width):
+            console.print(table)
+        if view == registry.SELECTION_VIEW:
             console.print(selection_table(result.selection))
-        else:
-            console.print(view_table(result, view))
         for text_line in validation_lines(result, view):
             console.print(text_line)
 

@@ -30,7 +30,7 @@ def test_parse_batches():
 def test_summarize_and_roofline():
     s = bench.summarize([5.0, 1.0, 3.0, 2.0, 4.0])
     assert (s["median_us"], s["p10_us"], s["p90_us"], s["samples"]) == (3.0, 1.0, 5.0, 5)
-    # DETERMINISM.md: gate_up's 235 MB of bf16 weights take 49 us at 4.8 TB/s
+    # docs/DETERMINISM.md: gate_up's 235 MB of bf16 weights take 49 us at 4.8 TB/s
     assert bench.weight_roofline_us(28672, 4096) == pytest.approx(48.9, abs=0.1)
 
 

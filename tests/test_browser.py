@@ -81,8 +81,8 @@ def test_bundled_capture_report_renders(browser, tmp_path):
     path = tmp_path / "demo.html"
     report.write_report(path, report.render_report(data))
     figures = _assert_renders(browser, path)
-    assert {f["id"] for f in figures} >= {"fig-gap", "fig-time", "fig-tensor", "fig-occupancy",
-                                          "fig-waves", "fig-stalls", "fig-roofline"}
+    assert {f["id"] for f in figures} >= {"fig-gap", "fig-v1", "fig-v3", "fig-v4", "fig-v5", "fig-v6",
+                                          "fig-v7"}
 
 
 def test_comparison_report_renders(browser, tmp_path):
@@ -91,7 +91,7 @@ def test_comparison_report_renders(browser, tmp_path):
     path = tmp_path / "compare.html"
     report.write_report(path, report.render_report(current, baseline))
     figures = _assert_renders(browser, path)
-    assert "fig-time-2" in {f["id"] for f in figures}  # baseline against current time
+    assert "fig-v1-2" in {f["id"] for f in figures}  # baseline against current time
 
 
 def test_hostile_names_render_as_text_and_run_nothing(browser, tmp_path):
@@ -102,7 +102,7 @@ def test_hostile_names_render_as_text_and_run_nothing(browser, tmp_path):
     _assert_renders(browser, path)
     session = _open(browser, path)
     # Hover a point of every scatter figure: plotly puts kernel names into the page then.
-    browser.evaluate(session, """['fig-waves', 'fig-roofline'].forEach(function (id) {
+    browser.evaluate(session, """['fig-v5', 'fig-v7'].forEach(function (id) {
         if (document.getElementById(id)) Plotly.Fx.hover(id, [{curveNumber: 0, pointNumber: 0}]);
     })""")
     page = browser.evaluate(session, """({

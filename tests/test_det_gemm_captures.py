@@ -22,6 +22,7 @@ from profiler.workloads.deterministic import kernels as det
 from tests.cli import smlens
 from tests.conftest import DATA
 from tests.test_profile import FAKES, QUICK, ncu_calls
+from views.vocabulary import GEMM_ROLES
 
 DET = DATA / "h200_det"
 IMPLS = ("det", "cublas_bf16", "layercast")
@@ -155,7 +156,7 @@ def test_smlens_views_explains_a_det_run(tmp_path):
     data = json.loads(out)
     groups = pd.DataFrame(data["groups"])
     assert set(zip(groups["phase"], groups["role"])) == {
-        (p, r) for p in ("decode", "warm_prefill") for r in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")}
+        (p, r) for p in ("decode", "warm_prefill") for r in GEMM_ROLES}
     assert (groups["tensor_ops"] == 0).all() and (groups["useful_tensor_pct"] == 0).all()
     # the gap: SMs busy (prefill ~97 % active), tensor pipe idle
     prefill = groups[groups["phase"] == "warm_prefill"]
@@ -220,7 +221,7 @@ def test_profile_det_gemm_into_the_store_then_gate(fake_det, monkeypatch):
     regressed = {(c["rule"], c["group"]["phase"], c["group"]["role"])
                  for c in verdict["comparisons"] if c["status"] == "regression"}
     assert {("time per role", p, r) for p in ("decode", "warm_prefill")
-            for r in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")} <= regressed
+            for r in GEMM_ROLES} <= regressed
 
 
 def test_runs_named_by_impl(fake_det, monkeypatch):

@@ -12,8 +12,7 @@ import pytest
 from reports.gate import Run, run_gate
 from tests.conftest import DATA
 from tests.gate_cases import capture_figures
-
-GEMM_ROLES = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+from views.vocabulary import GEMM_ROLES
 
 
 def figures(path) -> Run:

@@ -15,6 +15,7 @@ import pytest
 from reports.gate import Run, run_gate
 from tests.conftest import DATA
 from tests.gate_cases import capture_figures, find
+from views.vocabulary import GEMM_ROLES
 
 RUNS = DATA / "h200_runs"
 REPEATS = ("gate-b1-r1", "gate-b1-r2", "gate-b1-r3")
@@ -81,7 +82,7 @@ def test_batch_4_against_three_batch_1_runs_is_caught_and_named(runs):
                            ("time per role", "decode/elementwise"),
                            ("dram_bytes", "decode/attention/cudnn_sdpa")}
     # four sequences fill 4 of the 8 token rows of the GEMM tiles instead of 1
-    for role in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"):
+    for role in GEMM_ROLES:
         fill = find(result, "fill", f"decode/{role}/cublaslt_nvjet")
         assert fill.status == "improved"
         assert (fill.baseline_center, fill.current_center) == (0.125, 0.5)
@@ -94,7 +95,7 @@ def test_batch_1_against_batch_4_names_the_fill_it_lost(runs):
     result = run_gate([runs["gate-b4-r1"]], [runs[n] for n in REPEATS])
     assert result.exit_code == 1
     lost = {c.group_label for c in result.by_status("regression") if c.rule.figure == "fill"}
-    assert lost == {f"decode/{role}/cublaslt_nvjet" for role in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")}
+    assert lost == {f"decode/{role}/cublaslt_nvjet" for role in GEMM_ROLES}
     assert find(result, "wave_efficiency", "decode/attention/cudnn_sdpa").status == "regression"
 
 
@@ -112,4 +113,4 @@ def test_a_batch_8_model_run_with_a_one_sided_validation_failure_is_refused_and_
     assert gate_up.status == "regression" and gate_up.current_center > 5 * gate_up.baseline_center
     swapped = {(k["phase"], k["role"]) for k in result.appeared}
     assert {(p, r) for p, r in itertools.product(("cold_prefill", "warm_prefill"),
-                                                 ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"))} <= swapped
+                                                 GEMM_ROLES)} <= swapped

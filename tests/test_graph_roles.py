@@ -1,7 +1,7 @@
 """Roles for CUDA-graph kernels from the eager step's kernel order (nvtx.EagerOrder).
 
 Under `ncu --graph-profiling node` a graph's kernels carry only the host ranges open at replay
-(NCU_ON_H200.md). The test replays a real H200 decode step that way: the Llama-3.1-8B batch-1
+(docs/NCU_ON_H200.md). The test replays a real H200 decode step that way: the Llama-3.1-8B batch-1
 capture's eager decode kernels (decode / step_1 / layer_0 / role), then the same kernels twice
 more (two layers of a graph replay) with only `decode / step_2` on their stack."""
 from __future__ import annotations

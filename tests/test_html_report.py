@@ -14,9 +14,9 @@ from reports import html as report
 from tests.conftest import DATA, TARGETED_SHAPES
 from tests.report_cases import (HOSTILE_NAME, HOSTILE_PHASE_MESSAGE, HOSTILE_ROLE_MESSAGE,
                                 HOSTILE_RUN_NAME, hostile_capture, views_input)
+from views.vocabulary import STALL_FAMILIES
 
-SECTIONS = ["gap", "time", "tensor", "occupancy", "waves", "stalls", "roofline", "selection",
-            "kernels", "validation"]
+SECTIONS = ["gap", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "kernels", "validation"]
 
 
 class Page(HTMLParser):
@@ -137,16 +137,15 @@ def test_sections_come_in_order_gap_first(targeted):
 def test_figures_are_valid_plotly_and_show_the_views_numbers(targeted):
     result, text, _ = targeted
     figures = figures_of(text)
-    assert set(figures) == {"fig-gap", "fig-time", "fig-tensor", "fig-occupancy", "fig-waves",
-                            "fig-stalls", "fig-roofline"}
+    assert set(figures) == {"fig-gap", "fig-v1", "fig-v3", "fig-v4", "fig-v5", "fig-v6", "fig-v7"}
     for figure in figures.values():
         go.Figure(figure)  # raises on anything plotly does not know
     gap = result.gap.set_index(["phase", "role"])
     tensor = trace(figures["fig-gap"], "tensor pipe")
-    useful = trace(figures["fig-gap"], "useful tensor work")
+    useful = trace(figures["fig-gap"], "useful tensor")
     decode_qkv = "decode \u00b7 qkv_proj"
     assert tensor[decode_qkv] == pytest.approx(gap.loc[("decode", "qkv_proj"), "tensor_pipe_pct"], rel=1e-4)
-    # VIEWS.md, seen: batch-4 decode GEMMs run 64x8 tiles, the token dimension in the 8: half useful.
+    # docs/VIEWS.md, seen: batch-4 decode GEMMs run 64x8 tiles, the token dimension in the 8: half useful.
     assert useful[decode_qkv] / tensor[decode_qkv] == pytest.approx(0.5, rel=0.01)
     assert tensor[decode_qkv] < 10 < 80 < tensor["warm_prefill \u00b7 qkv_proj"]
 
@@ -156,8 +155,8 @@ def test_gap_table_gives_each_step_its_factor(targeted):
     table = page.table("gap")
     row = table[(table["phase"] == "decode") & (table["role"] == "qkv_proj")].iloc[0]
     gap = result.gap.set_index(["phase", "role"]).loc[("decode", "qkv_proj")]
-    assert row["\u00d7 active / headline"] == f"\u00d7{gap['active_vs_headline']:.3g}"
-    assert row["\u00d7 useful / tensor"] == "\u00d70.5"
+    assert row["\u00d7 SM active / SM throughput"] == f"\u00d7{gap['active_vs_headline']:.3g}"
+    assert row["\u00d7 useful tensor / tensor pipe"] == "\u00d70.5"
     assert row["fill (V3)"] == "0.5"
     # a phase's `all` row only where the phase has several roles
     assert {r for p, r in zip(table["phase"], table["role"]) if r == "all" and p == "decode"} == {"all"}
@@ -167,24 +166,23 @@ def test_gap_table_gives_each_step_its_factor(targeted):
 def test_validation_status_beside_each_figure(targeted):
     result, _, page = targeted
     summary = result.validation_summary().set_index("view")
-    expected = {"gap": ["V1", "V2", "V3", "V4", "V5", "V6"], "time": ["V1"], "tensor": ["V2", "V3"],
-                "occupancy": ["V4"], "waves": ["V5"], "stalls": ["V6"], "roofline": ["V7"],
-                "selection": ["V8"]}
+    expected = {"gap": ["V1", "V2", "V3", "V4", "V5", "V6"],
+                **{f"v{i}": [f"V{i}"] for i in range(1, 9)}}
     for section, views in expected.items():
         asides = page.sections[section]["asides"]
         assert [v for v, _ in asides] == views
         for view, text in asides:
             counts = summary.loc[view]
             assert f"{counts['pass']} pass \u00b7 {counts['fail']} fail \u00b7 {counts['n/a']} n/a" in text
-    # VIEWS.md: V4's and V5's checks held on all 188 kernels
-    assert "188 pass \u00b7 0 fail \u00b7 0 n/a" in dict(page.sections["occupancy"]["asides"])["V4"]
+    # docs/VIEWS.md: V4's and V5's checks held on all 188 kernels
+    assert "188 pass \u00b7 0 fail \u00b7 0 n/a" in dict(page.sections["v4"]["asides"])["V4"]
 
 
 def test_failures_are_listed_with_their_discrepancy(targeted):
     result, text, page = targeted
     failed = result.kernels[result.kernels["validation_V6"] == "fail"]
     assert len(failed) >= 1
-    aside = dict(page.sections["stalls"]["asides"])["V6"]
+    aside = dict(page.sections["v6"]["asides"])["V6"]
     for _, kernel in failed.iterrows():
         assert f"kernel #{kernel['kernel_id']}" in aside
         assert kernel["validation_detail_V6"] in aside  # e.g. "... ncu counts 26.31 (-11.0 %)"
@@ -196,8 +194,8 @@ def test_failures_are_listed_with_their_discrepancy(targeted):
 
 def test_roofline_has_the_devices_ceilings(targeted):
     _, text, _ = targeted
-    names = [t["name"] for t in figures_of(text)["fig-roofline"]["data"]]
-    # VIEWS.md: the DRAM peak implied by the kernels, median 4796 GB/s; bf16 dense wgmma: 4096 ops
+    names = [t["name"] for t in figures_of(text)["fig-v7"]["data"]]
+    # docs/VIEWS.md: the DRAM peak implied by the kernels, median 4796 GB/s; bf16 dense wgmma: 4096 ops
     # per cycle per SM x 132 SMs x 1.98 GHz; mma.sync at 2/3 of that.
     assert "DRAM 4.80 TB/s" in names
     assert f"tensor, wgmma {4096 * 132 * 1.98e9 / 1e12:,.0f} TFLOP/s" in names
@@ -210,16 +208,16 @@ def test_kernel_selection_table_shows_what_changed_between_phases(targeted):
                                & (result.kernels["kernel_family"] == "cudnn_sdpa")]
     prefill_path, decode_path = (attention.loc[attention["phase"] == p, "arch_path"].iloc[0]
                                  for p in ("warm_prefill", "decode"))
-    table = page.table("selection")
+    table = page.table("v8")
     table[["role", "phase"]] = table[["role", "phase"]].replace("", None).ffill()
     decode_attention = table[(table["role"] == "attention") & (table["phase"] == "decode")].iloc[0]
-    # VIEWS.md: decode attention ran an Ampere (sm80 wmma) cuDNN kernel, prefill an sm90 wgmma one
+    # docs/VIEWS.md: decode attention ran an Ampere (sm80 wmma) cuDNN kernel, prefill an sm90 wgmma one
     assert decode_path.startswith("sm80") and prefill_path.startswith("sm90")
     assert decode_attention["architecture path"] == decode_path
     assert "older architecture than the device" in decode_attention["what changed"]
     assert f"{prefill_path} \u2192 {decode_path}" in decode_attention["what changed"]
     down = table[(table["role"] == "down_proj") & (table["phase"] == "decode")
-                 & (table["family"] == "cublaslt_nvjet")].iloc[0]
+                 & (table["kernel family"] == "cublaslt_nvjet")].iloc[0]
     assert down["split-K"] == "yes, 3-way"
     qkv = table[(table["role"] == "qkv_proj") & (table["phase"] == "decode")].iloc[0]
     assert qkv["what changed"] == "differs from warm_prefill: tile 192x128x64 \u2192 64x8x64"
@@ -250,23 +248,23 @@ def test_baseline_shows_delta_and_marks_regressions():
     cur = current.groups.set_index(["phase", "role"])
     base = baseline.groups.set_index(["phase", "role"])
     checked = 0
-    # tensor table: phase, role, tensor pipe, fill, useful tensor
-    for figure, label, higher_is_better in (("tensor_pipe_pct", "tensor pipe", True),
-                                            ("useful_tensor_pct", "useful tensor", True)):
+    # V2's table: tensor pipe, ...; V3's: fill, useful tensor
+    for figure, section, label, higher_is_better in (("tensor_pipe_pct", "v2", "tensor pipe", True),
+                                                     ("useful_tensor_pct", "v3", "useful tensor", True)):
         for (phase, role), value in cur[figure].items():
             before = base.loc[(phase, role), figure]
             if pd.isna(value) or pd.isna(before) or before == 0:
                 continue
             delta = (value - before) / before * 100
-            cell_text, cell_html = page.raw_row("tensor", 0, phase=phase, role=role)[label]
+            cell_text, cell_html = page.raw_row(section, 0, phase=phase, role=role)[label]
             assert f"({delta:+.1f} %)" in cell_text
             worse = delta < -5 if higher_is_better else delta > 5
             assert ("\u25bc" in cell_text) == worse, (phase, role, figure, delta)
             checked += 1
     assert checked >= 6
     # decode qkv: tensor pipe 4.31 % against 5.39 %: a regression
-    assert "\u25bc" in page.raw_row("tensor", 0, phase="decode", role="qkv_proj")["tensor pipe"][0]
-    assert "fig-time-2" in figures_of(text)
+    assert "\u25bc" in page.raw_row("v2", 0, phase="decode", role="qkv_proj")["tensor pipe"][0]
+    assert "fig-v1-2" in figures_of(text)
 
 
 def test_phase_and_role_filter():
@@ -283,10 +281,10 @@ def test_missing_metrics_are_dashes_not_zeros():
     """sections_raw.csv lacks the tensor-op and DRAM counters: fill and DRAM are n/a, never 0."""
     data = views_input(DATA / "sections_raw.csv", TARGETED_SHAPES, {"id": "s", "name": "sections"})
     page = Page(report.render_report(data))
-    tensor = page.table("tensor")
-    assert set(tensor["fill"]) == {"\u2014"} and set(tensor["useful tensor"]) == {"\u2014"}
-    assert "0 pass \u00b7 0 fail \u00b7 188 n/a" in dict(page.sections["roofline"]["asides"])["V7"]
-    assert "fig-roofline" not in figures_of(report.render_report(data))
+    fill = page.table("v3")
+    assert set(fill["fill"]) == {"\u2014"} and set(fill["useful tensor"]) == {"\u2014"}
+    assert "0 pass \u00b7 0 fail \u00b7 188 n/a" in dict(page.sections["v7"]["asides"])["V7"]
+    assert "fig-v7" not in figures_of(report.render_report(data))
 
 
 ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "script", "body", "header", "h1", "h2",
@@ -321,22 +319,22 @@ def test_a_capture_with_only_times_draws_no_blank_figures():
     kernels = read_capture(DATA / "decode12_raw.csv").kernels
     kernels = kernels[[c for c in kernels.columns if "__" not in c or c == "gpu__time_duration.sum"]]
     text = report.render_report(report.from_views(compute_views(kernels), {"id": "m"}, kernels))
-    assert list(figures_of(text)) == ["fig-time"]
+    assert list(figures_of(text)) == ["fig-v1"]
     page = Page(text)
-    for section in ("gap", "tensor", "occupancy", "waves", "stalls", "roofline"):
+    for section in ("gap", "v2", "v3", "v4", "v5", "v6", "v7"):
         assert f'<section id="{section}">' in text
         assert any("n/a" in t for _, t in page.sections[section]["asides"])
-    assert text.count(report.NO_FIGURE) == 4
+    assert text.count(report.NO_FIGURE) == 6  # the gap, V3 to V7: none draws a blank figure
 
 
 def test_stall_families_are_shares_of_stalled_cycles(targeted):
     result, text, page = targeted
-    table = page.table("stalls")
+    table = page.table("v6")
     groups = result.groups.set_index(["phase", "role"])
     for _, row in table.iterrows():
-        shares = [float(row[f].rstrip(" %")) for f in ("memory", "compute", "tensor", "sync", "scheduling")]
+        shares = [float(row[f"{f} stalls"].rstrip(" %")) for f in STALL_FAMILIES]
         assert sum(shares) == pytest.approx(100, abs=0.5)  # the five families cover every reason
         expected = groups.loc[(row["phase"], row["role"]), "stall_memory_share"] * 100
-        assert row["memory"] == f"{expected:.3g} %"
-    stacked = figures_of(text)["fig-stalls"]["data"]
-    assert [t["name"] for t in stacked] == ["memory", "compute", "tensor", "sync", "scheduling"]
+        assert row["memory stalls"] == f"{expected:.3g} %"
+    stacked = figures_of(text)["fig-v6"]["data"]
+    assert [t["name"] for t in stacked] == list(STALL_FAMILIES)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from views.kernel_names import parse_name, parse_names
+from views import kernel_names
+from views.kernel_names import FAMILY_KIND, kind_of, parse_name, parse_names
 from views.tiles import geometry
 
 
@@ -24,6 +25,36 @@ def test_every_name_in_the_h200_captures_parses_or_is_left_null(targeted_capture
     for name, p in parsed.items():
         if p["kernel_family"] in ("cublaslt_nvjet", "cudnn_sdpa"):
             assert p["tile"] is not None, name
+
+
+def test_kind_and_family_agree_on_every_name_of_the_bundled_captures(data_dir):
+    """The kind patterns (what ingest stores) and the family table (what a kernels table without
+    a kind column got) were two classifiers that disagreed on three names: one parser now, and
+    where both speak they say the same."""
+    from profiler.ingest.capture import read_capture
+
+    files = [*data_dir.glob("*.csv*"), *(data_dir / "h200_runs").glob("*.csv.gz"),
+             *(data_dir / "h200_det").glob("*.csv.gz")]
+    names = set()
+    for path in files:
+        names |= set(read_capture(path).kernels["kernel_name"].astype(str))
+    assert len(names) == 57
+    for name in names:
+        parsed = parse_name(name)
+        by_pattern = kernel_names._pattern_kind(name)
+        assert by_pattern is not None, name  # every bundled name is known by its words
+        assert FAMILY_KIND.get(parsed["kernel_family"], by_pattern) == by_pattern, name
+        assert parsed["kind"] == kind_of(name) == by_pattern, name
+    # the three the two classifiers once disagreed on
+    assert kind_of("det_gemm_fma_kernel") == kind_of("det_gemv_fma_kernel") == "gemm"
+    lean = next(n for n in names if "cudnn::lean_reduction_kernel" in n)
+    assert kind_of(lean) == "attention"  # cuDNN SDPA's split-KV reduction
+
+
+def test_a_name_no_pattern_knows_takes_its_familys_kind():
+    assert kind_of("triton_poi_fused_add_mul_0") == "elementwise"  # Inductor pointwise: family triton
+    assert kind_of("void at::native::sort_postprocess_kernel<float>(float *)") == "elementwise"  # ATen
+    assert kind_of("some_kernel_of_our_own") == "other" and kind_of(None) == "other"
 
 
 @pytest.mark.parametrize("name, expected", [

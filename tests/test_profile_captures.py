@@ -9,15 +9,14 @@ from pathlib import Path
 import pytest
 
 from profiler.ingest.capture import read_capture
-from profiler.ingest.nvtx import PHASES, ROLES
 from profiler.workloads import decoder
 from profiler.workloads.models import get_model
+from views.vocabulary import GEMM_ROLES, PHASES, ROLES
 
 RUNS = Path(__file__).parent / "data" / "h200_runs"
 PROMPT = 512
 CAPTURES = [(model, batch) for model in ("llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "mistral-7b")
             for batch in (1, 8)]
-GEMM_ROLES = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 
 
 def _kernels(name: str):

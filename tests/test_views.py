@@ -1,4 +1,4 @@
-"""The eight views over the real H200 captures (tests/data/PROVENANCE.md): the values VIEWS.md saw.
+"""The eight views over the real H200 captures (tests/data/PROVENANCE.md): the values docs/VIEWS.md saw.
 
 targeted_raw.csv carries the views' own metric list; sections_raw.csv the same run profiled with six
 ncu sections, which lack several of those metrics (those views must be n/a, not wrong).
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,6 +14,7 @@ import pytest
 
 from views import registry
 from views.registry import VIEWS, compute_views, required_metrics
+from views.vocabulary import GEMM_ROLES, STALL_FAMILIES
 
 HMMA_INST = "sm__inst_executed_pipe_tensor_op_hmma.sum"
 
@@ -183,7 +183,7 @@ def test_stall_signature_of_a_decode_gemm(targeted):
     qkv = rows(targeted, phase="decode", role="qkv_proj", kind="gemm")
     assert (qkv["top_stall"] == "long_scoreboard").all()
     assert (qkv["stall_memory_share"] > 0.5).all()
-    shares = qkv[[f"stall_{f}_share" for f in ("memory", "compute", "tensor", "sync", "scheduling")]]
+    shares = qkv[[f"stall_{f}_share" for f in STALL_FAMILIES]]
     assert shares.sum(axis=1).to_numpy() == pytest.approx(1.0)
 
 
@@ -257,7 +257,7 @@ def test_grids_agree_with_tiles_and_shapes(targeted):
     # decode: one block per tile (x3 for the split-K); prefill qkv/gate_up: persistent, 132 blocks
     assert (rows(targeted, phase="decode", role="qkv_proj", kind="gemm")["tile_count"] == 48).all()
     persistent = gemm[gemm["persistent"] == True]  # noqa: E712
-    assert set(persistent["role"]) == {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
+    assert set(persistent["role"]) == set(GEMM_ROLES)
     assert set(gemm[gemm["grid_matches_tiles"] == 0]["role"]) == {"qkv_proj", "gate_up_proj"}
 
 
@@ -278,7 +278,7 @@ def test_selection_says_what_changed_from_prefill_to_decode(targeted):
 def test_gap_of_the_decode_qkv_projection(targeted):
     gap = targeted.gap
     qkv = gap[(gap["phase"] == "decode") & (gap["role"] == "qkv_proj")].iloc[0]
-    # VIEWS.md: a batch-4 decode GEMM shows sm__throughput 6 %, tensor pipe 5 %, half of it useful
+    # docs/VIEWS.md: a batch-4 decode GEMM shows sm__throughput 6 %, tensor pipe 5 %, half of it useful
     assert qkv["sm_throughput_pct"] == pytest.approx(6.0, abs=0.1)
     assert qkv["tensor_pipe_pct"] == pytest.approx(5.39, abs=0.05)
     assert qkv["useful_tensor_pct"] == pytest.approx(qkv["tensor_pipe_pct"] / 2)
@@ -314,7 +314,7 @@ def test_filter_recomputes_groups(targeted):
     only = targeted.filter(phase="decode", kernel="nvjet")
     assert set(only.kernels["phase"]) == {"decode"}
     assert only.kernels["kernel_name"].str.startswith("nvjet").all()
-    assert set(only.groups["role"]) == {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
+    assert set(only.groups["role"]) == set(GEMM_ROLES)
     qkv = only.groups[only.groups["role"] == "qkv_proj"].iloc[0]
     assert qkv["kernels"] == 8
     # time shares stay shares of the whole run
@@ -414,7 +414,7 @@ def test_json_follows_views_md(targeted):
     assert document["run"] == "abc123"
     assert len(document["kernels"]) == 188
     for kernel in document["kernels"]:
-        assert set(registry.JSON_KERNEL_KEYS) <= set(kernel)
+        assert set(registry.json_kernel_keys()) <= set(kernel)
         assert set(kernel["validations"]) == set(VIEWS)
         assert set(kernel["validations"].values()) <= {"pass", "fail", "n/a"}
     kernel = document["kernels"][45]
@@ -423,13 +423,6 @@ def test_json_follows_views_md(targeted):
     group = document["groups"][0]
     assert {"phase", "role", "time_ns", "kernels", "validations"} <= set(group)
     assert group["validations"]["V4"]["pass"] == group["kernels"]
-
-
-def test_views_never_import_profiler():
-    source = Path(registry.__file__).parent
-    for path in source.glob("*.py"):
-        text = path.read_text()
-        assert "import profiler" not in text and "from profiler" not in text, path.name
 
 
 def test_decode12_shapes_from_nvtx_and_a_persistent_grid(data_dir):

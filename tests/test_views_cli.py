@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from reports.terminal import num, print_views, short_name
+from reports.formatting import number_text
+from reports.terminal import print_views, short_name
 from tests.cli import smlens
 from tests.conftest import DATA
 from views.registry import compute_views
@@ -102,8 +103,9 @@ def test_printer_fits_80_columns(targeted_capture):
 
 
 def test_number_and_name_formatting():
-    assert num(float("nan")) == "n/a" and num(None) == "n/a" and num(0.0) == "0"
-    assert num(4795.2) == "4,795" and num(0.4889) == "0.489"
+    assert number_text(float("nan")) == "n/a" and number_text(None) == "n/a" and number_text(0.0) == "0"
+    assert number_text(4795.2) == "4,795" and number_text(0.4889) == "0.489"
+    assert number_text(float("inf"), missing="\u2014") == "\u2014" and number_text(12.5, unit=" %") == "12.5 %"
     name = ("void at::<unnamed>::vectorized_layer_norm_kernel<c10::BFloat16, float, 1>(int, T2, const T1 *)")
     assert short_name(name) == "at::vectorized_layer_norm_kernel"
     assert short_name("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT") == "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"

@@ -13,8 +13,7 @@ from profiler.ingest import nvtx as nvtx_parse  # noqa: E402
 from profiler.errors import BadInput  # noqa: E402
 from profiler.workloads import decoder  # noqa: E402
 from profiler.workloads.models import MODELS, get_model  # noqa: E402
-
-GEMM_ROLES = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
+from views.vocabulary import GEMM_ROLES, ROLES  # noqa: E402
 
 
 class RecordingAnnotator(decoder.Annotator):
@@ -133,7 +132,7 @@ def test_role_ranges_carry_their_shapes(recorded):
             (parsed["shape_m"], parsed["shape_n"], parsed["shape_k"]))
     for phase in decoder.PHASES:
         tokens = config.batch * (1 if phase == "decode" else config.prompt)
-        for role in nvtx_parse.ROLES:
+        for role in ROLES:
             assert (phase, role) in seen, (phase, role)
         for role, shape in m.gemm_shapes(tokens).items():
             assert seen[(phase, role)] == {shape}
@@ -155,7 +154,7 @@ def test_every_compute_op_runs_in_a_role_range(recorded):
         if op in VIEW_OPS:
             continue
         role = nvtx_parse.classify(list(stack), "")["role"]
-        assert role in nvtx_parse.ROLES, (op, stack)
+        assert role in ROLES, (op, stack)
         if op in ("mm", "addmm", "bmm", "linear", "matmul"):
             assert role in GEMM_ROLES, (op, stack)
         if "attention" in op:

@@ -7,7 +7,6 @@ A metric a capture lacks reads as an all-NaN column, never as zeros.
 """
 from __future__ import annotations
 
-import contextlib
 from typing import Callable, Sequence
 
 import numpy as np
@@ -16,31 +15,6 @@ import pandas as pd
 PASS, FAIL, NA = "pass", "fail", "n/a"
 STATUSES = (PASS, FAIL, NA)
 _STATUS_CODE = {PASS: 0, FAIL: 1, NA: 2}
-
-
-_SCOPES: dict[int, dict] = {}
-
-
-@contextlib.contextmanager
-def shared_results(kernels: pd.DataFrame):
-    """While open, `shared(kernels, ...)` computes each intermediate once for this table (the op
-    counters, the grid geometry, the occupancy limits are read by several views). Outside it,
-    every call computes afresh, so a table changed between calls is never served stale values."""
-    key = id(kernels)
-    _SCOPES[key] = {}
-    try:
-        yield
-    finally:
-        _SCOPES.pop(key, None)
-
-
-def shared(kernels: pd.DataFrame, name: str, make: Callable):
-    scope = _SCOPES.get(id(kernels))
-    if scope is None:
-        return make()
-    if name not in scope:
-        scope[name] = make()
-    return scope[name]
 
 
 def metric(kernels: pd.DataFrame, name: str) -> np.ndarray:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from views.common import categorical, first_metric, group_codes, metric, shared
+from views.common import categorical, first_metric, group_codes, metric
+from views.context import Context
 
 # Tensor ops (1 op = 1 FLOP) per tensor-pipe-active cycle per SM, dense 16-bit inputs (bf16, fp16)
 # with fp32 accumulate, by the path the MMA took. 9.0 gmma: 4096, seen on the H200 (4092 to 4101 on
@@ -57,12 +58,13 @@ def _to_hz(values: np.ndarray) -> np.ndarray:
     return np.where(values < 1e8, values * 1e3, values)
 
 
-def _cc_codes(kernels: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+def _cc_codes(ctx: Context) -> tuple[np.ndarray, list[str]]:
     """Compute capability per row as codes into a short list of texts ("9.0"; "" when unknown)."""
-    return shared(kernels, "cc_codes", lambda: _read_cc_codes(kernels))
+    return ctx.once(_read_cc_codes)
 
 
-def _read_cc_codes(kernels: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+def _read_cc_codes(ctx: Context) -> tuple[np.ndarray, list[str]]:
+    kernels = ctx.kernels
     if "cc" in kernels.columns:
         codes, uniques = pd.factorize(kernels["cc"], use_na_sentinel=True)
         names = [str(u).strip() for u in uniques]
@@ -78,9 +80,9 @@ def _read_cc_codes(kernels: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     return remap[np.where(codes < 0, len(names), codes)], distinct + [""]
 
 
-def cc(kernels: pd.DataFrame) -> pd.Categorical:
+def cc(ctx: Context) -> pd.Categorical:
     """Compute capability per row as text, "9.0"; null when unknown."""
-    codes, names = _cc_codes(kernels)
+    codes, names = _cc_codes(ctx)
     return categorical(np.where(codes == len(names) - 1, -1, codes), names[:-1])
 
 
@@ -89,66 +91,73 @@ def _cc_part(name: str, index: int) -> float:
     return float(parts[index]) if len(parts) > index and parts[index].isdigit() else np.nan
 
 
-def cc_major(kernels: pd.DataFrame) -> np.ndarray:
-    codes, names = _cc_codes(kernels)
+def cc_major(ctx: Context) -> np.ndarray:
+    codes, names = _cc_codes(ctx)
     return np.array([_cc_part(n, 0) for n in names])[codes]
 
 
-def cc_number(kernels: pd.DataFrame) -> np.ndarray:
+def cc_number(ctx: Context) -> np.ndarray:
     """9.0 -> 90, 8.6 -> 86: comparable with the sm numbers in kernel names."""
-    codes, names = _cc_codes(kernels)
+    codes, names = _cc_codes(ctx)
     return np.array([_cc_part(n, 0) * 10 + _cc_part(n, 1) for n in names])[codes]
 
 
-def _arch_lookup(kernels: pd.DataFrame, pick) -> np.ndarray:
+def _arch_lookup(ctx: Context, pick) -> np.ndarray:
     """A per-CC table value per row, NaN for capabilities the table does not know."""
-    codes, names = _cc_codes(kernels)
+    codes, names = _cc_codes(ctx)
     values = np.array([float(pick(ARCH.get(n, {}))) for n in names])
     return values[codes]
 
 
-def sm_count(kernels: pd.DataFrame) -> np.ndarray:
-    return shared(kernels, "sm_count", lambda: first_metric(
-        kernels, "launch__sm_count", "device__attribute_multiprocessor_count"))
+def sm_count(ctx: Context) -> np.ndarray:
+    return ctx.once(_sm_count)
 
 
-def max_warps_per_sm(kernels: pd.DataFrame) -> np.ndarray:
-    counted = metric(kernels, "device__attribute_max_warps_per_multiprocessor")
-    table = _arch_lookup(kernels, lambda a: a.get("max_warps_per_sm", np.nan))
+def _sm_count(ctx: Context) -> np.ndarray:
+    return first_metric(ctx.kernels, "launch__sm_count", "device__attribute_multiprocessor_count")
+
+
+def max_warps_per_sm(ctx: Context) -> np.ndarray:
+    counted = metric(ctx.kernels, "device__attribute_max_warps_per_multiprocessor")
+    table = _arch_lookup(ctx, lambda a: a.get("max_warps_per_sm", np.nan))
     return np.where(np.isnan(counted), table, counted)
 
 
-def max_clock_hz(kernels: pd.DataFrame) -> np.ndarray:
-    def make():
-        counted = _to_hz(first_metric(kernels, "device__attribute_max_gpu_frequency_khz",
-                                      "device__attribute_clock_rate"))
-        return np.where(np.isnan(counted), _arch_lookup(kernels, lambda a: a.get("max_clock_hz", np.nan)),
-                        counted)
-    return shared(kernels, "max_clock_hz", make)
+def max_clock_hz(ctx: Context) -> np.ndarray:
+    return ctx.once(_max_clock_hz)
 
 
-def dram_peak_from_attributes(kernels: pd.DataFrame) -> np.ndarray:
+def _max_clock_hz(ctx: Context) -> np.ndarray:
+    counted = _to_hz(first_metric(ctx.kernels, "device__attribute_max_gpu_frequency_khz",
+                                  "device__attribute_clock_rate"))
+    return np.where(np.isnan(counted), _arch_lookup(ctx, lambda a: a.get("max_clock_hz", np.nan)), counted)
+
+
+def dram_peak_from_attributes(ctx: Context) -> np.ndarray:
     """Bytes per second: memory clock × bus width × 2 (double data rate). 4.815 TB/s on the H200,
     within 0.3 % of what dram__throughput implies."""
-    clock = _to_hz(metric(kernels, "device__attribute_memory_clock_rate"))
-    width_bits = metric(kernels, "device__attribute_global_memory_bus_width")
+    clock = _to_hz(metric(ctx.kernels, "device__attribute_memory_clock_rate"))
+    width_bits = metric(ctx.kernels, "device__attribute_global_memory_bus_width")
     return clock * width_bits * 2 / 8
 
 
-def tensor_rate(kernels: pd.DataFrame, path: str) -> np.ndarray:
+def tensor_rate(ctx: Context, path: str) -> np.ndarray:
     """16-bit tensor ops per active cycle per SM on `path` ("gmma" or "hmma"), NaN if unknown."""
-    return _arch_lookup(kernels, lambda a: a.get("tensor_ops_per_cycle_per_sm", {}).get(path, np.nan))
+    return _arch_lookup(ctx, lambda a: a.get("tensor_ops_per_cycle_per_sm", {}).get(path, np.nan))
 
 
-def hfma2_rate(kernels: pd.DataFrame) -> np.ndarray:
-    return _arch_lookup(kernels, lambda a: a.get("hfma2_mma_inst_per_cycle_per_sm", np.nan))
+def hfma2_rate(ctx: Context) -> np.ndarray:
+    return _arch_lookup(ctx, lambda a: a.get("hfma2_mma_inst_per_cycle_per_sm", np.nan))
 
 
-def fp32_flops_per_cycle_per_sm(kernels: pd.DataFrame) -> np.ndarray:
-    return _arch_lookup(kernels, lambda a: a.get("fp32_flops_per_cycle_per_sm", np.nan))
+def fp32_flops_per_cycle_per_sm(ctx: Context) -> np.ndarray:
+    return _arch_lookup(ctx, lambda a: a.get("fp32_flops_per_cycle_per_sm", np.nan))
 
 
-def device_key(kernels: pd.DataFrame) -> np.ndarray:
+def device_key(ctx: Context) -> np.ndarray:
     """An integer per row naming its device (run, host, device index, CC), for per-device medians."""
-    columns = [c for c in DEVICE_KEY_COLUMNS if c in kernels.columns]
-    return shared(kernels, "device_key", lambda: group_codes(kernels, columns))
+    return ctx.once(_device_key)
+
+
+def _device_key(ctx: Context) -> np.ndarray:
+    return group_codes(ctx.kernels, [c for c in DEVICE_KEY_COLUMNS if c in ctx.kernels.columns])

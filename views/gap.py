@@ -16,10 +16,14 @@ import pandas as pd
 from views.common import safe_div
 
 STEPS = ("sm_throughput_pct", "sm_active_pct", "tensor_pipe_pct", "useful_tensor_pct")
+# Each step's factor: (the figure, the one before it).
+FACTORS = {"active_vs_headline": ("sm_active_pct", "sm_throughput_pct"),
+           "tensor_vs_active": ("tensor_pipe_pct", "sm_active_pct"),
+           "useful_vs_tensor": ("useful_tensor_pct", "tensor_pipe_pct")}
 EXPLAINERS = ("sm_coverage", "wave_efficiency", "sm_imbalance", "achieved_occupancy_pct",
               "theoretical_occupancy_pct", "issue_active_pct", "top_stall", "fill")
-COLUMNS = (["phase", "role", "kernels", "time_ns", "time_share_pct"] + list(STEPS)
-           + ["active_vs_headline", "tensor_vs_active", "useful_vs_tensor"] + list(EXPLAINERS))
+COLUMNS = (["phase", "role", "kernels", "time_ns", "time_share_pct"] + list(STEPS) + list(FACTORS)
+           + list(EXPLAINERS))
 
 
 def gap(groups: pd.DataFrame) -> pd.DataFrame:
@@ -27,9 +31,8 @@ def gap(groups: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(index=groups.index)
     for column in COLUMNS:
         out[column] = groups[column] if column in groups else np.nan
-    out["active_vs_headline"] = safe_div(out["sm_active_pct"], out["sm_throughput_pct"])
-    out["tensor_vs_active"] = safe_div(out["tensor_pipe_pct"], out["sm_active_pct"])
-    out["useful_vs_tensor"] = safe_div(out["useful_tensor_pct"], out["tensor_pipe_pct"])
+    for factor, (figure, before) in FACTORS.items():
+        out[factor] = safe_div(out[figure], out[before])
     if "top_stall" in out:
         out["top_stall"] = out["top_stall"].astype(object).where(out["top_stall"].notna(), None)
     return out.reset_index(drop=True)

@@ -1,5 +1,8 @@
 """Per phase and role figures, time-weighted by `gpu__time_duration.sum`.
 
+How each figure combines is its catalog declaration's (views/catalog.py): a time-weighted mean,
+a sum, a ratio of sums, or for a text figure the value that holds the most kernel time (with the
+share of the group's time it holds, `<figure>_time_share`).
 A group's figure is missing (NaN) when any of its kernels lacks it: a mean over the kernels that
 happen to have a value would pass a part for the whole (the attention range's fill would be its
 reduction kernel's). Sums follow the same rule; ratios (fill, intensity) are ratios of sums, over
@@ -10,16 +13,28 @@ sums of those, so a million rows are read once.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import pandas as pd
 
 from views.common import STATUSES, group_codes
+from views.vocabulary import KERNEL_ROLES, PHASE_ORDER
 
-PHASE_ORDER = ("cold_prefill", "warm_prefill", "decode", "other")
-ROLE_ORDER = ("qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj", "elementwise", "gemm",
-              "other", "all")
 ALL = "all"
+ROLE_ORDER = (*KERNEL_ROLES, ALL)
 KEYS = ["phase", "role"]
+
+
+@dataclass
+class GroupSpec:
+    """The figure columns a group combines, by how."""
+
+    means: list[str] = field(default_factory=list)  # time-weighted
+    sums: list[str] = field(default_factory=list)
+    ratios: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (numerator, denominator)
+    # text: the value holding the most time; name -> a value that counts only where no other occurs
+    modes: dict[str, str | None] = field(default_factory=dict)
 
 
 def _codes(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
@@ -36,37 +51,43 @@ def _bin(codes: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(codes, weights=values, minlength=size)
 
 
-def partials(kernels: pd.DataFrame, figures: list[str], sums: list[str],
-             ratios: dict[str, tuple[str, str]], view_ids: list[str]) -> pd.DataFrame:
-    """Per (phase, role): kernel count, time, Σ time·figure, sums, ratio parts, status counts."""
-    codes, out = _codes(kernels, KEYS)
-    size = len(out)
+def _with(labels: pd.DataFrame, columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    """The group labels and their columns as one frame, built at once (a few hundred columns)."""
+    return pd.concat([labels, pd.DataFrame(columns, index=labels.index)], axis=1)
+
+
+def partials(kernels: pd.DataFrame, spec: GroupSpec, view_ids: list[str]) -> pd.DataFrame:
+    """Per (phase, role): kernel count, time, Σ time·figure, sums, ratio parts, time per text
+    value, status counts."""
+    codes, labels = _codes(kernels, KEYS)
+    size = len(labels)
     weight = kernels["time_ns"].to_numpy(dtype=float)
-    out["kernels"] = np.bincount(codes, minlength=size)
-    out["time_ns"] = _bin(codes, weight, size)
-    for name in figures:
+    out = {"kernels": np.bincount(codes, minlength=size), "time_ns": _bin(codes, weight, size)}
+    for name in spec.means:
         if name in kernels.columns:
             out[f"{name}__weighted"] = _bin(codes, kernels[name].to_numpy(dtype=float) * weight, size)
-    for name in sums:
+    for name in spec.sums:
         if name in kernels.columns:
             out[name] = _bin(codes, kernels[name].to_numpy(dtype=float), size)
-    for name, (numerator, denominator) in ratios.items():
+    for name, (numerator, denominator) in spec.ratios.items():
         if numerator in kernels.columns and denominator in kernels.columns:
             den = kernels[denominator].to_numpy(dtype=float)
             takes_part = den != 0  # NaN counts: an unknown denominator makes the ratio unknown
             out[f"{name}__num"] = _bin(codes, np.where(takes_part, kernels[numerator].to_numpy(dtype=float), 0.0), size)
             out[f"{name}__den"] = _bin(codes, np.where(takes_part, den, 0.0), size)
-    if "top_stall" in kernels.columns:
-        stall = kernels["top_stall"]
-        categories = list(stall.cat.categories)
-        stall_codes = stall.cat.codes.to_numpy().astype(np.int64)
-        known = stall_codes >= 0
+    for name in spec.modes:
+        if name not in kernels.columns:
+            continue
+        values = kernels[name].astype("category")
+        categories = list(values.cat.categories)
+        value_codes = values.cat.codes.to_numpy().astype(np.int64)
+        known = value_codes >= 0
         width = len(categories)
-        # one pass: time per (group, top stall)
-        times = np.bincount(codes[known] * width + stall_codes[known], weights=weight[known],
+        # one pass: time per (group, value)
+        times = np.bincount(codes[known] * width + value_codes[known], weights=weight[known],
                             minlength=size * width).reshape(size, width)
-        for index, reason in enumerate(categories):
-            out[f"top_stall={reason}__time"] = times[:, index]
+        for index, value in enumerate(categories):
+            out[f"{name}={value}__time"] = times[:, index]
     for view in view_ids:
         column = f"validation_{view}"
         if column in kernels.columns:
@@ -74,29 +95,29 @@ def partials(kernels: pd.DataFrame, figures: list[str], sums: list[str],
             counts = np.bincount(codes * len(STATUSES) + status, minlength=size * len(STATUSES))
             for index, value in enumerate(STATUSES):
                 out[f"{view}_{value}"] = counts[index::len(STATUSES)]
-    return out
+    return _with(labels, out)
 
 
 def rollup(parts: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Partials summed over fewer keys (NaN stays NaN)."""
-    codes, out = _codes(parts, keys)
-    size = len(out)
+    codes, labels = _codes(parts, keys)
+    size = len(labels)
+    counts = ("kernels", *(c for c in parts.columns if c.endswith(tuple(f"_{s}" for s in STATUSES))))
+    out = {}
     for column in parts.columns:
         if column not in KEYS:
             out[column] = _bin(codes, parts[column].to_numpy(dtype=float), size)
-    out["kernels"] = out["kernels"].astype(int)
-    for column in out.columns:
-        if column.endswith(tuple(f"_{s}" for s in STATUSES)):
-            out[column] = out[column].astype(int)
-    return out
+            if column in counts:
+                out[column] = out[column].astype(int)
+    return _with(labels, out)
 
 
-def finish(parts: pd.DataFrame, total_time: float) -> pd.DataFrame:
-    """Partials -> figures: means, shares, ratios and the group's top stall."""
-    out = parts[[c for c in parts.columns if "__" not in c]].copy()
+def finish(parts: pd.DataFrame, total_time: float, modes: dict[str, str | None]) -> pd.DataFrame:
+    """Partials -> figures: means, shares, ratios and the text value holding the most time."""
     time_ns = parts["time_ns"].to_numpy(dtype=float)
     positive = np.where(time_ns > 0, time_ns, np.nan)
-    out["time_share_pct"] = 100 * time_ns / total_time if total_time and total_time > 0 else np.nan
+    out = {"time_share_pct": 100 * time_ns / total_time if total_time and total_time > 0
+           else np.full(len(parts), np.nan)}
     for column in parts.columns:
         if column.endswith("__weighted"):
             out[column[: -len("__weighted")]] = parts[column].to_numpy(dtype=float) / positive
@@ -105,14 +126,20 @@ def finish(parts: pd.DataFrame, total_time: float) -> pd.DataFrame:
             den = parts[f"{name}__den"].to_numpy(dtype=float)
             with np.errstate(divide="ignore", invalid="ignore"):
                 out[name] = np.where(den > 0, parts[column].to_numpy(dtype=float) / den, np.nan)
-    stall_columns = [c for c in parts.columns if c.startswith("top_stall=")]
-    if stall_columns:
-        times = parts[stall_columns].to_numpy(dtype=float)
-        names = np.array([c[len("top_stall="): -len("__time")] for c in stall_columns], dtype=object)
+    for name, fallback in modes.items():
+        value_columns = [c for c in parts.columns if c.startswith(f"{name}=") and c.endswith("__time")]
+        if not value_columns:
+            continue
+        times = parts[value_columns].to_numpy(dtype=float)
+        values = np.array([c[len(name) + 1: -len("__time")] for c in value_columns], dtype=object)
         found = times.max(axis=1) > 0
-        out["top_stall"] = np.where(found, names[times.argmax(axis=1)], None)
-        out["top_stall_time_share"] = np.where(found, times.max(axis=1) / positive, np.nan)
-    return out
+        ranked = times
+        if fallback in values:  # any other value with some time outranks the fallback
+            ranked = np.where(values == fallback, times, times + np.where(times > 0, 1e30, 0.0))
+        best = ranked.argmax(axis=1)
+        out[name] = np.where(found, values[best], None)
+        out[f"{name}_time_share"] = np.where(found, times[np.arange(len(times)), best] / positive, np.nan)
+    return _with(parts[[c for c in parts.columns if "__" not in c]], out)
 
 
 def order(groups: pd.DataFrame) -> pd.DataFrame:
@@ -126,15 +153,14 @@ def order(groups: pd.DataFrame) -> pd.DataFrame:
             .drop(columns=["_p", "_r"]).reset_index(drop=True))
 
 
-def groups_and_phases(kernels: pd.DataFrame, figures: list[str], sums: list[str],
-                      ratios: dict[str, tuple[str, str]], view_ids: list[str],
+def groups_and_phases(kernels: pd.DataFrame, spec: GroupSpec, view_ids: list[str],
                       total_time_ns: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per phase and role, per phase with role 'all'), both in display order. Time shares are of
     `total_time_ns`, the whole run's (these kernels may be a selection of it)."""
     if kernels.empty:
         empty = pd.DataFrame(columns=KEYS + ["kernels", "time_ns", "time_share_pct"])
         return empty, empty.copy()
-    parts = partials(kernels, figures, sums, ratios, view_ids)
+    parts = partials(kernels, spec, view_ids)
     per_phase = rollup(parts, ["phase"])
     per_phase.insert(1, "role", ALL)
-    return order(finish(parts, total_time_ns)), order(finish(per_phase, total_time_ns))
+    return order(finish(parts, total_time_ns, spec.modes)), order(finish(per_phase, total_time_ns, spec.modes))

@@ -1,4 +1,7 @@
-"""What a kernel's name says: library family, tile, split-K, architecture and MMA path.
+"""What a kernel's name says: its kind, library family, tile, split-K, architecture and MMA path.
+
+The one kernel-name parser: ingest stores its kind (profiler/ingest/nvtx.py), the views read the
+rest (and the kind, for a kernels table without one).
 
 Names are parsed once per distinct name (a capture of a million launches holds a few hundred
 names). A name no rule knows gives nulls, never an error: the views that need a tile are then n/a.
@@ -16,11 +19,22 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from views.common import shared
-
 FAMILIES = ("cublaslt_nvjet", "cublas", "cutlass", "cudnn_sdpa", "cudnn", "flash_attention",
             "cutlass_fmha", "flashinfer", "triton", "aten", "splitk_reduce")
-# Family -> kind, used only when a kernels table has no `kind` column of its own.
+
+# A kernel's kind (views/vocabulary.py KINDS) from words in its name: the first pattern that matches
+# decides, so the specific ones come first. cuDNN's `lean_reduction_kernel` is its SDPA's split-KV
+# reduction (it runs inside the attention range, seen on the H200).
+_KIND_PATTERNS = [
+    ("splitk_reduce", re.compile(r"splitkreduce|splitk_reduce|split_k_reduce|reduce_splitk", re.I)),
+    ("attention", re.compile(r"flash|fmha|sdpa|attention|attn|cudnn::lean_reduction|paged_?attention", re.I)),
+    ("gemm", re.compile(r"nvjet|gemm|cutlass|xmma|matmul|\bmm_|_mm\b|gemv|dot_kernel", re.I)),
+    ("elementwise", re.compile(
+        r"elementwise|vectorized|norm|reduce|catarray|copy|rotary|rope|silu|gelu|softmax|"
+        r"activation|fill|distribution|index|scatter|gather|unrolled|roll", re.I)),
+]
+# The kind a library family implies, for a name no pattern above knows. Where both speak they
+# agree on every kernel name of the bundled captures (tests/test_kernel_names.py).
 FAMILY_KIND = {"cublaslt_nvjet": "gemm", "cublas": "gemm", "cutlass": "gemm",
                "cudnn_sdpa": "attention", "flash_attention": "attention", "cutlass_fmha": "attention",
                "flashinfer": "attention", "splitk_reduce": "splitk_reduce", "aten": "elementwise",
@@ -28,7 +42,7 @@ FAMILY_KIND = {"cublaslt_nvjet": "gemm", "cublas": "gemm", "cutlass": "gemm",
 # The MMA instruction family a name claims -> the tensor path the counters should show (V8a).
 MMA_PATH = {"wgmma": "gmma", "wmma": "hmma", "hmma": "hmma"}
 
-COLUMNS = ("kernel_family", "tile", "tile_m", "tile_n", "tile_k", "cluster_m", "cluster_n",
+COLUMNS = ("kind", "kernel_family", "tile", "tile_m", "tile_n", "tile_k", "cluster_m", "cluster_n",
            "name_split_k", "persistent", "name_arch", "name_mma")
 
 _NVJET = re.compile(r"nvjet_(?:(sm\d+)_)?([a-z0-9]+)_(\d+)x(\d+)_(\d+)x(\d+)_(\d+)x(\d+)_(.*)")
@@ -187,10 +201,11 @@ def _other(name: str):
 _RULES: list[Callable[[str], dict | None]] = [_nvjet, _attention, _cublas, _cutlass, _other]
 
 
-def parse_name(name: str | None) -> dict:
-    """One kernel name -> the COLUMNS; all null (family None) when no rule knows it."""
-    if not isinstance(name, str) or not name:
-        return _row(None)
+def _pattern_kind(name: str) -> str | None:
+    return next((kind for kind, pattern in _KIND_PATTERNS if pattern.search(name)), None)
+
+
+def _family_row(name: str) -> dict:
     # split-K reduce kernels carry gemm-looking template arguments: decide them first
     if _SPLITK_REDUCE.search(name):
         return _row("splitk_reduce")
@@ -201,7 +216,21 @@ def parse_name(name: str | None) -> dict:
     return _row(None)
 
 
-TEXT_COLUMNS = ("kernel_family", "tile", "name_arch", "name_mma", "arch_path", "claimed_path")
+def parse_name(name: str | None) -> dict:
+    """One kernel name -> the COLUMNS: its kind (`other` when nothing says), and family and the
+    rest null when no rule knows it."""
+    if not isinstance(name, str) or not name:
+        return {"kind": "other", **_row(None)}
+    row = _family_row(name)
+    return {"kind": _pattern_kind(name) or FAMILY_KIND.get(row["kernel_family"], "other"), **row}
+
+
+def kind_of(name: str | None) -> str:
+    """What a kernel is (views/vocabulary.py KINDS), from its name alone."""
+    return parse_name(name)["kind"]
+
+
+TEXT_COLUMNS = ("kind", "kernel_family", "tile", "name_arch", "name_mma", "arch_path", "claimed_path")
 NUMBER_COLUMNS = ("tile_m", "tile_n", "tile_k", "cluster_m", "cluster_n", "arch_number")
 FLAG_COLUMNS = ("name_split_k", "persistent")
 
@@ -230,9 +259,3 @@ def parse_names(names: pd.Series) -> pd.DataFrame:
     for column in FLAG_COLUMNS:
         out[column] = table[column].to_numpy(dtype=bool)[codes]
     return pd.DataFrame(out, index=names.index, copy=False)
-
-
-def parsed_names(kernels: pd.DataFrame) -> pd.DataFrame:
-    """`parse_names` of a kernels table's `kernel_name`: the registry, V3, V7 and V8 all read it,
-    and within `views.common.shared_results` it is parsed once."""
-    return shared(kernels, "kernel_names", lambda: parse_names(kernels["kernel_name"]))

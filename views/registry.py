@@ -1,21 +1,30 @@
-"""The eight views, the metric list they need, and the function that runs them.
+"""The eight views, the catalog of their figures, the metric list they need, and the function
+that runs them.
 
-`required_metrics` derives the ncu `--metrics` list from the view modules' METRICS: the profiler
-collects exactly what the views read, and there is no second list to keep in step.
+A view is one module: ID, TITLE, METRICS (the ncu metrics it reads), FIGURES (catalog.Figure: what
+each column it computes is, for the reports), compute(ctx) and validate(ctx, figures). VIEWS below
+is the one list of them: everything else (the metric list the profiler collects, the group figures,
+the JSON keys, the terminal's and the report's tables, the gate's figures) is derived from the
+modules, so adding a view touches its module and that list only.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
-from views.common import STATUSES, metric, shared_results
-from views import (device, gap as gap_module, grouping, kernel_names, v1_time, v2_tensor, v3_fill,
-                   v4_occupancy, v5_waves, v6_stalls, v7_memory, v8_selection)
+from views.catalog import MEAN, MODE, RATIO, SUM, Figure
+from views.common import STATUSES, metric
+from views.context import Context, names
+from views import (device, gap as gap_module, grouping, v1_time, v2_tensor, v3_fill, v4_occupancy,
+                   v5_waves, v6_stalls, v7_memory, v8_selection)
 
 VIEWS = {m.ID: m for m in (v1_time, v2_tensor, v3_fill, v4_occupancy, v5_waves, v6_stalls,
                            v7_memory, v8_selection)}
@@ -23,12 +32,51 @@ VIEWS = {m.ID: m for m in (v1_time, v2_tensor, v3_fill, v4_occupancy, v5_waves, 
 IDENTITY = ("kernel_id", "kernel_name", "nvtx_stack", "phase", "role", "role_source", "kind", "shape_m",
             "shape_n", "shape_k", "attn_batch", "attn_heads", "attn_q_len", "attn_kv_len", "attn_head_dim",
             "attn_causal", "grid_blocks", "block_threads", "device", "cc", "process_id", "run_id")
-# VIEWS.md "Machine-readable output": the keys every kernel carries (null when not computed).
-JSON_KERNEL_KEYS = ("id", "name", "phase", "role", "time_ns", "sm_active_pct", "sm_throughput_pct",
-                    "kind", "tensor_pipe_pct", "tensor_ops", "mma_path", "fill", "useful_tensor_pct",
-                    "achieved_occupancy_pct", "theoretical_occupancy_pct", "occupancy_limiter", "waves",
-                    "wave_efficiency", "top_stall", "dram_bytes", "intensity", "kernel_family", "tile",
-                    "split_k")
+# The identity every kernel's JSON record opens with (kernel_id and kernel_name under short names).
+JSON_IDENTITY = {"id": "kernel_id", "name": "kernel_name", "phase": "phase", "role": "role", "kind": "kind"}
+# V8's per phase and role summary of what ran (ViewsResult.selection).
+SELECTION_VIEW = v8_selection.ID
+
+
+def figures() -> Mapping[str, Figure]:
+    """The catalog: every figure the views declare, by column, in view order, each with its view."""
+    return _catalog(tuple(VIEWS.values()))
+
+
+@functools.lru_cache(maxsize=4)
+def _catalog(modules: tuple) -> Mapping[str, Figure]:
+    catalog: dict[str, Figure] = {}
+    for module in modules:
+        for figure in module.FIGURES:
+            if figure.column in catalog:
+                raise ValueError(f"{module.ID} declares {figure.column}, which "
+                                 f"{catalog[figure.column].view} declares already")
+            catalog[figure.column] = replace(figure, view=module.ID)
+    return MappingProxyType(catalog)
+
+
+def view_figures(view: str) -> list[Figure]:
+    """One view's figures, in its order."""
+    return [f for f in figures().values() if f.view == view]
+
+
+def title(view: str) -> str:
+    return VIEWS[view].TITLE
+
+
+def json_kernel_keys() -> tuple[str, ...]:
+    """The keys every kernel's JSON record carries (null when its view did not run): the identity
+    and each view's summary figures."""
+    return (*JSON_IDENTITY, *(c for c, f in figures().items() if f.summary))
+
+
+def gap_views() -> list[str]:
+    """The views whose figures the gap (headline -> useful) reads: they are computed whatever is
+    asked."""
+    catalog = figures()
+    owners = {v for c in gap_module.STEPS + gap_module.EXPLAINERS if c in catalog
+              for v in catalog[c].vouched_by}
+    return [v for v in VIEWS if v in owners]
 
 
 def view_ids(requested=None) -> list[str]:
@@ -55,14 +103,10 @@ def required_metrics(view_ids_=None) -> list[str]:
     return list(seen)
 
 
-# The gap (headline -> useful) reads these views' figures: they are computed whatever is asked.
-GAP_VIEWS = ("V1", "V2", "V3", "V4", "V5", "V6")
-
-
 def input_columns(view_ids_=None) -> list[str]:
     """The kernels-table columns the views (and the gap) read: identity, metrics, device attributes.
     A store reads only these (the others of a `--set full` capture are thousands)."""
-    ids = sorted(set(view_ids(view_ids_)) | set(GAP_VIEWS))
+    ids = sorted(set(view_ids(view_ids_)) | set(gap_views()))
     return list(dict.fromkeys(list(IDENTITY) + required_metrics(ids) + device.DEVICE_METRICS))
 
 
@@ -118,10 +162,11 @@ class ViewsResult:
     def to_dict(self, run=None) -> dict:
         k = self.kernels
         frame = pd.DataFrame(index=k.index)
-        for key in JSON_KERNEL_KEYS:
-            source = {"id": "kernel_id", "name": "kernel_name"}.get(key, key)
+        keys = json_kernel_keys()
+        for key in keys:
+            source = JSON_IDENTITY.get(key, key)
             frame[key] = k[source].astype(object) if source in k else None
-        extra = [c for c in k.columns if c not in IDENTITY and c not in JSON_KERNEL_KEYS
+        extra = [c for c in k.columns if c not in IDENTITY and c not in keys
                  and not c.startswith("validation_")]
         for column in extra:
             frame[column] = k[column].astype(object)
@@ -149,40 +194,45 @@ def _as_list(value) -> list:
     return [value] if isinstance(value, str) else list(value)
 
 
-def _group_spec(ids: list[str]):
-    figures, sums, ratios = [], [], {}
-    for view in [v for v in VIEWS if v in ids or v in GAP_VIEWS]:
-        module = VIEWS[view]
-        figures += getattr(module, "GROUP_FIGURES", [])
-        sums += getattr(module, "GROUP_SUMS", [])
-        ratios.update(getattr(module, "GROUP_RATIOS", {}))
-    return figures, sums, ratios
+def _computed_views(ids: list[str]) -> list[str]:
+    """The views that run: those asked for, and those the gap reads."""
+    gap = gap_views()
+    return [v for v in VIEWS if v in ids or v in gap]
+
+
+def _group_spec(ids: list[str]) -> grouping.GroupSpec:
+    computed = _computed_views(ids)
+    shown = [f for f in figures().values() if f.view in computed]
+    return grouping.GroupSpec(means=[f.column for f in shown if f.aggregate == MEAN],
+                              sums=[f.column for f in shown if f.aggregate == SUM],
+                              ratios={f.column: f.ratio_of for f in shown if f.aggregate == RATIO},
+                              modes={f.column: f.mode_fallback for f in shown if f.aggregate == MODE})
 
 
 def _assemble(kernels: pd.DataFrame, ids: list[str], devices: pd.DataFrame,
               total_time_ns: float | None = None) -> ViewsResult:
-    figures, sums, ratios = _group_spec(ids)
     if total_time_ns is None:
         time_ns = kernels["time_ns"].to_numpy(dtype=float)
         total_time_ns = float(time_ns.sum()) if len(time_ns) and not np.isnan(time_ns).any() else float("nan")
-    groups, phases = grouping.groups_and_phases(kernels, figures, sums, ratios, ids, total_time_ns)
+    groups, phases = grouping.groups_and_phases(kernels, _group_spec(ids), ids, total_time_ns)
     gap = gap_module.gap(grouping.order(pd.concat([groups, phases], ignore_index=True)))
-    selection = (v8_selection.selection(kernels) if "V8" in ids else
+    selection = (v8_selection.selection(kernels) if SELECTION_VIEW in ids else
                  pd.DataFrame(columns=v8_selection.SELECTION_COLUMNS))
     return ViewsResult(kernels, groups, gap, selection, devices, ids, total_time_ns)
 
 
-def _devices(kernels: pd.DataFrame, result: pd.DataFrame) -> pd.DataFrame:
+def _devices(ctx: Context, result: pd.DataFrame) -> pd.DataFrame:
     """One row per device: the constants the views used and where each came from."""
+    kernels = ctx.kernels
     if kernels.empty:
         return pd.DataFrame()
-    key = device.device_key(kernels)
+    key = device.device_key(ctx)
     first = np.unique(key, return_index=True)[1]
-    sub = kernels.iloc[first]
+    sub = Context(kernels.iloc[first])
     out = pd.DataFrame({
-        "device": sub["device"].to_numpy(dtype=object) if "device" in sub else None,
-        "name": sub["device__attribute_display_name"].to_numpy(dtype=object)
-        if "device__attribute_display_name" in sub else None,
+        "device": sub.kernels["device"].to_numpy(dtype=object) if "device" in sub.kernels else None,
+        "name": sub.kernels["device__attribute_display_name"].to_numpy(dtype=object)
+        if "device__attribute_display_name" in sub.kernels else None,
         "cc": device.cc(sub),
         "sm_count": device.sm_count(sub),
         "max_clock_hz": device.max_clock_hz(sub),
@@ -193,7 +243,7 @@ def _devices(kernels: pd.DataFrame, result: pd.DataFrame) -> pd.DataFrame:
     })
     if "dram_peak_bytes_per_s" in result:
         implied = result["implied_dram_peak_bytes_per_s"].to_numpy()
-        peak, source = v7_memory.device_dram_peak(kernels, implied)
+        peak, source = v7_memory.device_dram_peak(ctx)
         out["dram_peak_bytes_per_s"] = peak[first]
         out["dram_peak_source"] = source[first]
         out["implied_peak_kernels"] = np.bincount(key, weights=~np.isnan(implied),
@@ -228,27 +278,25 @@ def compute_views(kernels: pd.DataFrame, view_ids_=None) -> ViewsResult:
     ids = view_ids(view_ids_)
     if "kernel_name" not in kernels.columns:
         raise ValueError("the kernels table has no kernel_name column: not an smlens kernels table")
-    kernels = _text_as_category(kernels.reset_index(drop=True))
-    with shared_results(kernels):
-        return _compute(kernels, ids)
+    return _compute(Context(_text_as_category(kernels.reset_index(drop=True))), ids)
 
 
-def _compute(kernels: pd.DataFrame, ids: list[str]) -> ViewsResult:
+def _compute(ctx: Context, ids: list[str]) -> ViewsResult:
+    kernels = ctx.kernels
     parts = {c: kernels[c] for c in IDENTITY if c in kernels.columns}
     if "kind" not in parts:
-        labels = kernel_names.parsed_names(kernels)["kernel_family"].map(kernel_names.FAMILY_KIND)
-        parts["kind"] = pd.Series(pd.Categorical(labels.astype(object).fillna("other")), index=kernels.index)
+        parts["kind"] = pd.Series(names(ctx)["kind"], index=kernels.index)
     parts["time_ns"] = pd.Series(metric(kernels, "gpu__time_duration.sum"), index=kernels.index)
 
     figure_frames, validation = [], {}
     # the gap's views always run (their figures feed it); only the requested ones are validated
-    for view in [v for v in VIEWS if v in ids or v in GAP_VIEWS]:
+    for view in _computed_views(ids):
         module = VIEWS[view]
-        figures = module.compute(kernels)
+        figures = module.compute(ctx)
         figure_frames.append(figures.drop(columns=[c for c in figures if c in parts]))
         if view not in ids:
             continue
-        checked = module.validate(kernels, figures)
+        checked = module.validate(ctx, figures)
         validation[f"validation_{view}"] = checked["status"]
         validation[f"validation_detail_{view}"] = checked["detail"]
     columns = dict(parts)
@@ -258,4 +306,4 @@ def _compute(kernels: pd.DataFrame, ids: list[str]) -> ViewsResult:
     columns.update(validation)
     # copy=False: a million rows of ~100 figures are not copied into one block
     result = pd.DataFrame(columns, index=kernels.index, copy=False)
-    return _assemble(result, ids, _devices(kernels, result))
+    return _assemble(result, ids, _devices(ctx, result))

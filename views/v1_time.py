@@ -10,7 +10,9 @@ import numpy as np
 import pandas as pd
 
 from views import device
+from views.catalog import HIGHER, LOWER, MEAN, NEITHER, SUM, Figure
 from views.common import Checks, metric, safe_div
+from views.context import Context
 
 ID = "V1"
 TITLE = "Time and SM activity"
@@ -22,7 +24,18 @@ METRICS = [
     "device__attribute_max_gpu_frequency_khz",
     "device__attribute_clock_rate",
 ]
-GROUP_FIGURES = ["sm_throughput_pct", "sm_active_pct", "sm_clock_ghz"]
+FIGURES = (
+    Figure("time_ns", "time", "ns", LOWER, SUM, "gpu__time_duration.sum: the kernel's duration",
+           summary=True),
+    Figure("sm_throughput_pct", "SM throughput", "%", HIGHER, MEAN,
+           "sm__throughput.avg.pct_of_peak_sustained_elapsed: the headline, what tools call SM "
+           "utilization (the busiest of many SM unit throughputs)", summary=True),
+    Figure("sm_active_pct", "SM active", "%", HIGHER, MEAN,
+           "100 x sm__cycles_active.avg / sm__cycles_elapsed.avg: how much of the elapsed time the "
+           "SMs had any work", summary=True),
+    Figure("sm_clock_ghz", "SM clock", "GHz", NEITHER, MEAN,
+           "sm__cycles_elapsed.avg / gpu__time_duration.sum: the SM clock the kernel ran at"),
+)
 
 # The SM clock must lie between this share of the device's boost clock and the boost clock itself
 # (+2 % for rounding). Seen on the H200: 1.57 to 1.97 GHz against 1.98. A wrong rollup (.sum, ×132)
@@ -31,7 +44,8 @@ CLOCK_FLOOR_SHARE = 0.3
 CLOCK_CEILING_SHARE = 1.02
 
 
-def compute(kernels: pd.DataFrame) -> pd.DataFrame:
+def compute(ctx: Context) -> pd.DataFrame:
+    kernels = ctx.kernels
     time_ns = metric(kernels, "gpu__time_duration.sum")
     elapsed = metric(kernels, "sm__cycles_elapsed.avg")
     return pd.DataFrame({
@@ -42,9 +56,10 @@ def compute(kernels: pd.DataFrame) -> pd.DataFrame:
     }, index=kernels.index, copy=False)
 
 
-def validate(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
+    kernels = ctx.kernels
     clock = figures["sm_clock_ghz"].to_numpy()
-    top = device.max_clock_hz(kernels) / 1e9
+    top = device.max_clock_hz(ctx) / 1e9
     low, high = CLOCK_FLOOR_SHARE * top, CLOCK_CEILING_SHARE * top
     checks = Checks(len(kernels))
     checks.na(np.isnan(clock), "needs sm__cycles_elapsed.avg and gpu__time_duration.sum")

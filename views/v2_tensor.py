@@ -12,7 +12,9 @@ import numpy as np
 import pandas as pd
 
 from views import device
-from views.common import Checks, choose, metric, safe_div, shared
+from views.catalog import HIGHER, KERNEL, MEAN, MODE, NEITHER, SUM, Figure
+from views.common import Checks, choose, metric, safe_div
+from views.context import Context
 
 ID = "V2"
 TITLE = "Tensor-pipe utilization"
@@ -38,8 +40,20 @@ GMMA_INST = "sm__inst_executed_pipe_tensor_op_gmma.sum"
 HFMA2_INST = "sm__inst_executed_pipe_tensor_op_hmma_type_hfma2.sum"
 METRICS = ([TENSOR_PIPE, TENSOR_PIPE_ELAPSED, "sm__cycles_active.avg", "launch__sm_count",
             HMMA_INST, GMMA_INST, HFMA2_INST] + [c for c, _, _ in OPS_COUNTERS])
-GROUP_FIGURES = ["tensor_pipe_pct", "tensor_pipe_elapsed_pct"]
-GROUP_SUMS = ["tensor_ops"]
+FIGURES = (
+    Figure("tensor_pipe_pct", "tensor pipe", "%", HIGHER, MEAN,
+           f"{TENSOR_PIPE}: the share of active cycles the tensor pipe was busy", summary=True),
+    Figure("tensor_pipe_elapsed_pct", "tensor elapsed", "%", HIGHER, MEAN,
+           f"{TENSOR_PIPE_ELAPSED}: the same share of elapsed cycles"),
+    Figure("tensor_ops", "tensor ops", "ops", NEITHER, SUM,
+           "the sum of the dense sm__ops_path_tensor_* counters: the MMA work (one op is one FLOP)",
+           summary=True),
+    Figure("mma_path", "MMA path", "text", NEITHER, MODE,
+           "gmma when wgmma ops were counted, hmma when only mma.sync ops, none when neither",
+           mode_fallback="none", summary=True),
+    Figure("tensor_ops_per_cycle_per_sm", "ops per busy cycle per SM", "ops/cycle/SM", NEITHER, KERNEL,
+           "tensor_ops / (tensor-pipe busy cycles summed over SMs): the rate the validation checks"),
+)
 
 # Bytes per input element of each input type (V7 weighs a GEMM's weights with it).
 ELEMENT_BYTES = {"16bit": 2.0, "tf32": 4.0, "8bit": 1.0}
@@ -54,12 +68,13 @@ def _paths(kernels: pd.DataFrame) -> list[tuple[str, str, str]]:
     return [(c, p, t) for c, p, t in OPS_COUNTERS if c in kernels.columns]
 
 
-def ops_by_path(kernels: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def ops_by_path(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
     """(gmma ops, hmma ops) per row; NaN where no op counter is present."""
-    return shared(kernels, "ops_by_path", lambda: _ops_by_path(kernels))
+    return ctx.once(_ops_by_path)
 
 
-def _ops_by_path(kernels: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _ops_by_path(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    kernels = ctx.kernels
     n = len(kernels)
     gmma, hmma = np.zeros(n), np.zeros(n)
     seen = np.zeros(n, dtype=bool)
@@ -69,7 +84,7 @@ def _ops_by_path(kernels: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         seen |= ~np.isnan(values)
         values = np.nan_to_num(values)
         if path == "by_cc":
-            hopper = device.cc_major(kernels) >= 9 if hopper is None else hopper
+            hopper = device.cc_major(ctx) >= 9 if hopper is None else hopper
             gmma += np.where(hopper, values, 0.0)
             hmma += np.where(hopper, 0.0, values)
         elif path == "gmma":
@@ -80,20 +95,24 @@ def _ops_by_path(kernels: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return gmma, hmma
 
 
-def tensor_ops(kernels: pd.DataFrame) -> np.ndarray:
-    def make():
-        gmma, hmma = ops_by_path(kernels)
-        return gmma + hmma
-    return shared(kernels, "tensor_ops", make)
+def tensor_ops(ctx: Context) -> np.ndarray:
+    return ctx.once(_tensor_ops)
 
 
-def mma_path(kernels: pd.DataFrame) -> pd.Categorical:
+def _tensor_ops(ctx: Context) -> np.ndarray:
+    gmma, hmma = ops_by_path(ctx)
+    return gmma + hmma
+
+
+def mma_path(ctx: Context) -> pd.Categorical:
     """gmma when wgmma ops were counted, hmma when only mma.sync ops, none when neither; null
     when the op counters are missing."""
-    def make():
-        gmma, hmma = ops_by_path(kernels)
-        return choose([gmma > 0, hmma > 0, (gmma == 0) & (hmma == 0)], ["gmma", "hmma", "none"])
-    return shared(kernels, "mma_path", make)
+    return ctx.once(_mma_path)
+
+
+def _mma_path(ctx: Context) -> pd.Categorical:
+    gmma, hmma = ops_by_path(ctx)
+    return choose([gmma > 0, hmma > 0, (gmma == 0) & (hmma == 0)], ["gmma", "hmma", "none"])
 
 
 def element_bytes(kernels: pd.DataFrame) -> np.ndarray:
@@ -104,12 +123,13 @@ def element_bytes(kernels: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def expected_busy_cycles(kernels: pd.DataFrame) -> np.ndarray:
+def expected_busy_cycles(ctx: Context) -> np.ndarray:
     """Tensor-pipe busy cycles summed over SMs that the counted ops need at the device's rates."""
+    kernels = ctx.kernels
     total = np.zeros(len(kernels))
     seen = np.zeros(len(kernels), dtype=bool)
-    rates = {"gmma": device.tensor_rate(kernels, "gmma"), "hmma": device.tensor_rate(kernels, "hmma")}
-    hopper = device.cc_major(kernels) >= 9
+    rates = {"gmma": device.tensor_rate(ctx, "gmma"), "hmma": device.tensor_rate(ctx, "hmma")}
+    hopper = device.cc_major(ctx) >= 9
     for column, path, dtype in _paths(kernels):
         values = metric(kernels, column)
         seen |= ~np.isnan(values)
@@ -121,30 +141,32 @@ def expected_busy_cycles(kernels: pd.DataFrame) -> np.ndarray:
     return total
 
 
-def compute(kernels: pd.DataFrame) -> pd.DataFrame:
-    ops = tensor_ops(kernels)
+def compute(ctx: Context) -> pd.DataFrame:
+    kernels = ctx.kernels
+    ops = tensor_ops(ctx)
     pipe = metric(kernels, TENSOR_PIPE)
-    busy_cycles = pipe / 100 * metric(kernels, "sm__cycles_active.avg") * device.sm_count(kernels)
+    busy_cycles = pipe / 100 * metric(kernels, "sm__cycles_active.avg") * device.sm_count(ctx)
     return pd.DataFrame({
         "tensor_pipe_pct": pipe,
         "tensor_pipe_elapsed_pct": metric(kernels, TENSOR_PIPE_ELAPSED),
         "tensor_ops": ops,
-        "mma_path": mma_path(kernels),
+        "mma_path": mma_path(ctx),
         "tensor_ops_per_cycle_per_sm": safe_div(np.where(ops > 0, ops, np.nan), busy_cycles),
     }, index=kernels.index, copy=False)
 
 
-def validate(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
+    kernels = ctx.kernels
     pipe = figures["tensor_pipe_pct"].to_numpy()
     ops = figures["tensor_ops"].to_numpy()
-    capacity = metric(kernels, "sm__cycles_active.avg") * device.sm_count(kernels)
-    predicted = 100 * safe_div(expected_busy_cycles(kernels), capacity)
+    capacity = metric(kernels, "sm__cycles_active.avg") * device.sm_count(ctx)
+    predicted = 100 * safe_div(expected_busy_cycles(ctx), capacity)
     # With no MMA ops the pipe can still be busy with HFMA2.MMA: the hfma2 counter when collected,
     # else the hmma-pipe instructions that are not wgmma.
     hfma2 = metric(kernels, HFMA2_INST)
     non_mma = np.where(np.isnan(hfma2),
                        metric(kernels, HMMA_INST) - np.nan_to_num(metric(kernels, GMMA_INST)), hfma2)
-    predicted_idle = 100 * safe_div(non_mma / device.hfma2_rate(kernels), capacity)
+    predicted_idle = 100 * safe_div(non_mma / device.hfma2_rate(ctx), capacity)
     predicted_idle = np.where(non_mma == 0, 0.0, predicted_idle)
     idle = ops == 0
     predicted = np.where(idle, predicted_idle, predicted)

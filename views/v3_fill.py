@@ -11,40 +11,30 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from views import kernel_names, tiles, v2_tensor
-from views.common import Checks, equals, first_metric, metric, safe_div, shared
+from views import v2_tensor
+from views.catalog import HIGHER, KERNEL, MEAN, NEITHER, RATIO, Figure
+from views.common import Checks, metric, safe_div
+from views.context import Context, geometry, kind_is, names, shapes
 
 ID = "V3"
 TITLE = "Fragment fill"
 METRICS = [v2_tensor.TENSOR_PIPE, "launch__grid_size"] + [c for c, _, _ in v2_tensor.OPS_COUNTERS]
-GROUP_FIGURES = ["useful_tensor_pct"]
-GROUP_RATIOS = {"fill": ("useful_flops", "tensor_ops")}
+FIGURES = (
+    Figure("useful_flops", "useful FLOPs", "FLOP", NEITHER, KERNEL,
+           "2·M·N·K for a GEMM; 4·B·H·Sq·Skv·D for attention (halved when causal); from the NVTX "
+           "shapes"),
+    Figure("fill", "fill", "ratio", HIGHER, RATIO, "useful FLOPs / tensor ops: the share of the "
+           "tensor work that was not padding", ratio_of=("useful_flops", "tensor_ops"),
+           rests_on=("V2",), summary=True),
+    Figure("predicted_fill", "predicted fill", "ratio", NEITHER, KERNEL,
+           "M·N·K / the problem padded to whole tiles of the kernel's name: what the validation "
+           "expects of a GEMM's fill"),
+    Figure("useful_tensor_pct", "useful tensor", "%", HIGHER, MEAN,
+           "tensor pipe x fill: the tensor work that was useful, the figure the headline should "
+           "have been", rests_on=("V2",), summary=True),
+)
 
 TOLERANCE = 0.05
-
-
-def kind_is(kernels: pd.DataFrame, *kinds: str) -> np.ndarray:
-    """The kernels table's `kind` is one of `kinds`; without a `kind` column, the name's family."""
-    def make():
-        if "kind" in kernels.columns:
-            return equals(kernels, "kind", *kinds)
-        families = [f for f, k in kernel_names.FAMILY_KIND.items() if k in kinds]
-        return np.asarray(kernel_names.parsed_names(kernels)["kernel_family"].isin(families), dtype=bool)
-    return shared(kernels, ("kind",) + kinds, make)
-
-
-def grid_blocks(kernels: pd.DataFrame) -> np.ndarray:
-    """launch__grid_size, else the identity column grid_blocks (the product of ncu's Grid Size)."""
-    return shared(kernels, "grid_blocks", lambda: first_metric(kernels, "launch__grid_size", "grid_blocks"))
-
-
-def geometry(kernels: pd.DataFrame) -> pd.DataFrame:
-    return shared(kernels, "geometry", lambda: tiles.geometry(
-        kernels, kernel_names.parsed_names(kernels), grid_blocks(kernels)))
-
-
-def shapes(kernels: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return tuple(metric(kernels, c) for c in ("shape_m", "shape_n", "shape_k"))
 
 
 def attention_flops(kernels: pd.DataFrame) -> np.ndarray:
@@ -54,15 +44,16 @@ def attention_flops(kernels: pd.DataFrame) -> np.ndarray:
     return 4 * b * h * sq * skv * d * np.where(causal == 1, 0.5, 1.0)
 
 
-def compute(kernels: pd.DataFrame) -> pd.DataFrame:
-    ops = v2_tensor.tensor_ops(kernels)
+def compute(ctx: Context) -> pd.DataFrame:
+    kernels = ctx.kernels
+    ops = v2_tensor.tensor_ops(ctx)
     pipe = metric(kernels, v2_tensor.TENSOR_PIPE)
-    m, n, k = shapes(kernels)
-    gemm = kind_is(kernels, "gemm")
+    m, n, k = shapes(ctx)
+    gemm = kind_is(ctx, "gemm")
     # the attention's matrix work sits in its tensor kernel; a flash-decoding reduce has no MMA ops
-    attention = kind_is(kernels, "attention") & (ops > 0)
+    attention = kind_is(ctx, "attention") & (ops > 0)
     useful = np.where(gemm, 2 * m * n * k, np.where(attention, attention_flops(kernels), np.nan))
-    geo = geometry(kernels)
+    geo = geometry(ctx)
     padded = geo["padded_m"].to_numpy() * geo["padded_n"].to_numpy() * geo["padded_k"].to_numpy()
     fill = safe_div(useful, ops)
     return pd.DataFrame({
@@ -74,23 +65,24 @@ def compute(kernels: pd.DataFrame) -> pd.DataFrame:
     }, index=kernels.index, copy=False)
 
 
-def validate(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
-    names = kernel_names.parsed_names(kernels)
+def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
+    kernels = ctx.kernels
+    tile = names(ctx)["tile"]
     fill = figures["fill"].to_numpy()
     predicted = figures["predicted_fill"].to_numpy()
-    m, _, _ = shapes(kernels)
-    ops = v2_tensor.tensor_ops(kernels)
+    m, _, _ = shapes(ctx)
+    ops = v2_tensor.tensor_ops(ctx)
     checks = Checks(len(kernels))
-    checks.na(kind_is(kernels, "attention"), "attention: no tile model predicts its fill "
-                                                     "(the figure itself comes from B, H, Sq, Skv, D)")
-    checks.na(~kind_is(kernels, "gemm"), "not a GEMM")
+    checks.na(kind_is(ctx, "attention"), "attention: no tile model predicts its fill "
+                                         "(the figure itself comes from B, H, Sq, Skv, D)")
+    checks.na(~kind_is(ctx, "gemm"), "not a GEMM")
     checks.na(np.isnan(m), "no problem shape: give M= N= K= in the role's NVTX range or --shapes")
     checks.na(np.isnan(ops), "no sm__ops_path_tensor_* counters")
     checks.na(ops == 0, "no tensor ops (a GEMM on CUDA cores)")
-    checks.na(np.asarray(names["tile"].isna()), "the kernel name gives no tile")
+    checks.na(np.asarray(tile.isna()), "the kernel name gives no tile")
     checks.na(np.isnan(predicted), "the tile does not fit the grid (split-K factor unknown)")
     close = np.abs(safe_div(fill, predicted) - 1) <= TOLERANCE
     checks.passed(close)
     checks.failed(~close, lambda f, p, t: f"fill {f:.3f} measured, {p:.3f} predicted by the {t} tile",
-                  fill, predicted, names["tile"])
+                  fill, predicted, tile)
     return checks.frame(kernels.index)

@@ -11,7 +11,9 @@ import numpy as np
 import pandas as pd
 
 from views import device
-from views.common import Checks, categorical, first_metric, metric, safe_div, shared
+from views.catalog import HIGHER, KERNEL, MEAN, MODE, NEITHER, Figure
+from views.common import Checks, categorical, first_metric, metric, safe_div
+from views.context import Context
 
 ID = "V4"
 TITLE = "Occupancy and its limiter"
@@ -21,7 +23,17 @@ ACHIEVED = "sm__warps_active.avg.pct_of_peak_sustained_active"
 THEORETICAL = "sm__maximum_warps_per_active_cycle_pct"
 METRICS = [ACHIEVED, THEORETICAL, "launch__block_size", "device__attribute_max_warps_per_multiprocessor"
            ] + LIMIT_METRICS
-GROUP_FIGURES = ["achieved_occupancy_pct", "theoretical_occupancy_pct"]
+FIGURES = (
+    Figure("achieved_occupancy_pct", "occupancy", "%", HIGHER, MEAN,
+           f"{ACHIEVED}: warps resident per active cycle against the SM's maximum", summary=True),
+    Figure("theoretical_occupancy_pct", "theoretical", "%", NEITHER, MEAN,
+           f"{THEORETICAL}: what the launch allows", summary=True),
+    Figure("occupancy_limiter", "limiter", "text", NEITHER, MODE,
+           "the resource of the launch__occupancy_limit_* counters that allows the fewest blocks "
+           "per SM (ties joined with +)", summary=True),
+    Figure("blocks_per_sm", "blocks per SM", "count", NEITHER, KERNEL,
+           "the fewest blocks any resource allows per SM"),
+)
 
 ABS_TOLERANCE_PCT = 0.01  # ncu prints percentages to 0.01
 ACHIEVED_SLACK_PCT = 1.0
@@ -31,19 +43,22 @@ def block_threads(kernels: pd.DataFrame) -> np.ndarray:
     return first_metric(kernels, "launch__block_size", "block_threads")
 
 
-def blocks_per_sm(kernels: pd.DataFrame) -> np.ndarray:
+def blocks_per_sm(ctx: Context) -> np.ndarray:
     """The fewest blocks any resource allows per SM; NaN when no limit is known."""
-    def make():
-        out = np.full(len(kernels), np.nan)
-        for name in LIMIT_METRICS:
-            out = np.fmin(out, metric(kernels, name))  # fmin ignores NaN
-        return out
-    return shared(kernels, "blocks_per_sm", make)
+    return ctx.once(_blocks_per_sm)
 
 
-def limiter(kernels: pd.DataFrame) -> pd.Categorical:
+def _blocks_per_sm(ctx: Context) -> np.ndarray:
+    out = np.full(len(ctx.kernels), np.nan)
+    for name in LIMIT_METRICS:
+        out = np.fmin(out, metric(ctx.kernels, name))  # fmin ignores NaN
+    return out
+
+
+def limiter(ctx: Context) -> pd.Categorical:
     """The resource(s) allowing the fewest blocks, ties joined with '+'; null without limits."""
-    low = blocks_per_sm(kernels)
+    kernels = ctx.kernels
+    low = blocks_per_sm(ctx)
     # a bit per resource -> a code; code 0 (no limit known) is null
     code = np.zeros(len(kernels), dtype=np.int64)
     for bit, name in enumerate(LIMIT_METRICS):
@@ -52,19 +67,21 @@ def limiter(kernels: pd.DataFrame) -> pd.Categorical:
     return categorical(code - 1, names)
 
 
-def compute(kernels: pd.DataFrame) -> pd.DataFrame:
+def compute(ctx: Context) -> pd.DataFrame:
+    kernels = ctx.kernels
     return pd.DataFrame({
         "achieved_occupancy_pct": metric(kernels, ACHIEVED),
         "theoretical_occupancy_pct": metric(kernels, THEORETICAL),
-        "occupancy_limiter": limiter(kernels),
-        "blocks_per_sm": blocks_per_sm(kernels),
+        "occupancy_limiter": limiter(ctx),
+        "blocks_per_sm": blocks_per_sm(ctx),
     }, index=kernels.index, copy=False)
 
 
-def validate(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
+    kernels = ctx.kernels
     warps_per_block = np.ceil(block_threads(kernels) / 32)
     recomputed = np.minimum(100.0, 100 * safe_div(figures["blocks_per_sm"].to_numpy() * warps_per_block,
-                                                  device.max_warps_per_sm(kernels)))
+                                                  device.max_warps_per_sm(ctx)))
     theoretical = figures["theoretical_occupancy_pct"].to_numpy()
     achieved = figures["achieved_occupancy_pct"].to_numpy()
     checks = Checks(len(kernels))

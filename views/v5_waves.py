@@ -10,25 +10,40 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from views import device, v3_fill, v4_occupancy
+from views import device, v4_occupancy
+from views.catalog import HIGHER, KERNEL, MEAN, NEITHER, Figure
 from views.common import Checks, metric, safe_div
+from views.context import Context, grid_blocks
 
 ID = "V5"
 TITLE = "Wave quantization and tail"
 WAVES = "launch__waves_per_multiprocessor"
 METRICS = [WAVES, "launch__grid_size", "launch__sm_count", "launch__cluster_size",
            "sm__cycles_active.avg", "sm__cycles_active.max"] + v4_occupancy.LIMIT_METRICS
-GROUP_FIGURES = ["wave_efficiency", "sm_coverage", "sm_imbalance"]
+FIGURES = (
+    Figure("waves", "waves", "waves", NEITHER, KERNEL, f"{WAVES}: the grid in waves of (SMs x "
+           "blocks per SM) blocks", summary=True),
+    Figure("wave_efficiency", "wave efficiency", "ratio", HIGHER, MEAN,
+           "waves / ceil(waves): the average share of block slots busy across the waves",
+           summary=True),
+    Figure("sm_coverage", "SM coverage", "share", HIGHER, MEAN,
+           "min(1, grid blocks / SMs): the share of SMs a grid of less than one wave reaches"),
+    Figure("sm_imbalance", "SM balance", "ratio", HIGHER, MEAN,
+           "sm__cycles_active.avg / sm__cycles_active.max: 1 when every SM was busy as long"),
+    Figure("waves_recomputed", "waves recomputed", "waves", NEITHER, KERNEL,
+           "grid blocks / (SMs x blocks per SM): what the validation holds ncu's waves against"),
+)
 
 # ncu prints waves to 0.01; a few more digits of slack for large wave counts
 ABS_TOLERANCE = 0.0051
 REL_TOLERANCE = 0.001
 
 
-def compute(kernels: pd.DataFrame) -> pd.DataFrame:
-    sms = device.sm_count(kernels)
-    grid = v3_fill.grid_blocks(kernels)
-    recomputed = safe_div(grid, sms * v4_occupancy.blocks_per_sm(kernels))
+def compute(ctx: Context) -> pd.DataFrame:
+    kernels = ctx.kernels
+    sms = device.sm_count(ctx)
+    grid = grid_blocks(ctx)
+    recomputed = safe_div(grid, sms * v4_occupancy.blocks_per_sm(ctx))
     waves = metric(kernels, WAVES)
     # ncu's waves are rounded to 0.01 (a 2-block grid shows 0.00): use the exact count when known
     exact = np.where(np.isnan(recomputed), waves, recomputed)
@@ -42,7 +57,8 @@ def compute(kernels: pd.DataFrame) -> pd.DataFrame:
     }, index=kernels.index, copy=False)
 
 
-def validate(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
+    kernels = ctx.kernels
     waves = figures["waves"].to_numpy()
     recomputed = figures["waves_recomputed"].to_numpy()
     cluster = metric(kernels, "launch__cluster_size")

@@ -13,18 +13,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from views.catalog import HIGHER, KERNEL, MEAN, MODE, NEITHER, Figure
 from views.common import Checks, categorical, metric, safe_div
+from views.context import Context
+from views.vocabulary import STALL_FAMILIES as FAMILIES
 
 ID = "V6"
 TITLE = "Stall signature"
-FAMILIES = {
-    "memory": ("long_scoreboard", "lg_throttle", "mio_throttle", "short_scoreboard", "tex_throttle",
-               "drain", "imc_miss"),
-    "compute": ("math_pipe_throttle", "wait", "dispatch_stall"),
-    "tensor": ("gmma",),
-    "sync": ("barrier", "membar", "sleeping"),
-    "scheduling": ("not_selected", "selected", "no_instruction", "branch_resolving", "misc"),
-}
 REASONS = tuple(r for reasons in FAMILIES.values() for r in reasons)
 NOT_A_STALL = "selected"
 WARPS_PER_ISSUE = "smsp__average_warps_active_per_issue_active.ratio"
@@ -36,8 +31,24 @@ def reason_metric(reason: str) -> str:
 
 
 METRICS = [reason_metric(r) for r in REASONS] + [WARPS_PER_ISSUE, ISSUE_ACTIVE, "gpu__time_duration.sum"]
-GROUP_FIGURES = ["issue_active_pct"] + [f"stall_{f}_share" for f in FAMILIES]
-# A group's top stall is the one that tops the most of its time (grouping.finish).
+FIGURES = (
+    Figure("issue_active_pct", "issue active", "%", HIGHER, MEAN,
+           f"{ISSUE_ACTIVE}: the share of active cycles a warp was issued"),
+    Figure("stall_sum", "stall sum", "warps/issue", NEITHER, KERNEL,
+           "the sum of the stall reasons: what the validation holds against ncu's warps per issue"),
+    *(Figure(f"stall_{family}_share", f"{family} stalls", "share", NEITHER, MEAN,
+             f"the {family} reasons ({', '.join(reasons)}) as a share of the stall sum")
+      for family, reasons in FAMILIES.items()),
+    # a group's top stall is the one that tops the most of its time
+    Figure("top_stall", "top stall", "text", NEITHER, MODE,
+           "the reason most warps waited on (selected, the warp that issued, left out)", summary=True),
+    Figure("top_stall_share", "top stall share", "share", NEITHER, KERNEL,
+           "the top stall's share of the stall sum"),
+    *(figure for rank, word in ((2, "second"), (3, "third")) for figure in (
+        Figure(f"stall_{rank}", f"{word} stall", "text", NEITHER, KERNEL, f"the {word} most waited-on reason"),
+        Figure(f"stall_{rank}_share", f"{word} stall share", "share", NEITHER, KERNEL,
+               f"the {word} stall's share of the stall sum"))),
+)
 
 TOLERANCE = 0.10
 MIN_DURATION_NS = 5000.0
@@ -61,7 +72,8 @@ def _add(columns: list[np.ndarray]) -> np.ndarray:
     return total
 
 
-def compute(kernels: pd.DataFrame) -> pd.DataFrame:
+def compute(ctx: Context) -> pd.DataFrame:
+    kernels = ctx.kernels
     present = [r for r in REASONS if reason_metric(r) in kernels.columns]
     values = {r: metric(kernels, reason_metric(r)) for r in present}
     n = len(kernels)
@@ -100,7 +112,8 @@ def compute(kernels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, index=kernels.index, copy=False)
 
 
-def validate(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
+    kernels = ctx.kernels
     total = figures["stall_sum"].to_numpy()
     expected = metric(kernels, WARPS_PER_ISSUE)
     time_ns = metric(kernels, "gpu__time_duration.sum")

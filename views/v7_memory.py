@@ -12,8 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from views import device, v2_tensor, v3_fill
-from views.common import Checks, categorical, combine, metric, safe_div, shared
+from views import device, v2_tensor
+from views.catalog import HIGHER, KERNEL, LOWER, MEAN, MODE, NEITHER, RATIO, SUM, Figure
+from views.common import Checks, categorical, combine, metric, safe_div
+from views.context import Context, kind_is, shapes
 
 ID = "V7"
 TITLE = "Memory traffic and roofline"
@@ -28,9 +30,26 @@ METRICS = ([DRAM_READ, DRAM_WRITE, DRAM_PCT, L2_HIT, "gpu__time_duration.sum", "
             "device__attribute_max_gpu_frequency_khz", "device__attribute_memory_clock_rate",
             "device__attribute_global_memory_bus_width"]
            + [c for c, _ in FP32_COUNTERS.values()] + [c for c, _, _ in v2_tensor.OPS_COUNTERS])
-GROUP_FIGURES = ["dram_pct", "l2_hit_pct"]
-GROUP_SUMS = ["dram_bytes", "flops"]
-GROUP_RATIOS = {"intensity": ("flops", "dram_bytes")}
+FIGURES = (
+    Figure("dram_bytes", "DRAM bytes", "bytes", LOWER, SUM, f"{DRAM_READ} + {DRAM_WRITE}", summary=True),
+    Figure("dram_read_bytes", "DRAM read", "bytes", LOWER, KERNEL, DRAM_READ),
+    Figure("dram_pct", "DRAM busy", "%", HIGHER, MEAN, f"{DRAM_PCT}: DRAM throughput against its peak"),
+    Figure("l2_hit_pct", "L2 hit", "%", HIGHER, MEAN, L2_HIT),
+    Figure("flops", "FLOPs", "FLOP", NEITHER, SUM,
+           "tensor ops + 2 x FP32 FMA + FP32 add + FP32 multiply (sm__sass_thread_inst_executed_op_*)"),
+    Figure("intensity", "intensity", "FLOP/byte", HIGHER, RATIO, "FLOPs / DRAM bytes",
+           ratio_of=("flops", "dram_bytes"), summary=True),
+    Figure("ridge_flops_per_byte", "ridge", "FLOP/byte", NEITHER, KERNEL,
+           "the device's peak FLOP/s on the kernel's path / its DRAM peak"),
+    Figure("bound", "bound", "text", NEITHER, MODE,
+           "memory below the ridge, compute at or above it", summary=True),
+    Figure("roofline_pct", "of roofline", "%", HIGHER, KERNEL,
+           "the FLOP/s (compute-bound) or DRAM bytes/s (memory-bound) attained against the roof"),
+    Figure("implied_dram_peak_bytes_per_s", "implied DRAM peak", "bytes/s", NEITHER, KERNEL,
+           "DRAM bytes / time / (DRAM busy / 100), where DRAM is at least 1 % busy"),
+    Figure("dram_peak_bytes_per_s", "DRAM peak", "bytes/s", NEITHER, KERNEL,
+           "the median implied peak of the kernel's device, else memory clock x bus width x 2"),
+)
 
 PEAK_TOLERANCE = 0.05
 # Below 1 % of peak, a percentage printed to 0.01 is too coarse to imply a peak (±0.5 % at 1 %).
@@ -44,41 +63,48 @@ def implied_peak(dram_bytes: np.ndarray, time_ns: np.ndarray, dram_pct: np.ndarr
     return np.where(dram_pct >= MIN_DRAM_PCT, peak, np.nan)
 
 
-def device_dram_peak(kernels: pd.DataFrame, implied: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _implied_peak(ctx: Context) -> np.ndarray:
+    kernels = ctx.kernels
+    return implied_peak(metric(kernels, DRAM_READ) + metric(kernels, DRAM_WRITE),
+                        metric(kernels, "gpu__time_duration.sum"), metric(kernels, DRAM_PCT))
+
+
+def device_dram_peak(ctx: Context) -> tuple[np.ndarray, pd.Categorical]:
     """(peak bytes/s per row, its source): the median implied peak of the row's device, else the
     memory clock and bus width attributes."""
-    return shared(kernels, "device_dram_peak", lambda: _device_dram_peak(kernels, implied))
+    return ctx.once(_device_dram_peak)
 
 
-def _device_dram_peak(kernels: pd.DataFrame, implied: np.ndarray) -> tuple[np.ndarray, pd.Categorical]:
-    key = device.device_key(kernels)
-    median = pd.Series(implied).groupby(key, observed=True).transform("median").to_numpy()
-    attributes = device.dram_peak_from_attributes(kernels)
+def _device_dram_peak(ctx: Context) -> tuple[np.ndarray, pd.Categorical]:
+    key = device.device_key(ctx)
+    median = pd.Series(ctx.once(_implied_peak)).groupby(key, observed=True).transform("median").to_numpy()
+    attributes = device.dram_peak_from_attributes(ctx)
     source = categorical(np.where(~np.isnan(median), 0, np.where(~np.isnan(attributes), 1, -1)),
                          ["dram__throughput", "device attributes"])
     return np.where(np.isnan(median), attributes, median), source
 
 
-def peak_flops(kernels: pd.DataFrame, path: pd.Categorical) -> np.ndarray:
+def peak_flops(ctx: Context, path: pd.Categorical) -> np.ndarray:
     """FLOP/s at the boost clock on the path the kernel took: tensor cores or FP32 CUDA cores."""
     gmma, hmma, none = (np.asarray(path == p, dtype=bool) for p in ("gmma", "hmma", "none"))
-    per_cycle = np.where(gmma, device.tensor_rate(kernels, "gmma"),
-                         np.where(hmma, device.tensor_rate(kernels, "hmma"),
-                                  np.where(none, device.fp32_flops_per_cycle_per_sm(kernels), np.nan)))
-    return per_cycle * device.sm_count(kernels) * device.max_clock_hz(kernels)
+    per_cycle = np.where(gmma, device.tensor_rate(ctx, "gmma"),
+                         np.where(hmma, device.tensor_rate(ctx, "hmma"),
+                                  np.where(none, device.fp32_flops_per_cycle_per_sm(ctx), np.nan)))
+    return per_cycle * device.sm_count(ctx) * device.max_clock_hz(ctx)
 
 
-def compute(kernels: pd.DataFrame) -> pd.DataFrame:
+def compute(ctx: Context) -> pd.DataFrame:
+    kernels = ctx.kernels
     read, write = metric(kernels, DRAM_READ), metric(kernels, DRAM_WRITE)
     dram_bytes = read + write
     time_ns = metric(kernels, "gpu__time_duration.sum")
     dram_pct = metric(kernels, DRAM_PCT)
-    flops = v2_tensor.tensor_ops(kernels)
+    flops = v2_tensor.tensor_ops(ctx)
     for column, weight in FP32_COUNTERS.values():
         flops = flops + weight * metric(kernels, column)
-    implied = implied_peak(dram_bytes, time_ns, dram_pct)
-    dram_peak, _ = device_dram_peak(kernels, implied)
-    flops_peak = peak_flops(kernels, v2_tensor.mma_path(kernels))
+    implied = ctx.once(_implied_peak)
+    dram_peak, _ = device_dram_peak(ctx)
+    flops_peak = peak_flops(ctx, v2_tensor.mma_path(ctx))
     ridge = safe_div(flops_peak, dram_peak)
     intensity = safe_div(flops, dram_bytes)
     compute_bound = (intensity >= ridge) | ((dram_bytes == 0) & (flops > 0))
@@ -102,7 +128,8 @@ def compute(kernels: pd.DataFrame) -> pd.DataFrame:
     }, index=kernels.index, copy=False)
 
 
-def _peak_check(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+def _peak_check(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
+    kernels = ctx.kernels
     implied = figures["implied_dram_peak_bytes_per_s"].to_numpy()
     peak = figures["dram_peak_bytes_per_s"].to_numpy()
     dram_pct = figures["dram_pct"].to_numpy()
@@ -118,11 +145,12 @@ def _peak_check(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
     return checks.frame(kernels.index)
 
 
-def _weights_check(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
-    _, n, k = v3_fill.shapes(kernels)
+def _weights_check(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
+    kernels = ctx.kernels
+    _, n, k = shapes(ctx)
     weight_bytes = n * k * v2_tensor.element_bytes(kernels)
     read = figures["dram_read_bytes"].to_numpy()
-    gemm = v3_fill.kind_is(kernels, "gemm")
+    gemm = kind_is(ctx, "gemm")
     checks = Checks(len(kernels))
     checks.na(~gemm, "")
     checks.na(np.isnan(weight_bytes) | np.isnan(read), "")
@@ -133,5 +161,5 @@ def _weights_check(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame
     return checks.frame(kernels.index, leftover="")
 
 
-def validate(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
-    return combine(kernels.index, _peak_check(kernels, figures), _weights_check(kernels, figures))
+def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
+    return combine(ctx.kernels.index, _peak_check(ctx, figures), _weights_check(ctx, figures))

@@ -13,14 +13,39 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from views import device, grouping, kernel_names, v2_tensor, v3_fill, v4_occupancy
+from views import device, v2_tensor, v4_occupancy
+from views.catalog import KERNEL, NEITHER, Figure
 from views.common import Checks, combine, metric
+from views.context import Context, geometry, grid_blocks, kind_is, names, shapes
+from views.vocabulary import PHASE_ORDER
 
 ID = "V8"
 TITLE = "Kernel selection"
 METRICS = [v2_tensor.GMMA_INST, v2_tensor.HMMA_INST, "launch__grid_size", "launch__cluster_size",
            "launch__sm_count"] + v4_occupancy.LIMIT_METRICS + [c for c, _, _ in v2_tensor.OPS_COUNTERS]
-GROUP_FIGURES: list[str] = []
+FIGURES = (
+    Figure("kernel_family", "kernel family", "text", NEITHER, KERNEL,
+           "the library the name says: cublaslt_nvjet, cutlass, cudnn_sdpa, flash_attention, ...",
+           summary=True),
+    Figure("tile", "tile", "text", NEITHER, KERNEL, "the tile the name says, in the library's terms",
+           summary=True),
+    Figure("split_k", "split-K", "flag", NEITHER, KERNEL,
+           "a GEMM whose name says split-K, or that a split-K reduce follows", summary=True),
+    Figure("split_k_factor", "split-K factor", "count", NEITHER, KERNEL,
+           "grid blocks / tiles, when the name says split-K"),
+    Figure("persistent", "persistent", "flag", NEITHER, KERNEL,
+           "a GEMM whose name says so, or whose grid is the device's co-resident capacity"),
+    Figure("arch_path", "architecture path", "text", NEITHER, KERNEL,
+           "the architecture and MMA instruction the name says, e.g. sm90 wgmma", summary=True),
+    Figure("arch_behind_device", "older than the device", "flag", NEITHER, KERNEL,
+           "built for an older architecture than the device it ran on"),
+    Figure("claimed_path", "claimed MMA path", "text", NEITHER, KERNEL,
+           "the tensor path (gmma, hmma) the name's MMA instruction implies"),
+    Figure("tile_count", "tiles", "count", NEITHER, KERNEL,
+           "the tiles (times the split-K factor) that cover the problem shape"),
+    Figure("grid_matches_tiles", "grid matches tiles", "flag", NEITHER, KERNEL,
+           "1 when the grid is one block per tile, in either orientation"),
+)
 SELECTION_KINDS = ("gemm", "attention", "splitk_reduce")
 SELECTION_COLUMNS = ["phase", "role", "kind", "choice", "kernels", "time_ns", "changed"]
 
@@ -42,32 +67,33 @@ def reduce_follows(kernels: pd.DataFrame, family: pd.Categorical) -> np.ndarray:
     return out
 
 
-def compute(kernels: pd.DataFrame) -> pd.DataFrame:
-    names = kernel_names.parsed_names(kernels)
-    gemm = v3_fill.kind_is(kernels, "gemm")
-    geo = v3_fill.geometry(kernels)
-    split = np.asarray(names["name_split_k"], dtype=bool) | reduce_follows(kernels, names["kernel_family"])
-    arch = names["arch_number"].to_numpy()
-    device_arch = device.cc_number(kernels)
+def compute(ctx: Context) -> pd.DataFrame:
+    kernels = ctx.kernels
+    parsed = names(ctx)
+    gemm = kind_is(ctx, "gemm")
+    geo = geometry(ctx)
+    split = np.asarray(parsed["name_split_k"], dtype=bool) | reduce_follows(kernels, parsed["kernel_family"])
+    arch = parsed["arch_number"].to_numpy()
+    device_arch = device.cc_number(ctx)
     behind = pd.arrays.BooleanArray(arch < device_arch, np.isnan(arch) | np.isnan(device_arch))
     flag = lambda values: pd.arrays.BooleanArray(values, ~gemm)  # noqa: E731 (GEMMs only)
     # persistent: the name says so, or the grid is the device's co-resident capacity (to a cluster)
     # and smaller than the tile count (seen: decode12's 224-tile gate_up on 132 blocks, no "coop")
-    grid = v3_fill.grid_blocks(kernels)
-    capacity = device.sm_count(kernels) * v4_occupancy.blocks_per_sm(kernels)
+    grid = grid_blocks(ctx)
+    capacity = device.sm_count(ctx) * v4_occupancy.blocks_per_sm(ctx)
     cluster = np.nan_to_num(metric(kernels, "launch__cluster_size"), nan=1.0)
     tile_count = geo["tile_count"].to_numpy()
     fills_device = (grid < tile_count) & (grid <= capacity) & (grid > capacity - np.maximum(cluster, 1))
-    persistent = np.asarray(names["persistent"], dtype=bool) | fills_device
+    persistent = np.asarray(parsed["persistent"], dtype=bool) | fills_device
     return pd.DataFrame({
-        "kernel_family": names["kernel_family"],
-        "tile": names["tile"],
+        "kernel_family": parsed["kernel_family"],
+        "tile": parsed["tile"],
         "split_k": flag(split),
         "split_k_factor": np.where(gemm, geo["split_k_factor"].to_numpy(), np.nan),
         "persistent": flag(persistent),
-        "arch_path": names["arch_path"],
+        "arch_path": parsed["arch_path"],
         "arch_behind_device": behind,
-        "claimed_path": names["claimed_path"],
+        "claimed_path": parsed["claimed_path"],
         "tile_count": geo["tile_count"].to_numpy(),
         "grid_matches_tiles": geo["grid_matches_tiles"].to_numpy(),
     }, index=kernels.index, copy=False)
@@ -77,10 +103,11 @@ def _true(flags: pd.Series) -> np.ndarray:
     return flags.to_numpy(dtype=bool, na_value=False)
 
 
-def _path_check(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+def _path_check(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
+    kernels = ctx.kernels
     claimed = figures["claimed_path"]
     gmma_inst, hmma_inst = metric(kernels, v2_tensor.GMMA_INST), metric(kernels, v2_tensor.HMMA_INST)
-    gmma_ops, hmma_ops = v2_tensor.ops_by_path(kernels)
+    gmma_ops, hmma_ops = v2_tensor.ops_by_path(ctx)
     # instructions when collected, else the op counters
     shows_gmma = np.where(np.isnan(gmma_inst), gmma_ops > 0, gmma_inst > 0)
     shows_hmma = np.where(np.isnan(hmma_inst), hmma_ops > 0, hmma_inst > 0) & ~shows_gmma
@@ -93,19 +120,20 @@ def _path_check(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
     checks.na(unknown, "needs the gmma/hmma instruction or op counters")
     agrees = np.where(claims_gmma, shows_gmma, shows_hmma)
     checks.passed(agrees & behind, lambda a, c, s: f"{a} kernel on a {c} device: the counters show "
-                  + ("gmma" if s == 0 else "hmma and no gmma"), figures["arch_path"], device.cc(kernels), shown)
+                  + ("gmma" if s == 0 else "hmma and no gmma"), figures["arch_path"], device.cc(ctx), shown)
     checks.passed(agrees)
     checks.failed(~agrees, lambda a, s: f"the name says {a}, the counters show "
                   + ("gmma", "hmma", "no MMA")[s], figures["arch_path"], shown)
     return checks.frame(kernels.index, leftover="")
 
 
-def _grid_check(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+def _grid_check(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
+    kernels = ctx.kernels
     tiles_needed = figures["tile_count"].to_numpy()
-    grid = v3_fill.grid_blocks(kernels)
+    grid = grid_blocks(ctx)
     persistent = _true(figures["persistent"])
     matches = figures["grid_matches_tiles"].to_numpy() == 1
-    m, n, _ = v3_fill.shapes(kernels)
+    m, n, _ = shapes(ctx)
     checks = Checks(len(kernels))
     checks.na(np.isnan(tiles_needed) | np.isnan(grid), "")
     checks.passed(matches)
@@ -117,8 +145,8 @@ def _grid_check(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
     return checks.frame(kernels.index, leftover="")
 
 
-def validate(kernels: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
-    return combine(kernels.index, _path_check(kernels, figures), _grid_check(kernels, figures))
+def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
+    return combine(ctx.kernels.index, _path_check(ctx, figures), _grid_check(ctx, figures))
 
 
 def _choice(row) -> str:
@@ -151,7 +179,7 @@ def selection(result_kernels: pd.DataFrame) -> pd.DataFrame:
                .reset_index())
     for column in ("role", "phase", "kind"):
         grouped[column] = grouped[column].astype(object)
-    rank = {p: i for i, p in enumerate(grouping.PHASE_ORDER)}
+    rank = {p: i for i, p in enumerate(PHASE_ORDER)}
     grouped["phase_rank"] = grouped["phase"].map(rank).fillna(len(rank))
     grouped = grouped.sort_values(["role", "phase_rank", "kind"], kind="stable")
     # what the role ran in its first phase; anything else later is a change

@@ -1,14 +1,15 @@
-"""NVTX stack -> phase, role and shape; kernel name -> kind.
+"""NVTX stack -> phase, role and shape; the kernel's kind from the one name parser.
 
 The stack is what ncu's push/pop column holds: the ranges open on the launching thread, outermost
 first. A phase is the outermost range whose first word names one; a role the innermost range whose
-first word names one; a shape is `M=.. N=.. K=..` in the role range's message (VIEWS.md).
+first word names one; a shape is `M=.. N=.. K=..` in the role range's message (docs/VIEWS.md).
 """
 from __future__ import annotations
 
 import re
 import shlex
 
+from views.kernel_names import kind_of
 from views.vocabulary import KINDS, PHASES, ROLE_ALIASES, ROLES  # noqa: F401 (re-exported)
 
 _SHAPE = re.compile(r"\b([MNK])\s*=\s*(\d+)")
@@ -16,16 +17,6 @@ _SHAPE = re.compile(r"\b([MNK])\s*=\s*(\d+)")
 ATTENTION_KEYS = {"B": "attn_batch", "H": "attn_heads", "Sq": "attn_q_len", "Skv": "attn_kv_len",
                   "D": "attn_head_dim", "causal": "attn_causal"}
 _ATTENTION = re.compile(r"\b(B|H|Sq|Skv|D|causal)\s*=\s*(\d+)")
-
-# Kind from the kernel name alone; first match wins, so the specific patterns come first.
-_KIND_PATTERNS = [
-    ("splitk_reduce", re.compile(r"splitkreduce|splitk_reduce|split_k_reduce|reduce_splitk", re.I)),
-    ("attention", re.compile(r"flash|fmha|sdpa|attention|attn|cudnn::lean_reduction|paged_?attention", re.I)),
-    ("gemm", re.compile(r"nvjet|gemm|cutlass|xmma|matmul|\bmm_|_mm\b|gemv|dot_kernel", re.I)),
-    ("elementwise", re.compile(
-        r"elementwise|vectorized|norm|reduce|catarray|copy|rotary|rope|silu|gelu|softmax|"
-        r"activation|fill|distribution|index|scatter|gather|unrolled|roll", re.I)),
-]
 
 
 def parse_stack(cell: str | None) -> list[str]:
@@ -99,13 +90,6 @@ def attention_shape_of(entry: str | None) -> dict:
     return {column: (int(found[key]) if key in found else None) for key, column in ATTENTION_KEYS.items()}
 
 
-def kind_of(kernel_name: str) -> str:
-    for kind, pattern in _KIND_PATTERNS:
-        if pattern.search(kernel_name or ""):
-            return kind
-    return "other"
-
-
 def role_from_kind(kind: str) -> str:
     """The classifier's guess when no NVTX range names the role."""
     return {"attention": "attention", "gemm": "gemm", "splitk_reduce": "gemm",
@@ -155,7 +139,7 @@ class EagerOrder:
     """Roles for kernels replayed from a CUDA graph, taken from an eager run of the same step.
 
     Under `ncu --graph-profiling node` a graph's kernels carry only the ranges open on the host at
-    replay (the phase): the role ranges open during capture are gone (NCU_ON_H200.md). An eager
+    replay (the phase): the role ranges open during capture are gone (docs/NCU_ON_H200.md). An eager
     step of the same phase, run with its role ranges, launches nearly the same kernels in the same
     order, so the range-less kernels of that phase are walked along that order: the same name at
     the cursor or a few places ahead (the graph may lack a kernel or two, e.g. a copy), else, once

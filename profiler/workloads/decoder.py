@@ -5,7 +5,7 @@ It runs three phases, each in an NVTX push/pop range of the `smlens` domain:
 cold caches), `warm_prefill` (the same prompt again) and `decode` (one new token per step, against a
 KV cache). Inside a phase every layer is a range `layer_<i>` (decode steps add `step_<j>` around
 them), and inside a layer every kernel runs in a role range whose message carries its problem
-shape (VIEWS.md):
+shape (docs/VIEWS.md):
 
     smlens:cold_prefill / smlens:layer_0 / smlens:qkv_proj M=4096 N=6144 K=4096
     smlens:decode / smlens:step_1 / smlens:layer_0 / smlens:attention B=8 H=32 KVH=8 Sq=1 Skv=513 D=128 causal=0
@@ -28,9 +28,9 @@ import time
 from dataclasses import dataclass, field
 
 from profiler.workloads.models import ModelShape, get_model
+from views.vocabulary import PHASES
 
 DOMAIN = "smlens"
-PHASES = ("cold_prefill", "warm_prefill", "decode")
 DTYPES = ("bf16", "fp16", "fp32")
 _NULL = contextlib.nullcontext()
 

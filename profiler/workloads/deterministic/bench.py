@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 SCHEMA = "smlens.bench.determinism/1"
-DRAM_PEAK_BYTES_PER_S = 4.8e12     # H200 (NCU_ON_H200.md: implied dram__throughput peak)
+DRAM_PEAK_BYTES_PER_S = 4.8e12     # H200 (docs/NCU_ON_H200.md: implied dram__throughput peak)
 L2_ROTATE_BYTES = 150e6            # rotate weight copies until this many bytes are in play
 DEFAULT_BATCHES = "1..256"
 DECODE_TOKENS = (1, 8, 16)
@@ -84,7 +84,7 @@ def summarize(times_us: list[float]) -> dict:
 
 
 def versions() -> dict:
-    """Versions of everything the bits may depend on (DETERMINISM.md rule 5)."""
+    """Versions of everything the bits may depend on (docs/DETERMINISM.md rule 5)."""
     import numpy as np
     env = {"python": platform.python_version(), "numpy": np.__version__, "host": platform.node()}
     try:

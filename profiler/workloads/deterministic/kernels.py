@@ -1,7 +1,7 @@
 """Deterministic fused-upcast GEMMs `y = x . W^T (+ bias)`, their baselines and their CPU reference.
 
 The bits of every output element depend on the problem's K and on constants of this file only, never
-on M (the batch), the GPU, the run or the SM count (docs: DETERMINISM.md):
+on M (the batch), the GPU, the run or the SM count (docs/DETERMINISM.md):
 
 * 16-bit weights (bf16, fp16) are upcast to FP32 in registers; x is FP32; products are accumulated
   with IEEE-754 FP32 FMA on the CUDA cores (never tensor cores, never TF32).
@@ -23,7 +23,7 @@ equal to it are the evidence for "the same on every IEEE-compliant GPU".
 The GPU kernels need torch and triton (the `gpu` extra). The fast ones are written in Gluon
 (triton.experimental.gluon, Triton >= 3.5) because plain Triton gives no control over which thread
 holds which accumulator, and its FMA lowering of `tl.dot` is an order of magnitude short of both
-limits (DETERMINISM.md). `portable_linear` (`Linear(w)(x, "portable")`) is a plain-Triton kernel
+limits (docs/DETERMINISM.md). `portable_linear` (`Linear(w)(x, "portable")`) is a plain-Triton kernel
 with the same order that runs anywhere Triton runs, including `TRITON_INTERPRET=1` on a CPU; without
 Gluon, `det_linear` falls back to it.
 
@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
+
+from views.vocabulary import GEMM_ROLES, PHASES
 
 CHAIN_K = 256          # k per FMA chain: with K this fixes every output element's reduction order
 GEMV_MAX_M = 16        # M up to this runs the split-K decode kernel, above it the tile kernel
@@ -786,10 +788,6 @@ class GemmCase:
         return f"{self.role} M={self.M} N={self.N} K={self.K} impl={impl}"
 
 
-ROLES = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
-PHASES = ("cold_prefill", "warm_prefill", "decode")
-
-
 def default_phase(M: int) -> str:
     return "decode" if M <= 64 else "warm_prefill"
 
@@ -804,8 +802,8 @@ def parse_shape_item(item: str) -> GemmCase:
         if phase not in PHASES:
             raise BadInput(f"shape {item!r}: phase must be one of {', '.join(PHASES)}")
     role, sep, dims = text.partition(":")
-    if not sep or role not in ROLES:
-        raise BadInput(f"shape {item!r}: write [phase/]role:MxNxK with role one of {', '.join(ROLES)}")
+    if not sep or role not in GEMM_ROLES:
+        raise BadInput(f"shape {item!r}: write [phase/]role:MxNxK with role one of {', '.join(GEMM_ROLES)}")
     try:
         M, N, K = (int(v) for v in dims.lower().split("x"))
     except ValueError:

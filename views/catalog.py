@@ -1,0 +1,67 @@
+"""What a view declares about each figure it computes.
+
+A figure is a column of the views' per-kernel table. Its declaration, next to the view's compute
+and validate, says everything the reports need to show, compare and gate it without knowing the
+view: a label, a unit, which way is better, how a group of kernels combines it, and one line on
+what it is. The registry collects every view's figures into one catalog (`registry.figures()`),
+and the terminal, the HTML report, the JSON and the gate read it from there.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# How a group of kernels (a phase and role, a kernel family) combines the figure.
+MEAN = "mean"  # weighted by kernel time
+SUM = "sum"  # extensive: time, bytes, ops
+RATIO = "ratio"  # a ratio of two sums (`ratio_of`), over the kernels that do some of the denominator
+MODE = "mode"  # a text figure: the value that holds the most kernel time
+KERNEL = "kernel"  # per kernel only: an input of a validation, or a detail no group sums up
+AGGREGATES = (MEAN, SUM, RATIO, MODE, KERNEL)
+
+HIGHER, LOWER, NEITHER = "higher", "lower", "neither"
+BETTER = (HIGHER, LOWER, NEITHER)
+
+# `%`: percent of a peak or of cycles; `share`: a part of a whole as a fraction 0..1 (shown as a
+# percentage); `ratio`: a plain ratio (shown as 0.50); `text` and `flag`: not numbers.
+UNITS = ("ns", "%", "share", "ratio", "GHz", "ops", "FLOP", "FLOP/byte", "bytes", "bytes/s",
+         "ops/cycle/SM", "warps/issue", "waves", "count", "text", "flag")
+
+
+@dataclass(frozen=True)
+class Figure:
+    column: str
+    label: str  # a column heading: short, without the unit
+    unit: str
+    better: str  # which way a change is an improvement
+    aggregate: str
+    definition: str  # one line: the formula and the counters it reads
+    ratio_of: tuple[str, str] | None = None  # RATIO: (numerator, denominator) figure columns
+    # MODE: a value a group shows only when none of its kernels has another (mma_path's `none`: a
+    # GEMM's range runs gmma even where its elementwise kernels take longer)
+    mode_fallback: str | None = None
+    rests_on: tuple[str, ...] = ()  # other views whose figures this one is computed from
+    summary: bool = False  # one of the figures that sum up a kernel (every kernel's JSON carries it)
+    view: str = ""  # the view that declares it; the registry fills it in
+
+    def __post_init__(self):
+        if self.aggregate not in AGGREGATES:
+            raise ValueError(f"figure {self.column}: aggregate {self.aggregate!r} is none of {AGGREGATES}")
+        if self.better not in BETTER:
+            raise ValueError(f"figure {self.column}: better {self.better!r} is none of {BETTER}")
+        if self.unit not in UNITS:
+            raise ValueError(f"figure {self.column}: unit {self.unit!r} is none of {UNITS}")
+        if (self.aggregate == RATIO) != (self.ratio_of is not None):
+            raise ValueError(f"figure {self.column}: a RATIO figure and only one names its ratio_of")
+        if (self.aggregate == MODE) and self.unit != "text":
+            raise ValueError(f"figure {self.column}: MODE combines text figures only")
+        if self.mode_fallback is not None and self.aggregate != MODE:
+            raise ValueError(f"figure {self.column}: only a MODE figure has a mode_fallback")
+
+    @property
+    def is_text(self) -> bool:
+        return self.unit == "text"
+
+    @property
+    def vouched_by(self) -> tuple[str, ...]:
+        """The views whose validations vouch for this figure: its own and those it rests on."""
+        return tuple(dict.fromkeys((*self.rests_on, self.view)))
