@@ -1,4 +1,5 @@
-"""A real S3 server on loopback for the tests and the benchmark: moto in server mode, in its own process.
+"""A real S3 server on loopback for the tests and the benchmark: moto's server, in its own process,
+serving one request at a time (so that its conditional writes are atomic, as S3's are).
 
 The server checks credentials (moto's IAM access control, on from the first request on): a user is
 made through moto's IAM before that, and its key is what `env()` hands out. It stops when its
@@ -20,15 +21,26 @@ SETUP_ACTIONS = 3
 
 _SERVER = r"""
 import sys, threading
-from moto.server import ThreadedMotoServer
-server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-server.start()
-print(server._server.server_port, flush=True)
+from werkzeug.serving import make_server
+from moto.moto_server.werkzeug_app import (DomainDispatcherApplication, MotoRequestHandler,
+                                           create_backend_app)
+app, one_at_a_time = DomainDispatcherApplication(create_backend_app), threading.Lock()
+
+def serialized(environ, start_response):
+    # moto checks If-None-Match, then writes: another request can fall between the two, where S3
+    # does both at once (seen: two of 1,000 racing commits created the same log entry). One
+    # request at a time makes its conditional writes as atomic as S3's.
+    with one_at_a_time:
+        return list(app(environ, start_response))
+
+server = make_server("127.0.0.1", 0, serialized, threaded=True, request_handler=MotoRequestHandler)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+print(server.server_port, flush=True)
 # stop when the parent closes stdin, or after the lifetime cap
 done = threading.Event()
 threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
 done.wait(float(sys.argv[1]))
-server.stop()
+server.shutdown()
 """
 
 

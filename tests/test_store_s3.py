@@ -363,3 +363,20 @@ def test_profile_into_an_s3_store(fake_env, s3_store):
     runs = Store(s3_store, create=False).runs()
     assert sorted(json.loads(t)["repeat"] for t in runs["tags"]) == ["1", "2"]
     assert plain_runs(s3_store) == set(runs["id"])
+
+
+def test_racing_creates_of_one_key_have_one_winner(s3_store):
+    """What every commit rests on, held of the test server too: of writers creating the same key
+    at the same moment, exactly one succeeds."""
+    writers = [LogStore(s3_store).objects for _ in range(6)]
+    barrier = multiprocessing.pool.threading.Barrier(len(writers))
+
+    def create(args):
+        objects, key = args
+        barrier.wait(timeout=60)
+        return objects.put_if_absent(key, os.urandom(16))
+
+    with multiprocessing.pool.ThreadPool(len(writers)) as pool:
+        for n in range(20):
+            wins = pool.map(create, [(objects, f"race/{n}") for objects in writers])
+            assert sum(wins) == 1, n
