@@ -1,7 +1,8 @@
 """How a store on S3 scales with its runs: a loopback S3 server (moto, tests/s3server.py) filled with
 synthetic runs of N kernels each, built from the real H200 targeted capture (tests/data/
-targeted_raw.csv, 188 kernels, 391 columns) repeated to N rows, each run's kernel times scaled by
-its own factor. Runs are committed through the store's protocol (LogStore.add_staged: stage,
+targeted_raw.csv, 188 kernels, 391 columns) repeated to N rows (each run the capture's values:
+scaling one counter would break the views' validations, and the store's cost does not depend on
+them). Runs are committed through the store's protocol (LogStore.add_staged: stage,
 commit a log entry with If-None-Match, publish) by several writer threads at once, tagged with one
 of ten branches; past --protocol-runs, to build large stores in reasonable time, runs are written
 straight to their final keys with their log entries (the same objects a commit leaves, a third of
@@ -61,17 +62,13 @@ class Synthetic:
         frame = pd.concat([capture.kernels] * -(-kernels // len(capture.kernels)), ignore_index=True)
         frame = frame.head(kernels).assign(kernel_id=np.arange(kernels), run_id="")
         self.table = pa.Table.from_pandas(frame, preserve_index=False)
-        self.times = frame[TIME].to_numpy()
         self.units = pd.DataFrame({"metric": list(capture.units), "unit": list(capture.units.values())})
         self.kernels = kernels
         self.start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
     def write(self, i: int, run_id: str, folder: Path) -> dict:
-        factor = 1.0 + 0.05 * np.sin(i)  # each run its own speed, reproducibly
-        table = self.table.set_column(self.table.schema.get_field_index(TIME), TIME,
-                                      pa.array(self.times * factor))
-        table = table.set_column(self.table.schema.get_field_index("run_id"), "run_id",
-                                 pa.array([run_id] * self.kernels))
+        table = self.table.set_column(self.table.schema.get_field_index("run_id"), "run_id",
+                                      pa.array([run_id] * self.kernels))
         for key in (kernels_key(run_id), units_key(run_id)):
             (folder / key).parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(table, folder / kernels_key(run_id))
@@ -174,10 +171,8 @@ def measure(url: str, size: int, env: dict, repeats: int, duckdb_repeats: int) -
         started = time.perf_counter()
         proc = subprocess.run(command, env=env, capture_output=True, text=True)
         gate_s.append(time.perf_counter() - started)
-        # 0 pass, 1 regression, 2 could not judge (a figure some runs lack): all a judged store read
-        assert proc.returncode in (0, 1, 2) and proc.stdout.startswith("{"), proc.stderr[-800:]
+        assert proc.returncode == 0, proc.stdout[-800:] + proc.stderr[-800:]  # the same values: pass
     result["gate_cli_s"] = gate_s
-    result["gate_exit_code"] = proc.returncode
     result["duckdb_all_runs_s"] = timed(lambda: duckdb_all_runs(url, size), duckdb_repeats)
     return result
 
