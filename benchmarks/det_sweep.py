@@ -22,11 +22,12 @@ import torch  # noqa: E402
 
 from profiler.workloads.deterministic import bench  # noqa: E402
 from profiler.workloads.deterministic import kernels as det  # noqa: E402
+from profiler.workloads.deterministic.reference import CHAIN_K, reference_linear  # noqa: E402
 
 SHAPES = [("qkv_proj", 6144, 4096), ("o_proj", 4096, 4096), ("gate_up_proj", 28672, 4096), ("down_proj", 4096, 14336)]
 
 
-def gemv_variant(cfg, chain_k=det.CHAIN_K, fold=True):
+def gemv_variant(cfg, chain_k=CHAIN_K, fold=True):
     return lambda x, lin: det.det_linear(x, lin.wt, config=cfg, chain_k=chain_k, fold=fold)
 
 
@@ -100,7 +101,7 @@ def check_bits(out, quick):
         lin = det.Linear(inp.w)
         cols = bench.reference_columns(N)
         t0 = time.time()
-        ref = det.reference_linear(inp.x[:2].cpu(), inp.w.index_select(0, torch.tensor(cols, device="cuda")).cpu())
+        ref = reference_linear(inp.x[:2].cpu(), inp.w.index_select(0, torch.tensor(cols, device="cuda")).cpu())
         ref_s = time.time() - t0
         cases = [("det", 1), ("det", 2), ("det", 3), ("det", 8), ("det", 16), ("det", 17), ("det", 64), ("det", 200), ("det", 256),
                  ("portable", 2)]
@@ -156,7 +157,7 @@ def time_all(out, quick, repeats):
                 inner = max(len(use), 10) if M <= 64 else 1
                 calls = [(lambda lin=use[i % len(use)], fn=fn: fn(x, lin)) for i in range(inner)]
                 try:
-                    t = bench.time_graph(calls, repeats if M <= 64 else max(5, repeats // 4))
+                    t = bench.time_calls(calls, repeats if M <= 64 else max(5, repeats // 4))
                     t["tflops"] = 2.0 * M * N * K / (t["median_us"] * 1e-6) / 1e12
                     t["roofline_share"] = bench.weight_roofline_us(N, K) / t["median_us"]
                     rows.append({"role": role, "M": M, "N": N, "K": K, "variant": name, "same_bits_as_det": same, **t})
@@ -173,13 +174,13 @@ def time_all(out, quick, repeats):
 def ceilings(out):
     a = torch.empty(int(2e9) // 4, device="cuda")
     b = torch.empty_like(a)
-    t = bench.time_graph([lambda: b.copy_(a)], 10)
+    t = bench.time_calls([lambda: b.copy_(a)], 10)
     out["copy_TBps"] = 2 * a.numel() * 4 / (t["median_us"] * 1e-6) / 1e12
     del a, b
     torch.backends.cuda.matmul.allow_tf32 = False
     x = torch.randn(8192, 8192, device="cuda")
     y = torch.randn(8192, 8192, device="cuda")
-    t = bench.time_graph([lambda: x @ y], 5)
+    t = bench.time_calls([lambda: x @ y], 5)
     out["sgemm_TFLOPs"] = 2 * 8192 ** 3 / (t["median_us"] * 1e-6) / 1e12
     del x, y
     torch.cuda.empty_cache()
@@ -198,13 +199,20 @@ def main():
     EXTRA = args.extra
     MS = tuple(int(m) for m in args.ms.split(","))
     skip = set(args.skip.split(","))
-    out = {"env": bench.versions(), "chain_k": det.CHAIN_K}
+    out = {"env": bench.versions(), "chain_k": CHAIN_K}
     print(json.dumps(out["env"]), flush=True)
     t0 = time.time()
     steps = [("ceilings", ceilings), ("bits", lambda o: check_bits(o, args.quick)),
              ("timing", lambda o: time_all(o, args.quick, args.repeats)),
              ("layer", lambda o: o.__setitem__("layer", bench.layer_benchmark(
                  "llama-3.1-8b", ["det", "layercast", "cublas_bf16"], repeats=2)))]
+    run_steps(out, steps, skip, t0, os.path.join(args.out, "det_sweep.json"))
+    print_table(out)
+
+
+def run_steps(out: dict, steps, skip: set, t0: float, path: str) -> None:
+    """Each (name, step) not in `skip` on `out`, an error kept in `out` rather than raised; `out`
+    written to `path` after each step (the device machine keeps only what is written)."""
     for name, step in steps:
         if name in skip:
             continue
@@ -215,10 +223,9 @@ def main():
             out[f"{name}_trace"] = traceback.format_exc()[-3000:]
             print(out[f"{name}_trace"], flush=True)
         out[f"{name}_s"] = round(time.time() - t0, 1)
-        with open(os.path.join(args.out, "det_sweep.json"), "w") as f:
+        with open(path, "w") as f:
             json.dump(out, f, indent=1, default=str)
         print(f"{name} done at {time.time() - t0:.0f}s", flush=True)
-    print_table(out)
 
 
 def print_table(out):

@@ -1,13 +1,15 @@
 """The `smlens` command: one short function per command over the library modules.
 
 Data flows profiler -> views -> reports; this file is the one place that joins them.
-Every SmlensError becomes one line on stderr and its exit code; nothing else is caught here.
+Every SmlensError becomes one line on stderr and its exit code (README, "Exit codes"); anything
+else is a bug, reported on one line with exit code 70 (SMLENS_TRACEBACK=1 shows the traceback).
 """
 from __future__ import annotations
 
 import functools
 import os
 import sys
+import warnings
 from enum import Enum
 from pathlib import Path
 from typing import List, Optional
@@ -30,6 +32,17 @@ StoreOpt = typer.Option(None, "--store", envvar="SMLENS_STORE",
                         help="Store folder or s3://bucket/prefix (default ./smlens-store).")
 
 
+EXIT_INTERNAL = 70  # a bug in smlens (BSD sysexits' EX_SOFTWARE)
+
+
+def internal_error(err: Exception) -> str:
+    """A bug's one line, or the traceback when SMLENS_TRACEBACK asks for it."""
+    if os.environ.get("SMLENS_TRACEBACK"):
+        raise err
+    return (f"internal error ({type(err).__name__}: {str(err).strip()[:200]}); please report it "
+            "(SMLENS_TRACEBACK=1 shows where)")
+
+
 def store_path(store: Optional[str]):
     """The store's folder, or its URL as given (a Path would fold s3:// into s3:/)."""
     from profiler.ingest.objectstore import is_url
@@ -38,7 +51,10 @@ def store_path(store: Optional[str]):
 
 
 def fail(message: str, code: int = 2) -> None:
-    typer.echo(f"smlens: {message}", err=True)
+    # one line whatever a file or run name holds: control characters (newlines, terminal escapes)
+    # are shown escaped
+    shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in message)
+    typer.echo(f"smlens: {shown}", err=True)
     raise typer.Exit(code)
 
 
@@ -48,7 +64,10 @@ def guarded(func):
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         try:
-            return func(*args, **kwargs)
+            with warnings.catch_warnings():
+                # numpy's "invalid value" warnings: the views say n/a for such values themselves
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return func(*args, **kwargs)
         except SmlensError as err:
             fail(str(err), err.exit_code)
         except KeyboardInterrupt:
@@ -56,6 +75,10 @@ def guarded(func):
         except BrokenPipeError:  # `smlens ... | head`: stop quietly, and keep the final flush quiet too
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise typer.Exit(0)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except Exception as err:  # a bug: one line, not a traceback, unless asked for
+            fail(internal_error(err), EXIT_INTERNAL)
 
     return wrapper
 
@@ -82,12 +105,13 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
            format: Format = typer.Option(Format.table, "--format")):
     """Read ncu captures into the Parquet store, one run per file."""
     from profiler.ingest.capture import parse_shapes_file
-    from profiler.ingest.store import Store, parse_tags
+    from profiler.ingest.store import Store, check_name, parse_tags
     from reports.runs import print_runs, run_record
     import json
     import pandas as pd
 
     tags = parse_tags(tag)
+    check_name(name)
     shape_map = parse_shapes_file(shapes) if shapes else None
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -97,13 +121,15 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
                   TimeRemainingColumn(), transient=True, disable=not sys.stderr.isatty()) as bar:
         for file in files:
             task = bar.add_task(f"ingest {file.name}", total=None)
-            run_name = name if name and len(files) == 1 else (f"{name}-{file.name}" if name else None)
+            run_name = name if name is None or len(files) == 1 else f"{name}-{file.name}"
             row, new = the_store.ingest(file, name=run_name, tags=tags, shapes=shape_map,
                                         roles_from_order=roles_from_eager_order,
                                         on_progress=lambda done, total: bar.update(task, completed=done, total=total))
             rows.append({**row, "new": new})
             if format == Format.table and not new:
-                typer.echo(f"{file}: already in the store as run {row['id']}", err=True)
+                changed = " and ".join(row.get("changed") or [])
+                typer.echo(f"{file}: already in the store as run {row['id']}"
+                           + (f"; its {changed} updated" if changed else ""), err=True)
             elif format == Format.table:
                 for note in json.loads(row.get("notes") or "[]"):
                     typer.echo(f"{file.name}: note: {note}", err=True)
@@ -128,38 +154,90 @@ def show(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name
          store: Optional[str] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
     """One run: where it came from, and its kernels by phase and role."""
     import json
+    import pandas as pd
     from profiler.ingest.store import Store
     from reports.runs import print_run, run_summary
 
     the_store = Store(store_path(store), create=False)
-    summary = run_summary(the_store.run(run), the_store.kernels(run, columns=[
-        "phase", "role", "gpu__time_duration.sum"]), metric_count=len(the_store.units(run)))
+    kernels = the_store.kernels(run, columns=["phase", "role", "gpu__time_duration.sum"])
+    if "gpu__time_duration.sum" in kernels:  # stores written before cells were checked hold text
+        kernels["gpu__time_duration.sum"] = pd.to_numeric(kernels["gpu__time_duration.sum"], errors="coerce")
+    summary = run_summary(the_store.run(run), kernels, metric_count=len(the_store.units(run)))
     typer.echo(json.dumps(summary, indent=2)) if format == Format.json else print_run(summary)
 
 
 @command
-def rm(run: str = typer.Argument(..., help="Run id, id prefix or name."),
+def rm(run: List[str] = typer.Argument(..., help="Run id, id prefix or name; several remove several."),
+       yes: bool = typer.Option(False, "--yes", "-y", help="Remove several runs without asking."),
        store: Optional[str] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
-    """Remove a run from the store."""
+    """Remove runs from the store (all of them, or none when one reference is unknown or ambiguous)."""
     import json
+    from profiler.errors import BadInput
     from profiler.ingest.store import Store
     from reports.runs import run_record
 
-    row = Store(store_path(store), create=False).remove(run)
+    the_store = Store(store_path(store), create=False)
+    if len(run) > 1 and not yes and _stdin_is_terminal():
+        runs = the_store.runs()
+        ids = [the_store.resolve(ref, unique=True, runs=runs) for ref in run]
+        names = runs.set_index("id").loc[ids, "name"]
+        typer.echo("\n".join(f"  {run_id} {name}" for run_id, name in names.items()), err=True)
+        if not typer.confirm(f"remove these {len(ids)} runs?", err=True):
+            raise BadInput("nothing removed (not confirmed; --yes skips the question)")
+    rows = the_store.remove(run)
     if format == Format.json:
-        typer.echo(json.dumps(run_record(row)))
+        typer.echo(json.dumps([run_record(row) for row in rows]))
     else:
-        typer.echo(f"removed run {row['id']} ({row['name']})")
+        for row in rows:
+            typer.echo(f"removed run {row['id']} ({row['name']})")
 
 
-def _gate_runs(refs: Optional[List[str]], side: str, store: Path, shapes: Optional[dict]) -> list:
-    """The runs one side of the gate names, each with its views' per-kernel figures."""
+def _stdin_is_terminal() -> bool:
+    return sys.stdin.isatty()
+
+
+store_app = typer.Typer(no_args_is_help=True, help="Check the store for damage, and repair it.")
+app.add_typer(store_app, name="store")
+
+
+@store_app.command("check")
+@guarded
+def store_check(store: Optional[str] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
+    """Every inconsistency of the store and what `smlens store repair` would do: exit 0 when there
+    is none, 2 when there are some."""
+    import json
+    from profiler.ingest.store_check import check
+    from reports.store_report import print_store_check
+
+    report = check(store_path(store))
+    typer.echo(json.dumps(report, indent=2)) if format == Format.json else print_store_check(report)
+    raise typer.Exit(0 if report["ok"] else 2)
+
+
+@store_app.command("repair")
+@guarded
+def store_repair(store: Optional[str] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
+    """Make the store consistent: finish interrupted writes, rebuild the runs table from the run
+    folders' own records, and move what cannot be read to quarantine/ (nothing is deleted)."""
+    import json
+    from profiler.ingest.store_check import repair
+    from reports.store_report import print_store_repair
+
+    report = repair(store_path(store))
+    typer.echo(json.dumps(report, indent=2)) if format == Format.json else print_store_repair(report)
+    raise typer.Exit(0 if report["ok"] else 2)
+
+
+def _gate_runs(refs: Optional[List[str]], side: str, store: Path, shapes: Optional[dict],
+               identities: list) -> list:
+    """The runs one side of the gate names, each with its views' per-kernel figures; `identities`
+    receives what each run was measured on (gate_match)."""
     from profiler.gate_inputs import load_runs
     from reports.gate import Run
     from views.registry import compute_views
 
     return [Run(label, compute_views(kernels).kernels)
-            for label, kernels in load_runs(refs, side, store, shapes)]
+            for label, kernels in load_runs(refs, side, store, shapes, identities)]
 
 
 @command
@@ -173,26 +251,41 @@ def gate(baseline: Optional[List[str]] = typer.Option(
          junit: Optional[Path] = typer.Option(None, "--junit", help="Write JUnit XML here."),
          shapes: Optional[Path] = typer.Option(None, help="File of '[phase/]role M N K' lines for "
                                                "capture files whose NVTX ranges carry no shapes."),
+         allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="Gate runs of different "
+                                             "devices, workloads, model shapes or phases (refused "
+                                             "by default: exit 2)."),
          store: Optional[str] = StoreOpt,
          format: Format = typer.Option(Format.table, "--format")):
     """Gate current runs against baseline runs: exit 0 pass, 1 regression, 2 could not judge."""
     import json
     from profiler.errors import BadInput
+    from profiler.gate_match import mismatches
     from reports.gate import RulesError, cannot_judge, load_rules, run_gate
     from reports.gate_output import render_table, to_junit, to_markdown
 
     error = None
     try:  # a run or rules file that cannot be read is still a verdict CI must see: exit 2, reports written
         from profiler.ingest.capture import parse_shapes_file
+        if rules:
+            _require_utf8(rules, "--rules")
         rule_set = load_rules(rules) if rules else None
         shape_map = parse_shapes_file(shapes) if shapes else None
         from rich.console import Console
+        identities: tuple[list, list] = ([], [])
         with Console(stderr=True).status("reading the runs and computing their views"):
-            base_runs = _gate_runs(baseline, "baseline", store_path(store), shape_map)
-            current_runs = _gate_runs(current, "current", store_path(store), shape_map)
+            base_runs = _gate_runs(baseline, "baseline", store_path(store), shape_map, identities[0])
+            current_runs = _gate_runs(current, "current", store_path(store), shape_map, identities[1])
+        differences = mismatches(*identities)
+        if differences and not allow_mismatch:
+            raise BadInput("the runs do not compare like with like: " + "; ".join(differences)
+                           + "; compare runs of one device and workload, or pass --allow-mismatch")
         result = run_gate(base_runs, current_runs, rule_set)
+        result.warnings.extend(f"compared despite --allow-mismatch: {d}" for d in differences)
     except (SmlensError, RulesError) as err:
         error = str(err)
+        result = cannot_judge(error, baseline or [], current or [])
+    except Exception as err:  # a bug is no verdict either: exit 2 with the reports, not 1
+        error = internal_error(err)
         result = cannot_judge(error, baseline or [], current or [])
     for path, text in ((markdown, to_markdown), (junit, to_junit)):
         if path:
@@ -208,6 +301,17 @@ def gate(baseline: Optional[List[str]] = typer.Option(
     if error is not None:  # exit 2 whatever the cause: the gate's code for "could not judge"
         raise SmlensError(error, exit_code=2)
     raise typer.Exit(result.exit_code)
+
+
+def _require_utf8(path: Path, option: str) -> None:
+    from profiler.errors import BadInput
+
+    try:
+        Path(path).read_bytes().decode("utf-8")
+    except OSError:
+        return  # the reader says what is wrong with it
+    except UnicodeDecodeError:
+        raise BadInput(f"{option} {path} is not UTF-8 text: re-encode it, e.g. iconv -t utf-8") from None
 
 
 # --- report, demo ------------------------------------------------------------------------------
@@ -508,19 +612,25 @@ def determinism(model: str = typer.Option("llama-3.1-8b", help="Model whose four
                 batches: str = typer.Option("1..256", help="Batch sizes for batch invariance, e.g. 1..256 or 1,2,4."),
                 repeats: int = typer.Option(50, min=1, help="Runs per digest set and timed replays per case."),
                 impl: str = typer.Option("det,layercast,cublas_bf16,bi_tc", help="Implementations (det first)."),
+                bits: bool = typer.Option(True, help="Check batch invariance, run to run and the CPU reference."),
                 layer: bool = typer.Option(True, help="Also time a decoder layer: prefill 2048 + 32 decode steps."),
                 timing: bool = typer.Option(True, help="Time each projection (decode M=1,8,16, prefill 2048)."),
+                emulate: bool = typer.Option(False, help="Emulate a sample of det's outputs on the CPU at "
+                                             "M = 1..2048 and compare the bits."),
+                generate: bool = typer.Option(False, help="Greedy-decode a prompt alone and in batches of 2, 8, "
+                                              "32 (det, cuBLAS bf16, LayerCast) and compare logits and tokens."),
                 seed: int = typer.Option(0, help="Input seed (inputs are drawn on the CPU: the same everywhere)."),
                 out: Optional[Path] = typer.Option(None, "--out", help="Write the JSON result here."),
                 format: Format = typer.Option(Format.table, "--format")):
     """Bits (batch invariance, run to run, CPU reference) and speed against the baselines, on the GPU."""
     import json
     from profiler.workloads.deterministic import bench
-    from profiler.workloads.deterministic import kernels as det
+    from profiler.workloads.deterministic.kernels import IMPLS
+    from reports.bench import render_result
     impls = [i.strip() for i in impl.split(",") if i.strip()]
-    bad = [i for i in impls if i not in det.IMPLS]
+    bad = [i for i in impls if i not in IMPLS]
     if bad or not impls:
-        raise SmlensError(f"--impl: unknown {', '.join(bad) or 'empty list'}; choose from {', '.join(det.IMPLS)}")
+        raise SmlensError(f"--impl: unknown {', '.join(bad) or 'empty list'}; choose from {', '.join(IMPLS)}")
     batch_list = bench.parse_batches(batches)
     from profiler.workloads.models import get_model
     get_model(model)  # unknown model: a clear error before the GPU is touched
@@ -530,29 +640,43 @@ def determinism(model: str = typer.Option("llama-3.1-8b", help="Model whose four
     err = Console(stderr=True)
     with err.status("starting") as status:
         result = bench.run_determinism(model, batch_list, repeats, impls, layer=layer, timing=timing, seed=seed,
+                                       bits=bits, emulate=emulate, generate=generate,
                                        progress=lambda m: status.update(m), command=" ".join(sys.argv))
     if out is not None:
         out.write_text(json.dumps(result, indent=1))
     if format == Format.json:
         typer.echo(json.dumps(result))
     else:
-        bench.render_result(result)
+        render_result(result)
 
 
 @_bench_command
 def compare(a: Path = typer.Argument(..., help="Result of `smlens bench determinism --out` on one GPU."),
             b: Path = typer.Argument(..., help="The same on another GPU (or software stack)."),
+            impl: str = typer.Option("det", help="Implementations whose bits decide the exit code."),
             format: Format = typer.Option(Format.table, "--format")):
-    """Did two runs give the same bits? Exit 0 when the det kernels' bits match, 1 when they differ."""
+    """Did two runs give the same bits? Names every differing case. Exit 0 when the bits of every
+    case of --impl match, 1 when some differ, 2 when a case of --impl could not be compared."""
     import json
     from profiler.workloads.deterministic import bench
+    from reports.bench import render_comparison
     cmp = bench.compare_results(bench.load_result(a), bench.load_result(b))
     if format == Format.json:
         typer.echo(json.dumps(cmp))
     else:
-        bench.render_comparison(cmp)
-    if cmp["same_bits_by_impl"].get("det") is False:
-        raise typer.Exit(1)
+        render_comparison(cmp)
+    impls = [i.strip() for i in impl.split(",") if i.strip()]
+    code = bench.compare_exit_code(cmp, impls)
+    unjudged = [r["status"] for r in cmp["rows"] if r["impl"] in impls
+                and r["status"] not in ("same bits", "different bits")]
+    if code == 2 and len(unjudged) < sum(r["impl"] in impls for r in cmp["rows"]):
+        raise SmlensError(f"{len(unjudged)} case(s) of {', '.join(impls)} in {a} could not be compared "
+                          f"({', '.join(sorted(set(unjudged)))}): the bits are not known to match")
+    if code == 2:
+        raise SmlensError(f"{a} and {b} hold no comparable case of {', '.join(impls)} (missing, other inputs "
+                          "or no digest in common); run both with the same --seed and --impl")
+    if code:
+        raise typer.Exit(code)
 
 
 def main() -> None:

@@ -1,10 +1,11 @@
 """The runs `smlens gate` compares: `--baseline` / `--current` arguments -> labelled kernels tables
 (cli.py computes their views and hands them to the gate).
 
-An argument is a capture file (read directly, nothing is written to the store), a stored run (id,
-id prefix, name, `latest`), or `tag:KEY=VALUE` (every stored run with that tag; `tag:KEY=VALUE~N`
-the newest N). Several may be given by repeating the option or separating them with commas; a
-quoted glob (`'captures/base_*.csv'`) expands here.
+An argument is a stored run (id, id prefix, name, `latest`), a capture file (read directly,
+nothing is written to the store), or `tag:KEY=VALUE` (every stored run with that tag;
+`tag:KEY=VALUE~N` the newest N). A stored run wins over a file of the same name: a run's default
+name is its capture's file name. Several may be given by repeating the option or separating them
+with commas; a quoted glob (`'captures/base_*.csv'`) expands here.
 """
 from __future__ import annotations
 
@@ -70,11 +71,26 @@ def _labelled(kernels: pd.DataFrame | None, label: str) -> tuple[str, pd.DataFra
     return label, kernels
 
 
+def _stored_run(store_dir: Path, ref: str) -> str | None:
+    """The id of the stored run `ref` names, or None (no store, no such run, or the store cannot
+    be read: then `ref` may still be a file, and if it is not, resolving it again says why)."""
+    from profiler.ingest.store import MARKER, Store
+
+    if ref.startswith("tag:") or _is_glob(ref) or not (Path(store_dir) / MARKER).exists():
+        return None
+    try:
+        return Store(store_dir, create=False).resolve(ref)
+    except BadInput:
+        return None
+
+
 def load_runs(values: list[str] | None, side: str, store_dir: Path,
-              shapes: dict | None = None) -> list[tuple[str, pd.DataFrame]]:
+              shapes: dict | None = None, identities: list | None = None
+              ) -> list[tuple[str, pd.DataFrame]]:
     """Every run one side of the gate names, as (label, kernels table). Raises BadInput for what is
     missing. `shapes` (role -> M, N, K) applies to capture files whose NVTX ranges carry none, as
-    in ingest."""
+    in ingest. `identities`, when given, receives each run's gate_match.RunIdentity."""
+    from profiler.gate_match import identify
     from profiler.ingest.capture import read_capture
     from profiler.ingest.store import Store
 
@@ -83,17 +99,25 @@ def load_runs(values: list[str] | None, side: str, store_dir: Path,
         raise BadInput(f"no {side} given: --{side} RUN|FILE (repeat it for several runs)")
     runs: list[tuple[str, pd.DataFrame]] = []
     store = None
+
+    def add(kernels, label: str, tags: dict | None = None) -> None:
+        if identities is not None:
+            identities.append(identify(kernels, label, tags))
+        runs.append(_labelled(kernels, label))
+
     for ref in refs:
-        files = _capture_files(ref, side)
+        stored = _stored_run(store_dir, ref)
+        files = [] if stored else _capture_files(ref, side)
+        for path in files:
+            add(read_capture(path, shapes=shapes).kernels, path)
         if files:
-            runs += [_labelled(read_capture(path, shapes=shapes).kernels, path) for path in files]
             continue
-        if _looks_like_path(ref) and not ref.startswith("tag:"):
+        if not stored and _looks_like_path(ref) and not ref.startswith("tag:"):
             raise BadInput(f"--{side} {ref}: no such file")
         if store is None:
             store = Store(store_dir, create=False)
-        ids = _tagged_runs(store, ref[4:]) if ref.startswith("tag:") else [store.resolve(ref)]
+        ids = _tagged_runs(store, ref[4:]) if ref.startswith("tag:") else [stored or store.resolve(ref)]
         for run_id in ids:
             row = store.run(run_id)
-            runs.append(_labelled(store.kernels(run_id), f"{row['name']} ({run_id})"))
+            add(store.kernels(run_id), f"{row['name']} ({run_id})", json.loads(row.get("tags") or "{}"))
     return runs

@@ -18,7 +18,7 @@ import pytest
 from profiler.run import ncu
 from profiler.ingest.capture import read_capture
 from profiler.ingest.store import Store
-from profiler.workloads.deterministic import kernels as det
+from profiler.workloads.deterministic import reference, workload
 from tests.cli import smlens
 from tests.conftest import DATA
 from tests.test_profile import FAKES, QUICK, ncu_calls
@@ -49,8 +49,8 @@ def figures() -> dict[str, pd.DataFrame]:
 
 
 def test_every_kernel_has_its_phase_role_and_shape_from_the_ranges(figures):
-    expected = {(det.default_phase(c.M), c.role, c.M, c.N, c.K)
-                for c in det.model_cases("llama-3.1-8b", list(TOKENS))}
+    expected = {(workload.default_phase(c.M), c.role, c.M, c.N, c.K)
+                for c in workload.model_cases("llama-3.1-8b", list(TOKENS))}
     assert len(expected) == 12
     for impl, k in figures.items():
         assert (k["role_source"] == "nvtx").all(), impl
@@ -100,7 +100,7 @@ def test_every_fma_is_counted_in_the_flops(figures):
     k = figures["det"]
     gemm = k[k["kind"] == "gemm"]
     m, n, kk = (gemm[c].to_numpy(dtype="int64") for c in ("shape_m", "shape_n", "shape_k"))
-    chains = np.array([det.chain_count(int(v)) for v in kk])
+    chains = np.array([reference.chain_count(int(v)) for v in kk])
     ffma, fadd, flops = (gemm[c].to_numpy() for c in (FFMA, FADD, "flops"))
     decode = gemm["phase"].to_numpy() == "decode"
     assert (ffma == m * n * kk).all()
@@ -109,7 +109,7 @@ def test_every_fma_is_counted_in_the_flops(figures):
     assert (flops[~decode] == (2 * m * n * kk + m * n * chains)[~decode]).all()
     fold = k[k["kind"] == "splitk_reduce"]
     m, n = (fold[c].to_numpy(dtype="int64") for c in ("shape_m", "shape_n"))
-    chains = np.array([det.chain_count(int(v)) for v in fold["shape_k"]])
+    chains = np.array([reference.chain_count(int(v)) for v in fold["shape_k"]])
     assert (fold["flops"].to_numpy() == m * n * (chains - 1)).all()
 
 

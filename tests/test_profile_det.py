@@ -31,7 +31,7 @@ def test_plan_one_run_per_impl_without_ncu_or_gpu(monkeypatch, tmp_path):
         assert cmd[:3] == ["ncu", "--clock-control", "none"]
         assert cmd[cmd.index("--metrics") + 1].split(",") == required_metrics()
         tail = cmd[cmd.index("-m"):]
-        assert tail == ["-m", "profiler.workloads.deterministic.kernels", "--model", "llama-3.1-8b",
+        assert tail == ["-m", "profiler.workloads.deterministic.workload", "--model", "llama-3.1-8b",
                         "--tokens", "1,16,2048", "--impl", impl]
         # 4 projections x 3 M values, about 2 kernels each
         assert plan["expected_kernels"] == 24 and plan["skipped_duplicates_estimate"] is None
@@ -95,7 +95,7 @@ def test_the_planned_program_parses_its_arguments():
     """The argv the plan gives the workload is the workload's own: on a CPU it gets as far as
     looking for the GPU (exit 3), never to an argument error (exit 2)."""
     from profiler.run import profile as prof
-    from profiler.workloads.deterministic import kernels as det
+    from profiler.workloads.deterministic import workload as det
 
     options = prof.workload_options("det-gemm", given={"model": "mistral-7b", "tokens": "1,4096",
                                                        "impl": "layercast,bi_tc"})
@@ -105,7 +105,7 @@ def test_the_planned_program_parses_its_arguments():
     assert plans[0].tags == {"workload": "det-gemm", "model": "mistral-7b", "impl": "layercast",
                              "impls": "layercast,bi_tc", "tokens": "1,4096"}
     program = plans[0].invocations[0].program
-    assert program[1:3] == ["-m", "profiler.workloads.deterministic.kernels"]
+    assert program[1:3] == ["-m", "profiler.workloads.deterministic.workload"]
     if det.torch is not None and det.torch.cuda.is_available():
         pytest.skip("a GPU is here: the workload would run")
     assert det.main(program[3:]) == 3

@@ -15,12 +15,14 @@ that want a DataFrame.
 from __future__ import annotations
 
 import csv
-import gzip
 import io
+import math
 import re
 import shutil
 import subprocess
 import tempfile
+import zlib
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -80,13 +82,21 @@ DISPLAY_NAME_METRICS = {
     ("Compute Workload Analysis", "Issue Slots Busy"): "smsp__issue_active.avg.pct_of_peak_sustained_active",
 }
 
-_NUMBER = r"^[-+]?(\d{1,3}(,\d{3})+|\d+)?(\.\d+)?([eE][-+]?\d+)?$"
-_NOT_AVAILABLE = ("n/a", "N/A", "-", "nan", "NaN")
+# a number as ncu prints it: thousands separators allowed, never empty
+_NUMBER = r"^[-+]?((\d{1,3}(,\d{3})+|\d+)(\.\d*)?|\.\d+)([eE][-+]?\d+)?$"
+_NON_FINITE = r"^[-+]?(inf|infinity|nan)$"
+_NO_VALUE = ("", "n/a", "N/A", "-")  # ncu's ways of printing "no value": null, no note
 _GZIP_MAGIC = b"\x1f\x8b"
+_NCU_REP_MAGIC = b"NVR\x00"
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 _NOT_UTF8 = "is not UTF-8 text (ncu writes UTF-8): re-encode it, e.g. iconv -f latin1 -t utf-8"
 _ROW_START = re.compile(rb'^\s*"\d+",')
 BLOCK_BYTES = 16 << 20
+# Longer than any ncu line (a 10,000-metric header is under 1 MB) or cell (a long templated kernel
+# name is some kB): beyond, the file is not a capture, and refusing early keeps memory bounded.
+LINE_LIMIT_BYTES = 16 << 20
+CELL_LIMIT_BYTES = 1 << 20
+csv.field_size_limit(max(csv.field_size_limit(), LINE_LIMIT_BYTES))
 
 
 @dataclass
@@ -100,31 +110,114 @@ class Capture:
 # --- opening and sniffing ---------------------------------------------------------------------
 
 
-def _open_binary(path: Path):
+def check_readable(path: Path) -> None:
+    """A capture path that exists, is a file and can be opened, or BadInput saying which not."""
     if not path.exists():
         raise BadInput(f"{path}: no such file")
     if path.is_dir():
-        raise BadInput(f"{path}: is a folder, not an ncu capture")
-    handle = open(path, "rb")
-    magic = handle.read(2)
-    if magic == _GZIP_MAGIC:
-        handle.close()
-        handle = gzip.open(path, "rb")
-        magic = handle.read(2)
-    if magic in _UTF16_BOMS:  # e.g. a PowerShell redirect: transcode (such files are small)
-        data = (magic + handle.read()).decode("utf-16", errors="replace").encode("utf-8")
-        handle.close()
-        return io.BytesIO(data)
-    handle.seek(0)
-    return handle
-
-
-def _file_position(stream, total: int) -> int:
-    raw = getattr(stream, "fileobj", stream)  # gzip: the compressed file underneath
+        raise BadInput(f"{path}: is a folder, not an ncu capture; give the capture file inside it")
     try:
-        return min(raw.tell(), total)
-    except (AttributeError, OSError, ValueError):
-        return total
+        open(path, "rb").close()
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read it ({err.strerror or err})") from None
+
+
+class _Gunzip:
+    """gzip members decompressed as a stream. Unlike the gzip module read through a buffer, data
+    that ends before a member's end marker is an error, not a short file; output is produced a
+    bounded amount at a time (a small file may expand a thousandfold)."""
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self.fed = False  # the current member has had input
+        self.pending = b""  # compressed bytes not yet decompressed
+        self.buffer = bytearray()
+        self.ended = False
+
+    def read(self, size: int = -1) -> bytes:
+        while not self.ended and (size < 0 or len(self.buffer) < size):
+            if not self.pending:
+                self.pending = self.raw.read(1 << 20)
+                if not self.pending:
+                    if self.fed and not self.member.eof:
+                        raise EOFError
+                    self.ended = True
+                    break
+            if self.member.eof:  # the next member of a concatenated gzip file
+                self.member, self.fed = zlib.decompressobj(16 + zlib.MAX_WBITS), False
+            self.fed = True
+            self.buffer += self.member.decompress(self.pending, max(size - len(self.buffer), 1 << 20))
+            self.pending = self.member.unconsumed_tail or self.member.unused_data
+        size = len(self.buffer) if size < 0 else min(size, len(self.buffer))
+        out = bytes(self.buffer[:size])
+        del self.buffer[:size]
+        return out
+
+    def seek(self, offset: int) -> None:  # only back to the start, as _open_binary does
+        self.raw.seek(0)
+        self.__init__(self.raw)
+
+    def tell(self) -> int:
+        return self.raw.tell()
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+class _Source:
+    """A capture's bytes, gzip undone, whose read errors become BadInput naming the file."""
+
+    def __init__(self, handle, path: Path, compressed: bool):
+        self.handle, self.path, self.compressed = handle, path, compressed
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self.handle.read(size)
+        except EOFError:
+            raise BadInput(f"{self.path}: the gzip data is cut off (it ends before its end marker): "
+                           "copy or export the capture again") from None
+        except zlib.error as err:
+            raise BadInput(f"{self.path}: the gzip data is damaged ({_first_line(err)}): copy or "
+                           "export the capture again") from None
+        except OSError as err:
+            raise BadInput(f"{self.path}: cannot read it ({err.strerror or err})") from None
+
+    def position(self, total: int) -> int:
+        """Bytes of the file as stored that were read (gzip: the compressed position)."""
+        try:
+            return min(self.handle.tell(), total)
+        except (AttributeError, OSError, ValueError):
+            return total
+
+    def close(self) -> None:
+        self.handle.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _open_binary(path: Path) -> _Source:
+    check_readable(path)
+    try:
+        handle = open(path, "rb")
+    except OSError as err:
+        raise BadInput(f"{path}: cannot read it ({err.strerror or err})") from None
+    source = _Source(handle, path, compressed=False)
+    magic = source.read(2)
+    if magic == _GZIP_MAGIC:
+        handle.seek(0)
+        source = _Source(_Gunzip(handle), path, compressed=True)
+        magic = source.read(2)
+    if magic in _UTF16_BOMS:  # e.g. a PowerShell redirect: transcode (such files are small)
+        data = (magic + source.read()).decode("utf-16", errors="replace").encode("utf-8")
+        source.close()
+        return _Source(io.BytesIO(data), path, compressed=False)
+    source.handle.seek(0)
+    return source
 
 
 def _is_ncu_rep(path: Path) -> bool:
@@ -144,7 +237,7 @@ def _header_cells(line: bytes) -> list[str] | None:
 # --- raw page ---------------------------------------------------------------------------------
 
 
-def _row_chunks(stream, header: list[str], first_rest: bytes, found: dict,
+def _row_chunks(stream: "_Source", header: list[str], first_rest: bytes, found: dict,
                 filter_lines: bool = True) -> Iterator[bytes]:
     """The data rows, in blocks of whole lines; the units row goes to found["units"].
 
@@ -152,7 +245,8 @@ def _row_chunks(stream, header: list[str], first_rest: bytes, found: dict,
     one). With `filter_lines`, ncu's `==PROF==` lines and the program's own output are dropped
     wherever they fall and counted in found["noise"]; without it the caller's parser must skip them
     (the raw reader's does: their cells do not match the header, or their ID is no number). A last
-    row without its line end is a capture cut off mid-row.
+    row without its line end is a capture cut off mid-row; a line longer than LINE_LIMIT_BYTES is
+    no capture's.
     """
     id_index = header.index("ID")
     is_row = _ROW_START.match if id_index == 0 else (lambda line: line.lstrip().startswith(b'"'))
@@ -165,6 +259,9 @@ def _row_chunks(stream, header: list[str], first_rest: bytes, found: dict,
         if chunk:
             cut = data.rfind(b"\n")
             if cut < 0:
+                if len(data) > LINE_LIMIT_BYTES:
+                    raise BadInput(f"{stream.path}: a line longer than {LINE_LIMIT_BYTES >> 20} MiB after the "
+                                   "header: no ncu row is that long (not an ncu capture?)")
                 pending = data
                 continue
             block, pending = data[: cut + 1], data[cut + 1:]
@@ -172,8 +269,8 @@ def _row_chunks(stream, header: list[str], first_rest: bytes, found: dict,
             block, pending = data, b""
             tail = block[block.rfind(b"\n") + 1:]
             if tail.strip() and is_row(tail):
-                raise BadInput("the capture is cut off in the middle of a row (no line end after "
-                               "the last row): re-export it from the report")
+                raise BadInput(f"{stream.path}: the capture is cut off in the middle of a row (no line end "
+                               "after the last row): copy or export it again")
             if tail.strip():
                 block = block[: len(block) - len(tail)]
                 found["noise"] += 1
@@ -213,7 +310,8 @@ def _take_units_row(block: bytes, header: list[str], id_index: int, found: dict)
     return block
 
 
-def _unique_names(names: list[str]) -> list[str]:
+def _unique_names(names: list[str], notes: list | None = None) -> list[str]:
+    """The header's names, a repeated one numbered (`X#1`); a note names the repeated ones."""
     seen: dict[str, int] = {}
     out = []
     for name in names:
@@ -223,19 +321,83 @@ def _unique_names(names: list[str]) -> list[str]:
         else:
             seen[name] = 0
         out.append(name)
+    repeated = [name for name, copies in seen.items() if copies]
+    if repeated and notes is not None:
+        notes.append(f"the header names {len(repeated)} column(s) more than once ("
+                     + ", ".join(repeated[:4]) + (" ..." if len(repeated) > 4 else "")
+                     + f"): the later copies are stored as {repeated[0]}#1 and so on")
     return out
 
 
-def _numeric(array: pa.Array, lenient: bool = False) -> pa.Array | None:
-    """float64 if every filled cell is a number (thousands separators allowed), else None;
-    lenient: cells that are not numbers become null."""
-    array = pc.utf8_trim_whitespace(array.cast(pa.string()))
-    blank = pc.fill_null(pc.is_in(array, pa.array(("",) + _NOT_AVAILABLE)), True)
-    number = pc.fill_null(pc.match_substring_regex(array, _NUMBER), False)
-    if not lenient and not pc.all(pc.or_(blank, number)).as_py():
-        return None
-    cleaned = pc.if_else(number, pc.replace_substring(array, ",", ""), pa.scalar(None, pa.string()))
-    return pc.cast(cleaned, pa.float64())
+@dataclass
+class _CellCounts:
+    """What a column's text cells held."""
+
+    numbers: int = 0  # finite numbers
+    text: int = 0  # neither a number nor one of ncu's no-value spellings
+    non_finite: int = 0  # inf, nan, or a number beyond float64 (1e400)
+    example: str | None = None  # the first text cell
+
+    @property
+    def numeric(self) -> bool:
+        """A numeric column: numbers are the majority of its filled cells."""
+        filled = self.numbers + self.non_finite
+        return filled > 0 and filled >= self.text
+
+
+def _count(mask: pa.Array) -> int:
+    return int(pc.sum(pc.cast(mask, pa.int64())).as_py() or 0)
+
+
+def _classify_cells(array: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """Text cells -> (float64 values, null unless a finite number ("18,720" too); which cells are
+    text, neither a number nor a no-value spelling; which hold a value that is not finite)."""
+    text = pc.utf8_trim_whitespace(array.cast(pa.string()))
+    no_value = pc.or_kleene(pc.is_null(text), pc.fill_null(pc.is_in(text, pa.array(_NO_VALUE)), False))
+    number = pc.fill_null(pc.match_substring_regex(text, _NUMBER), False)
+    spelled = pc.fill_null(pc.match_substring_regex(text, _NON_FINITE, ignore_case=True), False)
+    values = pc.cast(pc.if_else(number, pc.replace_substring(text, ",", ""),
+                                pa.scalar(None, pa.string())), pa.float64())
+    overflow = pc.fill_null(pc.invert(pc.is_finite(values)), False)  # 1e400
+    values = pc.if_else(overflow, pa.scalar(None, pa.float64()), values)
+    is_text = pc.invert(pc.or_(pc.or_(no_value, number), spelled))
+    return values, is_text, pc.or_(spelled, overflow)
+
+
+def _parse_numbers(array: pa.Array) -> tuple[pa.Array, _CellCounts]:
+    """float64 from text cells, and what the cells held (see _classify_cells)."""
+    values, is_text, non_finite = _classify_cells(array)
+    counts = _CellCounts(numbers=len(values) - values.null_count, text=_count(is_text),
+                         non_finite=_count(non_finite))
+    if counts.text:
+        counts.example = pc.filter(pc.utf8_trim_whitespace(array.cast(pa.string())), is_text)[0].as_py()
+    return values, counts
+
+
+def _finite(values: pa.Array) -> tuple[pa.Array, int]:
+    """Non-finite values (inf, nan) made null, and how many there were."""
+    bad = pc.fill_null(pc.invert(pc.is_finite(values)), False)
+    count = _count(bad)
+    return (pc.if_else(bad, pa.scalar(None, pa.float64()), values) if count else values), count
+
+
+def _cell_notes(unreadable: Counter, examples: dict, non_finite: Counter) -> list[str]:
+    """One note per kind of unreadable cell, with a count per column."""
+    def per_column(counts: Counter, shown_examples: dict, shown: int = 6) -> str:
+        parts = [f"{name} {count}" + (f" (e.g. {shown_examples[name][:24]!r})"
+                                      if name in shown_examples else "")
+                 for name, count in counts.most_common(shown)]
+        more = len(counts) - shown
+        return ", ".join(parts) + (f" and {more} more column(s)" if more > 0 else "")
+
+    notes = []
+    if unreadable:
+        notes.append("cells that are not numbers in numeric columns, stored as null: "
+                     + per_column(unreadable, examples))
+    if non_finite:
+        notes.append("values that are not finite (inf, nan, beyond float64), stored as null: "
+                     + per_column(non_finite, {}))
+    return notes
 
 
 def _ints(values) -> pd.Series:
@@ -333,8 +495,9 @@ def _identity_frame(table: pa.Table, classifier: Classifier) -> pd.DataFrame:
 
 
 def _find_header(stream, path: Path) -> tuple[list[str], bytes]:
-    """Read up to the header row; return its cells and the bytes after it."""
-    scanned = b""
+    """Read up to the header row; return its cells and the bytes after it. Each line is looked at
+    once, and no more than 64 MB are read before giving up."""
+    pending, scanned = b"", 0
     while True:
         chunk = stream.read(1 << 20)
         if not chunk and not scanned:
@@ -342,11 +505,12 @@ def _find_header(stream, path: Path) -> tuple[list[str], bytes]:
         if b"\0" in chunk[:65536]:
             raise BadInput(f"{path}: binary data, not an ncu CSV (for a .ncu-rep report keep its "
                            "'.ncu-rep' name)")
-        scanned += chunk
-        lines = scanned.split(b"\n")
-        complete = lines if not chunk else lines[:-1]
+        scanned += len(chunk)
+        data = pending + chunk
+        lines = data.split(b"\n")
+        pending = lines.pop() if chunk else b""
         offset = 0
-        for line in complete:
+        for line in lines:
             offset += len(line) + 1
             cells = _header_cells(line)
             if cells is not None:
@@ -354,8 +518,8 @@ def _find_header(stream, path: Path) -> tuple[list[str], bytes]:
                 if missing:
                     raise BadInput(f"{path}: the header lacks {', '.join(missing)}: not an ncu "
                                    "--csv capture")
-                return cells, scanned[offset:]
-        if not chunk or len(scanned) > (64 << 20):
+                return cells, data[offset:]
+        if not chunk or scanned > (64 << 20) or len(pending) > LINE_LIMIT_BYTES:
             raise BadInput(f"{path}: no ncu CSV header (a row starting \"ID\",\"Process ID\",...) "
                            "found: export with `ncu --csv --page raw` or `--page details`")
 
@@ -383,17 +547,24 @@ def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None =
             table = converter.convert(block, found["units"])
             rows += table.num_rows
             if on_progress is not None:
-                on_progress(_file_position(stream, total), total)
+                on_progress(stream.position(total), total)
             yield table, converter.units
-    skipped = found.get("noise", 0) + converter.skipped_rows
-    if skipped:
-        notes.append(f"skipped {skipped} lines that were not kernel rows (program or ncu output)")
+    noise = found.get("noise", 0) + converter.noise_lines
+    if noise:
+        notes.append(f"skipped {noise} line(s) of program or ncu output among the rows")
+    if converter.damaged_rows:
+        notes.append(f"dropped {converter.damaged_rows} damaged kernel row(s): cells that do not "
+                     "match the header, or no kernel ID (the file was edited or cut?)")
     notes.extend(converter.notes)
+    notes.extend(_cell_notes(converter.unreadable, converter.examples, converter.non_finite))
     unknown = sorted(converter.said_na - converter.valued)
     if unknown and rows:
         notes.append(f"ncu gave n/a for every kernel in {len(unknown)} metric(s), which this GPU or ncu "
                      f"lacks (views that need them say n/a): {', '.join(unknown[:8])}"
                      + (" ..." if len(unknown) > 8 else ""))
+    if rows == 0 and converter.damaged_rows:
+        raise BadInput(f"{path}: none of its {converter.damaged_rows} row(s) matches the header "
+                       "(damaged rows: cells missing or an ID that is no number)")
     if rows == 0:
         raise BadInput(f"{path}: the capture has a header but no kernel rows")
 
@@ -405,15 +576,19 @@ class _RawConverter:
     separators, so a column holding "18,720" arrives as text and is converted here (separators
     removed, then cast). The first block decides each column's type: number, number with
     separators, or text. A later block that breaks that (a separator where none was, text in a
-    numeric column) is read again as strings and converted column by column; text in a numeric
-    column then becomes null, and a note says so.
+    numeric column) is read again as strings and converted column by column. A column is numeric
+    when numbers are the majority of its filled cells; its other cells, and values that are not
+    finite, become null and are counted per column for the notes.
     """
 
-    _NULLS = ["", "n/a", "N/A", "-", "nan", "NaN"]
+    _NULLS = list(_NO_VALUE)  # not "nan": a NaN is read, then counted as not finite
 
     def __init__(self, header: list[str], classifier: Classifier, path: Path):
-        self.names = _unique_names(header)
+        self.notes: list[str] = []
+        self.names = _unique_names(header, self.notes)
         self.path = path
+        self.is_row = _ROW_START.match if header.index("ID") == 0 else \
+            (lambda line: line.lstrip().startswith(b'"'))
         self.identity = [n for n in self.names
                          if n in IDENTITY_COLUMNS or n.startswith((PUSH_POP_PREFIX, START_STOP_PREFIX))]
         self.metrics = [n for n in self.names if n not in self.identity]
@@ -421,22 +596,26 @@ class _RawConverter:
         self.numeric: set[str] = set()  # metric columns stored as float64
         self.units: dict[str, str] = {}
         self.classifier = classifier
-        self.skipped_rows = 0
-        self.notes: list[str] = []
+        self.noise_lines = 0  # lines that are no kernel row (a program's output)
+        self.damaged_rows = 0  # lines that start like a kernel row but do not parse as one
+        self.unreadable: Counter = Counter()  # numeric column -> cells that are no number
+        self.examples: dict[str, str] = {}  # numeric column -> its first such cell
+        self.non_finite: Counter = Counter()  # numeric column -> inf / nan values
         self.valued: set[str] = set()  # numeric metrics with a value for at least one kernel
         self.said_na: set[str] = set()  # metrics ncu printed as "n/a" in the first row (unknown to it)
 
     def _read(self, data: bytes, types: dict) -> pa.Table:
-        skipped = []
+        skipped = Counter()
 
-        def skip(row) -> str:  # a program line that looked like a row
-            skipped.append(row.number)
+        def skip(row) -> str:  # a line whose cells do not match the header
+            skipped["row" if self.is_row((row.text or "").encode(errors="replace")) else "noise"] += 1
             return "skip"
 
         try:
             table = pacsv.read_csv(
                 io.BytesIO(data),
-                read_options=pacsv.ReadOptions(column_names=self.names, block_size=BLOCK_BYTES),
+                read_options=pacsv.ReadOptions(column_names=self.names,
+                                               block_size=max(BLOCK_BYTES, len(data) + 1)),
                 parse_options=pacsv.ParseOptions(newlines_in_values=False, invalid_row_handler=skip),
                 convert_options=pacsv.ConvertOptions(
                     column_types=types, null_values=self._NULLS,
@@ -444,23 +623,42 @@ class _RawConverter:
         except pa.ArrowInvalid as err:
             if "UTF8" in str(err):
                 raise BadInput(f"{self.path} {_NOT_UTF8}") from None
-            raise
-        self.skipped_rows += len(skipped)
+            if "CSV parse error" in str(err):  # beyond a skippable row: quotes that do not pair up
+                raise BadInput(f"{self.path}: rows that do not parse as CSV ({_first_line(err)[:100]})") from None
+            raise  # a cell that breaks the column types: the caller reads the block as text
+        self.noise_lines += skipped["noise"]
+        self.damaged_rows += skipped["row"]
+        self._check_cell_sizes(table)
         return table
 
+    def _check_cell_sizes(self, table: pa.Table) -> None:
+        for name, column in zip(table.column_names, table.columns):
+            if pa.types.is_string(column.type) and len(column):
+                longest = pc.max(pc.binary_length(column)).as_py() or 0
+                if longest > CELL_LIMIT_BYTES:
+                    raise BadInput(f"{self.path}: a cell of {name!r} holds {longest:,} bytes, more than "
+                                   f"any ncu cell ({CELL_LIMIT_BYTES >> 20} MiB): not an ncu capture?")
+
     def _numbers(self, table: pa.Table) -> dict[str, pa.Array]:
-        """float64 for every numeric metric column of a block read with self.types."""
+        """float64 for every numeric metric column of a block read with self.types; cells that
+        are no number and values that are not finite are null, and counted."""
         out = {}
         for name in self.numeric:
-            column = table.column(name)
-            if column.type == pa.float64():
-                out[name] = column
-                continue
-            try:  # thousands separators
-                out[name] = pc.cast(pc.replace_substring(column, ",", ""), pa.float64())
-            except pa.ArrowInvalid:
-                out[name] = _numeric(column.combine_chunks(), lenient=True)
-                self.notes.append(f"{name}: text in a numeric column, kept as null")
+            column = table.column(name).combine_chunks()
+            if pa.types.is_string(column.type):
+                try:  # thousands separators, the fast way
+                    column = pc.cast(pc.replace_substring(column, ",", ""), pa.float64())
+                except pa.ArrowInvalid:
+                    column, counts = _parse_numbers(column)
+                    self.unreadable[name] += counts.text
+                    self.non_finite[name] += counts.non_finite
+                    if counts.example is not None:
+                        self.examples.setdefault(name, counts.example)
+            values, bad = _finite(column.cast(pa.float64()))
+            self.non_finite[name] += bad
+            out[name] = values
+        self.unreadable += Counter()  # drop zero counts
+        self.non_finite += Counter()
         return out
 
     def _decide_types(self, block: bytes) -> pa.Table:
@@ -471,13 +669,15 @@ class _RawConverter:
         for name in self.metrics:
             column = table.column(name)
             kind = column.type
+            if pa.types.is_binary(kind) or pa.types.is_large_binary(kind):  # Arrow's type for bad UTF-8
+                raise BadInput(f"{self.path} {_NOT_UTF8}")
             if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind):
                 self.types[name] = pa.float64()
                 self.numeric.add(name)
             else:
                 self.types[name] = pa.string()
-                if _numeric(column.cast(pa.string()).combine_chunks()) is not None:
-                    self.numeric.add(name)  # numbers with thousands separators
+                if _parse_numbers(column.cast(pa.string()).combine_chunks())[1].numeric:
+                    self.numeric.add(name)  # numbers with thousands separators, or a bad cell
         return table.cast(pa.schema([pa.field(n, self.types[n]) for n in self.names]))
 
     def convert(self, block: bytes, unit_row: dict) -> pa.Table:
@@ -487,16 +687,20 @@ class _RawConverter:
             try:
                 table = self._read(block, self.types)
             except pa.ArrowInvalid:  # this block breaks block 1's types: strings, column by column
-                table = self._read(block, {n: pa.string() for n in self.names})
+                try:
+                    table = self._read(block, {n: pa.string() for n in self.names})
+                except pa.ArrowInvalid as err:
+                    raise BadInput(f"{self.path}: rows that do not parse as CSV ({_first_line(err)})") from None
         numbers = self._numbers(table)
         identity = _identity_frame(table.select(self.identity), self.classifier)
         valid = identity["kernel_id"].notna()
-        if not valid.all():  # a program line that looked like a row
-            self.skipped_rows += int((~valid).sum())
+        if not valid.all():  # a row whose ID is no number
+            self.damaged_rows += int((~valid).sum())
             mask = pa.array(valid.to_numpy())
             identity, table = identity[valid], table.filter(mask)
             numbers = {n: pc.filter(v, mask) for n, v in numbers.items()}
         out = pa.Table.from_pandas(identity.astype({"kernel_id": "int64"}), preserve_index=False)
+        columns = list(out.columns)
         for name in self.metrics:
             base_unit, factor = to_base(unit_row.get(name, ""))
             if name in self.numeric:
@@ -508,8 +712,10 @@ class _RawConverter:
             else:
                 values = table.column(name).cast(pa.string())
                 self.units.setdefault(name, unit_row.get(name, ""))
-            out = out.append_column(name, values)
-        return out
+            columns.append(values)
+        # one table at the end: appending column by column copies the table each time
+        return pa.Table.from_arrays(columns, names=out.column_names + self.metrics
+                                    ).replace_schema_metadata(out.schema.metadata)  # pandas dtypes
 
 
 # --- details page ------------------------------------------------------------------------------
@@ -525,18 +731,21 @@ def _read_details(path: Path, classifier: Classifier, notes: list) -> tuple[pd.D
     # pandas, not pyarrow: rows without rule results end early (ragged rows)
     try:
         frame = pd.read_csv(io.BytesIO(rows), dtype=str, keep_default_na=False,
-                            names=_unique_names(header), header=None)
+                            names=_unique_names(header, notes), header=None)
     except UnicodeDecodeError:
         raise BadInput(f"{path} {_NOT_UTF8}") from None
     except (pd.errors.ParserError, ValueError) as err:
         raise BadInput(f"{path}: a row does not match the header ({_first_line(err)})") from None
     if found["noise"]:
-        notes.append(f"skipped {found['noise']} lines that were not CSV rows")
+        notes.append(f"skipped {found['noise']} line(s) of program or ncu output among the rows")
     for optional in ("Section Name", "Metric Unit"):  # without them values are taken as printed
         if optional not in frame:
             frame[optional] = ""
     frame = frame[frame["Metric Name"].str.len() > 0]  # rule rows carry no metric
-    frame = frame[_ints(frame["ID"]).notna()]  # a program line that looked like a row
+    has_id = _ints(frame["ID"]).notna()
+    if not has_id.all():
+        notes.append(f"dropped {int((~has_id).sum())} damaged row(s) with no kernel ID")
+        frame = frame[has_id]
     if frame.empty:
         raise BadInput(f"{path}: no kernel rows with metrics in the details page")
     first = frame.drop_duplicates("ID")
@@ -556,20 +765,29 @@ def _read_details(path: Path, classifier: Classifier, notes: list) -> tuple[pd.D
     bases = {unit: to_base(unit) for unit in frame["Metric Unit"].unique()}
     scale = frame["Metric Unit"].map(lambda u: bases[u][1])
     base_unit = frame["Metric Unit"].map(lambda u: bases[u][0])
-    cleaned = frame["Metric Value"].str.replace(",", "", regex=False).str.strip()
-    numbers = pd.to_numeric(cleaned, errors="coerce")
-    is_number = numbers.notna() | cleaned.isin(("",) + _NOT_AVAILABLE)
-    frame = frame.assign(number=numbers * scale, is_number=is_number, base_unit=base_unit)
+    values, is_text, non_finite = _classify_cells(pa.array(frame["Metric Value"].tolist(), pa.string()))
+    frame = frame.assign(number=values.to_numpy(zero_copy_only=False) * scale.to_numpy(),
+                         is_text=is_text.to_numpy(zero_copy_only=False),
+                         non_finite=non_finite.to_numpy(zero_copy_only=False), base_unit=base_unit)
     units: dict[str, str] = {}
     columns = {}
+    unreadable, examples, not_finite = Counter(), {}, Counter()
     for name, group in frame.groupby("column", sort=False, observed=True):
         ids = _ints(group["ID"]).astype("int64")
-        if group["is_number"].all():
+        counts = _CellCounts(numbers=int(group["number"].notna().sum()), text=int(group["is_text"].sum()),
+                             non_finite=int(group["non_finite"].sum()))
+        if counts.numeric:
             columns[name] = pd.Series(group["number"].to_numpy(), index=ids)
             units[name] = group["base_unit"].iloc[0]
+            if counts.text:
+                unreadable[name] = counts.text
+                examples[name] = group.loc[group["is_text"], "Metric Value"].iloc[0]
+            if counts.non_finite:
+                not_finite[name] = counts.non_finite
         else:
             columns[name] = pd.Series(group["Metric Value"].to_numpy(), index=ids)
             units[name] = group["Metric Unit"].iloc[0]
+    notes.extend(_cell_notes(unreadable, examples, not_finite))
     metrics = pd.DataFrame({k: v[~v.index.duplicated()] for k, v in columns.items()})
     kernels = kernels.join(metrics).reset_index()
     return kernels, units
@@ -583,7 +801,10 @@ def _read_ncu_rep(path: Path, classifier: Classifier, notes: list) -> Capture:
         report = path
         with _open_binary(path) as stream:
             head = stream.read(4)
-            if path.name.lower().endswith(".gz") or not head:
+            if head != _NCU_REP_MAGIC:
+                raise BadInput(f"{path}: not an Nsight Compute report (it does not start as one does); "
+                               "a CSV capture needs a name ending in .csv")
+            if stream.compressed:
                 report = Path(tmpdir) / "report.ncu-rep"
                 with open(report, "wb") as out:
                     out.write(head)
@@ -613,7 +834,7 @@ def _read_ncu_rep_module(report: Path, shown: Path, classifier: Classifier, note
         context = ncu_report.load_report(str(report))
     except Exception as err:  # the module raises plain exceptions for unreadable files
         raise BadInput(f"{shown}: not a readable .ncu-rep report ({_first_line(err)})") from None
-    rows, units = [], {}
+    rows, units, non_finite = [], {}, Counter()
     kernel_id = 0
     for range_index in range(context.num_ranges()):
         report_range = context.range_by_idx(range_index)
@@ -627,6 +848,9 @@ def _read_ncu_rep_module(report: Path, shown: Path, classifier: Classifier, note
                 if isinstance(value, (int, float)):
                     base_unit, factor = to_base(metric.unit())
                     row[name] = float(value) * factor
+                    if not math.isfinite(row[name]):
+                        row[name] = None
+                        non_finite[name] += 1
                     units.setdefault(name, base_unit)
                 else:
                     row[name] = value
@@ -635,6 +859,7 @@ def _read_ncu_rep_module(report: Path, shown: Path, classifier: Classifier, note
             rows.append(row)
     if not rows:
         raise BadInput(f"{shown}: the report holds no kernels")
+    notes.extend(_cell_notes(Counter(), {}, non_finite))
     frame = pd.DataFrame(rows)
     for column, source in (("Block Size", "launch__block_dim_"), ("Grid Size", "launch__grid_dim_")):
         if f"{source}x" in frame:
@@ -711,8 +936,14 @@ def parse_shapes_file(path) -> dict:
     shapes = {}
     path = Path(path)
     if not path.is_file():
-        raise BadInput(f"{path}: no such shapes file")
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+        raise BadInput(f"--shapes {path}: " + ("is a folder" if path.is_dir() else "no such file"))
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as err:
+        raise BadInput(f"--shapes {path}: cannot read it ({err.strerror or err})") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"--shapes {path} is not UTF-8 text: re-encode it, e.g. iconv -t utf-8") from None
+    for number, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue

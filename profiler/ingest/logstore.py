@@ -34,8 +34,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from profiler.errors import BadInput
+from profiler.ingest import capture
 from profiler.ingest.objectstore import S3Objects, open_objects
-from profiler.ingest.store import FORMAT_VERSION, MARKER, RUN_COLUMNS, Store, file_sha256
+from profiler.ingest.store import (FORMAT_VERSION, MARKER, READ_ERRORS, RUN_COLUMNS, RUN_META,
+                                   Store, StoreDamaged, _plain_row, check_name, file_sha256,
+                                   new_run_row, reason, row_changes, write_json)
 
 LOG = "_log/"
 STAGING = "_staging/"
@@ -117,7 +120,7 @@ class LogStore(Store):
         except FileNotFoundError:
             return None
         except ValueError:
-            raise BadInput(f"{self.path}/{MARKER}: unreadable store marker") from None
+            raise StoreDamaged(self.path, f"the store marker {MARKER} cannot be read") from None
 
     # --- the log ---------------------------------------------------------------------------
 
@@ -142,11 +145,9 @@ class LogStore(Store):
             try:
                 entry = json.loads(blob)
             except ValueError:
-                raise BadInput(f"{self.path}/{key}: unreadable log entry; run `smlens store check`"
-                               ) from None
+                raise StoreDamaged(self.path, f"the log entry {key} cannot be read") from None
             if entry.get("version") != expected or key != log_key(expected):
-                raise BadInput(f"{self.path}/{LOG}: log entry {expected} is missing (found {key}); "
-                               "run `smlens store check`")
+                raise StoreDamaged(self.path, f"log entry {expected} is missing (found {key})")
             entries.append(entry)
         return entries
 
@@ -197,35 +198,30 @@ class LogStore(Store):
                shapes: dict | None = None, ncu_version: str | None = None,
                partial: bool = False, on_progress=None, roles_from_order: bool = False
                ) -> tuple[dict, bool]:
+        """As Store.ingest: the file's run (new, or the one already made from it, with a new name
+        or tags applied) and whether it is new."""
         source = Path(source)
-        if not source.is_file():
-            raise BadInput(f"{source}: no such file")
+        check_name(name)
+        capture.check_readable(source)
         sha256 = file_sha256(source)
         shapes_key = json.dumps(sorted((shapes or {}).items()))
         existing = self._find_sha(sha256, shapes_key, roles_from_order)
         if existing is not None:
-            return existing, False
+            return self._update(existing, name, tags), False
         run_id = self._new_id()
         with tempfile.TemporaryDirectory(prefix="smlens-stage-") as folder:
-            run_dir = Path(folder) / run_folder(run_id)
-            run_dir.mkdir(parents=True)
-            summary = self._write_kernels(source, run_dir, run_id, shapes, on_progress,
-                                          roles_from_order)
-            units_dir = Path(folder) / units_folder(run_id)
-            units_dir.mkdir(parents=True)
-            (run_dir / "units.parquet").rename(units_dir / "units.parquet")
-            row = {
-                "id": run_id, "name": name or source.name, "tags": json.dumps(tags or {}),
-                "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "source": str(source.resolve()), "sha256": sha256,
-                "source_format": summary["source_format"],
-                "ncu_version": ncu_version, "device_name": summary["device_name"],
-                "cc": summary["cc"], "host": socket.gethostname(),
-                "kernel_count": int(summary["kernel_count"]), "partial": bool(partial),
-                "shapes": shapes_key, "roles_from_order": bool(roles_from_order),
-                "notes": json.dumps(summary["notes"]),
-            }
-            return self.add_staged(row, Path(folder))
+            with self._writing("nothing was stored"):
+                run_dir, units_dir = Path(folder) / run_folder(run_id), Path(folder) / units_folder(run_id)
+                run_dir.mkdir(parents=True)
+                units_dir.mkdir(parents=True)
+                summary = self._write_kernels(source, run_dir, units_dir, run_id, shapes, on_progress,
+                                              roles_from_order)
+                row = _plain_row(new_run_row(run_id, source, name, tags, sha256, shapes_key, summary,
+                                             ncu_version, partial, roles_from_order))
+                write_json(run_dir / RUN_META, {"format": FORMAT_VERSION, "run": row,
+                                                "units": summary["units"]})
+            row, new = self.add_staged(row, Path(folder))
+        return (row, True) if new else (self._update(row, name, tags), False)
 
     def add_staged(self, row: dict, folder: Path) -> tuple[dict, bool]:
         """Commit a run whose files lie under `folder` as they will in the store (runs/run=<id>/...,
@@ -294,18 +290,40 @@ class LogStore(Store):
                                                   f"{STAGING}{run_id}/")
                              for e in self.objects.list(prefix)])
 
-    def remove(self, ref: str) -> dict:
-        removed = {}
+    def _update(self, row: dict, name: str | None, tags: dict | None, locked: bool = False) -> dict:
+        """A new name or new tags for a stored run: a log entry, then the run's _run.json."""
+        changes = row_changes(row, name, tags)
+        if not changes:
+            return row
 
         def decide(state: LogState):
-            self._state_cache = state
-            run_id = self.resolve(ref)
-            removed["row"] = state.runs[state.runs["id"] == run_id].iloc[0].to_dict()
-            return {"action": "remove", "id": run_id}
+            if row["id"] not in set(state.runs["id"]):
+                raise BadInput(f"run {row['id']} was removed meanwhile; ingest the file again")
+            return {"action": "update", "id": row["id"], "changes": changes}
+
+        state, _ = self._commit(decide)
+        new_row = _plain_row(state.runs[state.runs["id"] == row["id"]].iloc[0].to_dict())
+        meta = self.meta(row["id"])
+        if meta:  # the run folder's record follows; the log is what readers trust
+            self.objects.put(f"{run_folder(row['id'])}{RUN_META}",
+                             json.dumps({**meta, "run": new_row}).encode())
+        return {**new_row, "changed": sorted(changes)}
+
+    def remove(self, refs) -> list[dict]:
+        """Remove runs: one log entry for all of them (every reference must name exactly one run,
+        or nothing is removed), then their files."""
+        refs = [refs] if isinstance(refs, str) else list(refs)
+        rows: list[dict] = []
+
+        def decide(state: LogState):
+            ids = list(dict.fromkeys(self.resolve(ref, unique=True, runs=state.runs) for ref in refs))
+            rows[:] = [state.runs[state.runs["id"] == run_id].iloc[0].to_dict() for run_id in ids]
+            return {"action": "remove", "ids": ids}
 
         self._commit(decide)
-        self._delete_run_files(removed["row"]["id"])
-        return removed["row"]
+        for row in rows:
+            self._delete_run_files(row["id"])
+        return rows
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -319,30 +337,36 @@ class LogStore(Store):
                 return self.objects.read(candidate)
             except FileNotFoundError:
                 continue
-        raise BadInput(f"{self.path}/{key}: missing for committed run {run_id}; "
-                       "run `smlens store check`")
+        raise StoreDamaged(self.path, f"run {run_id} is listed but {key} is missing")
 
-    def kernels(self, ref: str | None, columns: list[str] | None = None) -> pd.DataFrame:
-        run_id = self.resolve(ref)
-        reader = pa.BufferReader(self._run_file(run_id, kernels_key(run_id)))
+    def _read_parquet(self, run_id: str, key: str, columns: list[str] | None = None) -> pd.DataFrame:
+        reader = pa.BufferReader(self._run_file(run_id, key))
         try:
             if columns is not None:
                 present = set(pq.read_schema(reader).names)
                 columns = [c for c in columns if c in present]
             return pq.read_table(reader, columns=columns).to_pandas()
-        except pa.ArrowException:
-            raise BadInput(f"{self.path}/{kernels_key(run_id)}: unreadable Parquet; "
-                           "run `smlens store check`") from None
+        except READ_ERRORS as err:
+            raise StoreDamaged(self.path, f"run {run_id}: {key} cannot be read ({reason(err)})") from None
+
+    def kernels(self, ref: str | None, columns: list[str] | None = None) -> pd.DataFrame:
+        run_id = self.resolve(ref)
+        return self._read_parquet(run_id, kernels_key(run_id), columns)
 
     def units(self, ref: str | None) -> dict[str, str]:
         run_id = self.resolve(ref)
-        data = self._run_file(run_id, units_key(run_id))
-        try:
-            frame = pq.read_table(pa.BufferReader(data)).to_pandas()
-        except pa.ArrowException:
-            raise BadInput(f"{self.path}/{units_key(run_id)}: unreadable Parquet; "
-                           "run `smlens store check`") from None
+        frame = self._read_parquet(run_id, units_key(run_id))
+        if not {"metric", "unit"} <= set(frame.columns):
+            raise StoreDamaged(self.path, f"run {run_id}: {units_key(run_id)} lacks metric, unit")
         return dict(zip(frame["metric"], frame["unit"]))
+
+    def meta(self, run_id: str) -> dict:
+        """The run folder's own record ({} when absent or unreadable)."""
+        try:
+            meta = json.loads(self._run_file(run_id, f"{run_folder(run_id)}{RUN_META}"))
+        except (BadInput, ValueError):
+            return {}
+        return meta if isinstance(meta, dict) else {}
 
 
 def _apply(state: LogState, entries: list[dict]) -> LogState:
@@ -350,15 +374,27 @@ def _apply(state: LogState, entries: list[dict]) -> LogState:
     if not entries:
         return state
     runs, removed = state.runs, set(state.removed)
-    added = []
+    added: list[dict] = []
+
+    def flush(runs):  # rows added so far, in log order, before an entry that may touch them
+        if not added:
+            return runs
+        new = pd.DataFrame(added)
+        added.clear()
+        return pd.concat([runs, new], ignore_index=True) if len(runs) else new
+
     for entry in entries:
         if entry["action"] == "add":
             added.append(entry["run"])
-        elif entry["action"] == "remove":
-            removed.add(entry["id"])
-            added = [row for row in added if row["id"] != entry["id"]]
-            runs = runs[runs["id"] != entry["id"]]
-    if added:
-        new = pd.DataFrame(added)
-        runs = pd.concat([runs, new], ignore_index=True) if len(runs) else new
+            continue
+        runs = flush(runs)
+        if entry["action"] == "remove":
+            removed.update(entry["ids"])
+            runs = runs[~runs["id"].isin(entry["ids"])]
+        elif entry["action"] == "update":
+            runs = runs.copy()
+            for column, value in entry["changes"].items():
+                runs.loc[runs["id"] == entry["id"], column] = value
+        # "lost": the placeholder `smlens store repair` writes over a lost entry
+    runs = flush(runs)
     return LogState(entries[-1]["version"], runs.reset_index(drop=True), frozenset(removed))

@@ -134,7 +134,7 @@ def _check_runs(found: Survey) -> None:
         elif ls.kernels_key(run_id) in keys and _footer_ok(store, ls.kernels_key(run_id)):
             found.unlisted[run_id] = ls.kernels_key(run_id)
             found.add("unlisted", ls.run_folder(run_id), "a complete run folder the log does not list",
-                      "listed again (an add entry, its row rebuilt from its kernels)")
+                      "listed again (an add entry, its row from its _run.json or its kernels)")
         else:
             found.junk_files += sorted(keys)
             found.add("unlisted", ls.run_folder(run_id), "an unreadable run folder the log does not list",
@@ -170,8 +170,12 @@ def check(spec) -> dict:
             "problems": [asdict(p) for p in found.problems], "in_progress": found.in_progress}
 
 
-def _row_from_kernels(store: ls.LogStore, run_id: str, key: str) -> dict:
-    """A run row rebuilt from what its kernels file says (the log entry with its row is lost)."""
+def _recovered_row(store: ls.LogStore, run_id: str, key: str) -> dict:
+    """The row of a run whose log entry is lost: its folder's _run.json, or failing that what its
+    kernels file says."""
+    recorded = store.meta(run_id).get("run")
+    if isinstance(recorded, dict) and recorded.get("id") == run_id:
+        return recorded
     table = pq.read_table(pa.BufferReader(store.objects.read(key)))
     first = table.slice(0, 1).to_pylist()[0] if table.num_rows else {}
     return {"id": run_id, "name": f"recovered-{run_id}", "tags": "{}",
@@ -210,12 +214,12 @@ def repair(spec) -> dict:
         store.objects.delete(keys)
 
     for run_id, keys in found.unreadable.items():
-        store._commit(lambda state, run_id=run_id: {"action": "remove", "id": run_id, "reason": "repair"}
+        store._commit(lambda state, run_id=run_id: {"action": "remove", "ids": [run_id], "reason": "repair"}
                       if run_id in set(state.runs["id"]) else None)
         quarantine(keys)
         actions.append(f"delisted run {run_id}")
     for run_id, key in found.unlisted.items():
-        row = _row_from_kernels(store, run_id, key)
+        row = _recovered_row(store, run_id, key)
         store._commit(lambda state, row=row: {"action": "add", "run": row}
                       if row["id"] not in set(state.runs["id"]) else None)
         actions.append(f"listed run {run_id} again from {key}")

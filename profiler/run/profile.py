@@ -149,19 +149,19 @@ _DET_KERNELS_PER_GEMM = {"portable": 1}
 
 
 def _det_program(model: str, tokens: list[int], impl: str) -> list[str]:
-    return [sys.executable, "-m", "profiler.workloads.deterministic.kernels", "--model", model,
+    return [sys.executable, "-m", "profiler.workloads.deterministic.workload", "--model", model,
             "--tokens", ",".join(str(t) for t in tokens), "--impl", impl]
 
 
 def plan_det_gemm(model: str, tokens: list[int], impl: str, metrics: list[str],
                   cache_control: str = "auto", graph_profiling: str | None = None) -> ProfilePlan:
-    """One ncu run of `profiler.workloads.deterministic.kernels` with one implementation: each of the
+    """One ncu run of `profiler.workloads.deterministic.workload` with one implementation: each of the
     model's four projections at each M, inside `smlens:<phase>` / `smlens:impl=<impl>` /
     `smlens:<role> M= N= K= impl=<impl>`. The include filters name the phase ranges only, so each
     case's warm-up call (compilation, library heuristics), made outside any range, is not profiled."""
-    from profiler.workloads.deterministic import kernels as det
+    from profiler.workloads.deterministic import kernels, workload
 
-    cases = det.model_cases(model, tokens)
+    cases = workload.model_cases(model, tokens)
     phases = tuple(dict.fromkeys(c.phase for c in cases))
     cache = "all" if cache_control == "auto" else cache_control
     per_gemm = _DET_KERNELS_PER_GEMM.get(impl, 2)
@@ -170,7 +170,7 @@ def plan_det_gemm(model: str, tokens: list[int], impl: str, metrics: list[str],
                      graph_profiling=graph_profiling, expected_kernels=per_gemm * len(cases),
                      phases=phases)
     title = (f"det-gemm {model}, M = {','.join(str(t) for t in tokens)}: {len(cases)} GEMM(s) "
-             f"with {impl} = {det.IMPL_TITLES.get(impl, impl)}")
+             f"with {impl} = {kernels.IMPL_TITLES.get(impl, impl)}")
     notes = ["one ncu run and one stored run per implementation (tag impl=...): compare two with "
              "`smlens gate --baseline <cublas_bf16 run> --current <det run>`",
              "each case's warm-up call runs outside the NVTX ranges and is not profiled"]
@@ -185,12 +185,12 @@ def plan_det_gemm(model: str, tokens: list[int], impl: str, metrics: list[str],
 def det_gemm_plans(options: DetGemmOptions, metrics: list[str], cache_control: str = "auto",
                    graph_profiling: str | None = None) -> list[ProfilePlan]:
     """One plan per implementation of `--impl`."""
-    from profiler.workloads.deterministic import kernels as det
+    from profiler.workloads.deterministic.kernels import IMPLS
     from profiler.workloads.models import get_model
 
     token_list = parse_int_list(options.tokens, "--tokens")
     impls = [i.strip() for i in options.impl.split(",") if i.strip()]
-    known = det.IMPLS + ("portable",)
+    known = IMPLS + ("portable",)
     bad = [i for i in impls if i not in known]
     if bad or not impls:
         raise BadInput(f"--impl {options.impl!r}: unknown {', '.join(bad) or 'empty list'}; choose "

@@ -1,1 +1,3 @@
-"""Deterministic fused-upcast FP32 GEMMs: the kernels and baselines (kernels.py) and their benchmark (bench.py)."""
+"""Deterministic fused-upcast FP32 GEMMs: the CPU reference of their order (reference.py), the GPU
+kernels (kernels.py), the baselines they are measured against (baselines.py), the benchmark
+(bench.py, with the batch-invariant generation of generate.py) and the NVTX workload (workload.py)."""

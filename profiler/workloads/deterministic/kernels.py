@@ -1,51 +1,35 @@
-"""Deterministic fused-upcast GEMMs `y = x . W^T (+ bias)`, their baselines and their CPU reference.
+"""Deterministic fused-upcast GEMMs `y = x . W^T (+ bias)` on the GPU, and `Linear`, which runs
+one projection through them or through a baseline (baselines.py).
 
-The bits of every output element depend on the problem's K and on constants of this file only, never
-on M (the batch), the GPU, the run or the SM count (docs/DETERMINISM.md):
+The bits of every output element depend on the problem's K and on constants of this package only,
+never on M (the batch), the GPU, the run or the SM count (docs/DETERMINISM.md):
 
 * 16-bit weights (bf16, fp16) are upcast to FP32 in registers; x is FP32; products are accumulated
   with IEEE-754 FP32 FMA on the CUDA cores (never tensor cores, never TF32).
-* The canonical reduction order: K is cut into chains of `CHAIN_K` consecutive k (the last one may
-  be shorter); each chain is a sequential FMA chain `acc = fma(x[m,k], w[n,k], acc)` from +0.0 in
-  increasing k; the chain partials are then summed left to right, `y = ((p0 + p1) + p2) + ...`,
-  and the bias, if any, is added last. Every kernel here computes exactly that order, whatever its
-  tiling: the decode kernel (M <= 16) runs the chains in parallel programs (a deterministic split-K:
-  a scratch buffer of partials, summed in that fixed order by a second kernel, no atomics; the split
-  count is the chain count, a function of K alone), the tile kernel (M > 16) runs them one after
-  the other inside each program.
+* Every kernel here computes the canonical reduction order of reference.py, whatever its tiling:
+  the decode kernel (small M) runs the K chains in parallel programs (a deterministic split-K: a
+  scratch buffer of chain partials summed in that fixed order, no atomics; the split count is the
+  chain count, a function of K alone), the tile kernel (M > 16) runs them one after the other
+  inside each program.
 * Tile configurations are constants chosen by the problem shape (`choose_config`): no autotuning,
   nothing read off the device.
-
-`reference_linear` reproduces that order on the CPU exactly (FP32 FMA emulated in float64 with an
-exact correction of the one case where rounding twice differs from rounding once), so GPU bits
-equal to it are the evidence for "the same on every IEEE-compliant GPU".
 
 The GPU kernels need torch and triton (the `gpu` extra). The fast ones are written in Gluon
 (triton.experimental.gluon, Triton >= 3.5) because plain Triton gives no control over which thread
 holds which accumulator, and its FMA lowering of `tl.dot` is an order of magnitude short of both
 limits (docs/DETERMINISM.md). `portable_linear` (`Linear(w)(x, "portable")`) is a plain-Triton kernel
 with the same order that runs anywhere Triton runs, including `TRITON_INTERPRET=1` on a CPU; without
-Gluon, `det_linear` falls back to it.
-
-Run as a workload (NVTX ranges of the `smlens` domain, role ranges carrying `M= N= K=`):
-
-    python -m profiler.workloads.deterministic.kernels --model llama-3.1-8b --tokens 1,2048 --impl det,layercast
-    python -m profiler.workloads.deterministic.kernels --shapes decode/qkv_proj:1x6144x4096 o_proj:16x4096x4096
+Gluon or a CUDA device, `det_linear` falls back to it.
 """
 from __future__ import annotations
 
-import argparse
-import math
-import sys
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, replace
 
-import numpy as np
+from profiler.workloads.deterministic.baselines import bi_tc_linear, cublas_bf16_linear, layercast_linear
+from profiler.workloads.deterministic.reference import CHAIN_K, chain_count, reference_linear
+from profiler.workloads.deterministic.stack import (HAVE_GLUON, HAVE_TRITON, cp_async, gl, gluon,
+                                                    need_gpu_stack, tl, torch, triton)
 
-from views.vocabulary import GEMM_ROLES, PHASES
-
-CHAIN_K = 256          # k per FMA chain: with K this fixes every output element's reduction order
-GEMV_MAX_M = 16        # M up to this runs the split-K decode kernel, above it the tile kernel
 K_MULTIPLE = 32        # the fast kernels need K % 32 == 0; other K run the portable kernel
 
 IMPLS = ("det", "layercast", "cublas_bf16", "bi_tc")
@@ -58,29 +42,20 @@ IMPL_TITLES = {
 }
 
 
-# --- the reduction order -------------------------------------------------------------------------
-
-def chain_bounds(K: int, chain_k: int = CHAIN_K) -> list[tuple[int, int]]:
-    """[k0, k1) of each FMA chain, in the order their partials are summed."""
-    if K <= 0:
-        raise ValueError(f"K must be positive, got {K}")
-    return [(k0, min(K, k0 + chain_k)) for k0 in range(0, K, chain_k)]
-
-
-def chain_count(K: int, chain_k: int = CHAIN_K) -> int:
-    """The split count of the decode kernel: a function of K alone."""
-    return -(-K // chain_k)
-
-
 # --- configurations: constants by shape bucket ----------------------------------------------------
 
 @dataclass(frozen=True)
 class GemvConfig:
-    """Decode kernel (M <= GEMV_MAX_M): one program per (BLOCK_N columns, chain), all M rows.
+    """Decode kernel (M up to the largest key of GEMV_CONFIGS): one program per (BLOCK_N columns,
+    chain), all M rows.
 
     W^T rows stream through a ring of `stages` shared-memory buffers of `rows` k rows (cp.async),
     so the bytes in flight cost no registers. The program's warps_m x warps_n warps share the ring:
-    a thread holds `rows_per_thread` rows of M and `vec_n` adjacent columns."""
+    a thread holds `rows_per_thread` rows of M and `vec_n` adjacent columns. `registers`: each thread
+    loads its own weights into registers, 8 rows ahead, and holds all M rows (det_gemv_reg_kernel:
+    no shared memory for W, no barrier in the k loop; warps_m must be 1, rows and stages unused).
+    The fold kernel sums the chain partials in `fold_block` outputs per program of `fold_warps`
+    warps (one output per thread: every partial's load in flight at once)."""
     rows_per_thread: int
     vec_n: int
     warps_m: int
@@ -88,6 +63,9 @@ class GemvConfig:
     rows: int = 16
     stages: int = 4
     pairs: bool = True       # bf16 weights: upcast 32-bit pairs with one shift or mask each
+    registers: bool = False
+    fold_block: int = 256
+    fold_warps: int = 2
     kind: str = "gemv"
 
     @property
@@ -103,17 +81,21 @@ class GemvConfig:
         return self.warps_m * self.warps_n
 
     def smem_bytes(self, weight_bytes: int = 2) -> int:
-        return self.stages * self.rows * self.block_n * weight_bytes
+        """Shared memory for W (the x slice, CHAIN_K x block_m FP32, comes on top)."""
+        return 0 if self.registers else self.stages * self.rows * self.block_n * weight_bytes
 
 
 @dataclass(frozen=True)
 class TileConfig:
-    """Tile kernel (M > GEMV_MAX_M): one program per BLOCK_M x BLOCK_N output tile, chains in turn.
+    """Tile kernel (larger M): one program per BLOCK_M x BLOCK_N output tile, chains in turn.
 
     Thread (i, j) holds a `spt_m` x `spt_n` register block (repeated to cover the tile); x^T and W^T
     tiles of `block_k` rows reach shared memory as FP32 (W upcast on the way): through registers,
     double-buffered (`stages` = 0), or by cp.async into a ring of `stages` buffers. `total_smem`
-    keeps the running sum of chain partials in shared memory rather than in registers."""
+    keeps the running sum of chain partials in shared memory rather than in registers. `ring`:
+    det_gemm_fma_ring_kernel (cp.async ring of 4, one barrier per tile; K a multiple of 4 block_k,
+    else the register-staged kernel runs); `maxnreg` caps its registers (0: the compiler's choice)
+    so that more programs fit on an SM."""
     block_m: int
     block_n: int
     block_k: int
@@ -125,6 +107,8 @@ class TileConfig:
     wpc_n: int
     stages: int = 0
     total_smem: bool = False
+    ring: bool = False
+    maxnreg: int = 0
     kind: str = "tile"
 
     @property
@@ -133,6 +117,8 @@ class TileConfig:
 
     def smem_bytes(self, weight_bytes: int = 2) -> int:
         bm, bn, bk = self.block_m, self.block_n, self.block_k
+        if self.ring:
+            return 4 * bk * (bm * 4 + bn * weight_bytes) + 2 * bk * bn * 4
         if self.stages:
             staged = self.stages * bk * (bm * 4 + bn * weight_bytes) + bk * bn * 4
         else:
@@ -140,20 +126,22 @@ class TileConfig:
         return staged + (bm * bn * 4 if self.total_smem else 0)
 
 
-# The constants. Changing one changes speed, never bits: the order is fixed by CHAIN_K alone.
-GEMV_CONFIGS = {   # picked from the H200 sweeps (benchmarks/DETERMINISM_NOTES.md)
-    1: GemvConfig(rows_per_thread=1, vec_n=2, warps_m=1, warps_n=4, rows=32, stages=3),
-    2: GemvConfig(rows_per_thread=2, vec_n=2, warps_m=1, warps_n=4),
-    4: GemvConfig(rows_per_thread=4, vec_n=2, warps_m=1, warps_n=4),
-    8: GemvConfig(rows_per_thread=8, vec_n=2, warps_m=1, warps_n=4),
-    16: GemvConfig(rows_per_thread=8, vec_n=4, warps_m=2, warps_n=2),
+# The constants. Changing one changes speed, never bits: the order is fixed by CHAIN_K alone. Picked
+# from the H200 sweeps (benchmarks/DETERMINISM_NOTES.md; issue 16's calls chose by the smallest
+# worst ratio to cuBLAS bf16 over Llama-3.1-8B's four projections).
+_FOLD_ONE_PER_THREAD = dict(fold_block=128, fold_warps=4)
+GEMV_CONFIGS = {
+    1: GemvConfig(1, 2, 1, 4, rows=32, stages=3, **_FOLD_ONE_PER_THREAD),
+    2: GemvConfig(2, 2, 1, 4),
+    4: GemvConfig(4, 2, 1, 4),
+    8: GemvConfig(8, 2, 1, 4),
+    16: GemvConfig(16, 2, 1, 4, registers=True),
+    # M = 17..64 split K too: one tile program per column block left most of the GPU idle
+    32: GemvConfig(32, 2, 1, 4, registers=True, **_FOLD_ONE_PER_THREAD),
+    64: GemvConfig(16, 4, 4, 1, **_FOLD_ONE_PER_THREAD),
 }
-TILE_CONFIGS = {
-    # M <= 64: a shorter tile wastes fewer rows
-    64: TileConfig(64, 128, 16, 8, 4, 4, 8, 2, 2),
-    # larger M: two programs of 4 warps per SM beat one of 8 (each barrier stops fewer warps)
-    0: TileConfig(128, 64, 16, 8, 4, 4, 8, 4, 1),
-}
+# M > 64: two programs of 4 warps per SM beat one of 8 (each barrier stops fewer warps)
+TILE_CONFIG = TileConfig(128, 64, 16, 8, 4, 4, 8, 4, 1)
 SMEM_LIMIT_BYTES = 99 * 1024   # the smallest per-block shared memory among Ampere, Ada and Hopper
 
 
@@ -162,135 +150,14 @@ def _next_pow2(v: int) -> int:
 
 
 def choose_config(M: int, N: int, K: int):
-    """The kernel configuration for a problem shape: a constant per (M bucket); N and K never pick
-    a different order. Returns None when K needs the portable kernel."""
+    """The kernel configuration for a problem shape: a constant per M bucket (the power of two at
+    or above M): the decode kernel's where GEMV_CONFIGS has the bucket, else the tile kernel's; N
+    and K never pick a different order. Returns None when K needs the portable kernel."""
     if min(M, N, K) <= 0:
         raise ValueError(f"shape must be positive, got M={M} N={N} K={K}")
     if K % K_MULTIPLE:
         return None
-    if M <= GEMV_MAX_M:
-        return GEMV_CONFIGS[_next_pow2(M)]
-    return TILE_CONFIGS[64] if M <= 64 else TILE_CONFIGS[0]
-
-
-# --- the CPU reference ---------------------------------------------------------------------------
-
-_F32_MAX_EXP = -125   # frexp exponent below which an FP32 result is subnormal
-
-
-def round_sum_f32(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """FP32 round-to-nearest-even of the exact sum a + b, for float64 a, b with at most 53
-    significant bits each (an FP32 value, or an exact FP32 x FP32 product).
-
-    float64 addition rounds once (to 53 bits); converting that to FP32 rounds again, and rounding
-    twice differs from rounding once only when the first rounding lands exactly on a midpoint between
-    two FP32 neighbours while the exact sum was not there. TwoSum gives the first rounding's exact
-    error; in that case one float64 step towards the exact sum decides the midpoint correctly."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    s = a + b
-    bb = s - a
-    err = (a - (s - bb)) + (b - bb)
-    mant, exp = np.frexp(s)                              # s = mant * 2**exp, 0.5 <= |mant| < 1
-    # an FP32 midpoint is an odd multiple of half an FP32 ulp
-    half_ulp_exp = np.where(exp >= _F32_MAX_EXP, exp - 25, -150)
-    scaled = np.ldexp(s, -half_ulp_exp)
-    with np.errstate(invalid="ignore"):
-        midpoint = np.isfinite(s) & (np.mod(scaled, 2.0) == 1.0)
-    fix = midpoint & (err != 0)
-    if np.any(fix):
-        s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
-    with np.errstate(over="ignore"):
-        return s.astype(np.float32)
-
-
-def fma_f32(x: np.ndarray, w: np.ndarray, acc: np.ndarray) -> np.ndarray:
-    """IEEE FP32 fused multiply-add, exactly: x * w is exact in float64 (48 significant bits)."""
-    return round_sum_f32(np.asarray(x, np.float64) * np.asarray(w, np.float64), acc)
-
-
-def _as_f32(a) -> np.ndarray:
-    """numpy FP32 array from a numpy array or a torch tensor of any float dtype (bf16 included)."""
-    if hasattr(a, "detach"):
-        a = a.detach().to("cpu").float().numpy()
-    return np.ascontiguousarray(np.asarray(a, dtype=np.float32))
-
-
-def reference_linear(x, w, bias=None, chain_k: int = CHAIN_K, fused: bool = True) -> np.ndarray:
-    """y = x . w^T (+ bias) in the kernels' exact order, on the CPU. x: [M, K]; w: [N, K] (its
-    values, e.g. bf16 weights upcast); returns FP32 [M, N].
-
-    fused=False rounds each product to FP32 before adding it (what the Triton interpreter does for
-    `tl.fma`), so the interpreter's run of the portable kernel checks the order in the same way."""
-    x32, w32 = _as_f32(x), _as_f32(w)
-    if x32.ndim != 2 or w32.ndim != 2 or x32.shape[1] != w32.shape[1]:
-        raise ValueError(f"need x [M, K] and w [N, K], got {x32.shape} and {w32.shape}")
-    M, K = x32.shape
-    N = w32.shape[0]
-    x64 = x32.astype(np.float64)
-    wt64 = w32.T.astype(np.float64)                      # [K, N]
-    total = None
-    for k0, k1 in chain_bounds(K, chain_k):
-        acc = np.zeros((M, N), np.float32)
-        for k in range(k0, k1):
-            prod = x64[:, k:k + 1] * wt64[k:k + 1, :]    # exact
-            if not fused:
-                prod = prod.astype(np.float32).astype(np.float64)
-            acc = round_sum_f32(prod, acc)
-        total = acc if total is None else round_sum_f32(total, acc)
-    if bias is not None:
-        total = round_sum_f32(total, _as_f32(bias)[None, :])
-    return total
-
-
-def reference_linear_longdouble(x, w, bias=None, chain_k: int = CHAIN_K) -> np.ndarray:
-    """The same order with every FMA done in numpy longdouble and then rounded to FP32 (the usual
-    emulation). Rounding twice makes it wrong when x and w both carry 24 significant bits and the
-    64-bit intermediate lands on an FP32 midpoint; with 16-bit weights it cannot (a product has at
-    most 32 significant bits, too few to reach that far below a sum's FP32 midpoint)."""
-    x32, w32 = _as_f32(x), _as_f32(w)
-    M, K = x32.shape
-    xl, wl = x32.astype(np.longdouble), w32.T.astype(np.longdouble)
-    total = None
-    for k0, k1 in chain_bounds(K, chain_k):
-        acc = np.zeros((x32.shape[0], w32.shape[0]), np.float32)
-        for k in range(k0, k1):
-            acc = (xl[:, k:k + 1] * wl[k:k + 1, :] + acc.astype(np.longdouble)).astype(np.float32)
-        total = acc if total is None else (total.astype(np.longdouble) + acc).astype(np.float32)
-    if bias is not None:
-        total = (total.astype(np.longdouble) + _as_f32(bias)[None, :]).astype(np.float32)
-    return total
-
-
-# --- GPU side: everything below needs torch and triton --------------------------------------------
-
-try:  # CPU-only installs and CI may have neither; torch alone runs the baselines and the layer
-    import torch
-except ImportError:  # pragma: no cover - exercised where torch is absent
-    torch = None
-try:
-    import triton
-    import triton.language as tl
-except ImportError:  # pragma: no cover - exercised where triton is absent
-    triton = tl = None
-
-gluon = gl = cp_async = None
-if triton is not None:
-    try:
-        from triton.experimental import gluon
-        from triton.experimental.gluon import language as gl
-        from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp_async
-    except ImportError:  # pragma: no cover - Triton < 3.5
-        gluon = gl = cp_async = None
-
-HAVE_TRITON = triton is not None
-HAVE_GLUON = gluon is not None
-
-
-def _need_gpu_stack() -> None:
-    if not HAVE_TRITON:
-        from profiler.errors import EnvironmentProblem
-        raise EnvironmentProblem("the deterministic kernels need torch and triton: pip install 'smlens[gpu]'")
+    return GEMV_CONFIGS.get(_next_pow2(M), TILE_CONFIG)
 
 
 if HAVE_TRITON:
@@ -335,27 +202,22 @@ if HAVE_TRITON:
             acc = acc + tl.load(bias_ptr + offs % N, mask=mask, other=0.0).to(tl.float32)
         tl.store(y_ptr + offs, acc, mask=mask)
 
-    @triton.jit
-    def bi_tc_matmul_kernel(x_ptr, w_ptr, y_ptr, M, N, K,
-                            BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-        """Baseline: batch-invariant bf16 tensor-core matmul, one fixed tile, no split-K. Each
-        output tile reduces over K in the same steps whatever M is; the MMA's internal order is
-        the hardware's, so its bits are those of one GPU generation."""
-        offs_m = tl.program_id(0) * BM + tl.arange(0, BM)
-        offs_n = tl.program_id(1) * BN + tl.arange(0, BN)
-        offs_k = tl.arange(0, BK)
-        acc = tl.zeros([BM, BN], tl.float32)
-        for k0 in range(0, K, BK):
-            a = tl.load(x_ptr + offs_m[:, None] * K + (k0 + offs_k)[None, :],
-                        mask=(offs_m[:, None] < M) & ((k0 + offs_k)[None, :] < K), other=0.0)
-            b = tl.load(w_ptr + offs_n[None, :] * K + (k0 + offs_k)[:, None],
-                        mask=(offs_n[None, :] < N) & ((k0 + offs_k)[:, None] < K), other=0.0)
-            acc = tl.dot(a, b, acc)
-        tl.store(y_ptr + offs_m[:, None] * N + offs_n[None, :], acc.to(y_ptr.dtype.element_ty),
-                 mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
-
 
 if HAVE_GLUON:
+
+    @gluon.jit
+    def _x_chain_slice(x_ptr, M, K, stride_xm, k0, BM: gl.constexpr, CHAIN: gl.constexpr, NW: gl.constexpr):
+        """A chain's slice of x, [BM, CHAIN] from column k0, read once (coalesced along k) and kept
+        transposed in shared memory: row k then gives a thread its adjacent rows of x in one load.
+        Returns the [CHAIN, BM] rows (the caller's barrier makes them visible)."""
+        XG: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [NW, 1], [1, 0])
+        xm_ = gl.arange(0, BM, layout=gl.SliceLayout(1, XG))
+        xk_ = k0 + gl.arange(0, CHAIN, layout=gl.SliceLayout(0, XG))
+        xg = gl.load(x_ptr + xm_[:, None] * stride_xm + xk_[None, :],
+                     mask=(xm_ < M)[:, None] & (xk_ < K)[None, :], other=0.0)
+        xs = gl.allocate_shared_memory(gl.float32, [CHAIN, BM], gl.SwizzledSharedLayout(1, 1, 1, [1, 0]))
+        xs.store(gl.permute(xg, [1, 0]))
+        return xs._reinterpret(gl.float32, [CHAIN, BM], gl.SwizzledSharedLayout(1, 1, 1, [0]))
 
     @gluon.jit
     def det_gemv_fma_kernel(x_ptr, wt_ptr, part_ptr, M, N, K, stride_xm,
@@ -400,16 +262,7 @@ if HAVE_GLUON:
                                                  mask=cmask & (crow < (steps - s) * R)[:, None])
             cp_async.commit_group()
 
-        # this chain's slice of x, [BM, CHAIN], read once (coalesced along k) and kept transposed in
-        # shared memory: row k then gives each thread its TM adjacent rows of x in one load
-        XG: gl.constexpr = gl.BlockedLayout([1, 4], [1, 32], [NW, 1], [1, 0])
-        xm_ = gl.arange(0, BM, layout=gl.SliceLayout(1, XG))
-        xk_ = k0 + gl.arange(0, CHAIN, layout=gl.SliceLayout(0, XG))
-        xg = gl.load(x_ptr + xm_[:, None] * stride_xm + xk_[None, :],
-                     mask=(xm_ < M)[:, None] & (xk_ < K)[None, :], other=0.0)
-        xs = gl.allocate_shared_memory(gl.float32, [CHAIN, BM], SL)
-        xs.store(gl.permute(xg, [1, 0]))
-        xrows = xs._reinterpret(gl.float32, [CHAIN, BM], RL)
+        xrows = _x_chain_slice(x_ptr, M, K, stride_xm, k0, BM, CHAIN, NW)
 
         offs_m = gl.arange(0, BM, layout=gl.SliceLayout(1, L))
         mmask = offs_m < M
@@ -457,6 +310,125 @@ if HAVE_GLUON:
             gl.store(out, acc, mask=gl.expand_dims(mmask, 1) & gl.expand_dims(offs_n < N, 0))
 
     @gluon.jit
+    def _fma_row(acc, acc_hi, u, xk, PAIRS: gl.constexpr):
+        """One k row: acc[m, n] = fma(x[m, k], w[k, n], acc[m, n]) for the thread's rows and columns.
+        PAIRS: u holds bf16 pairs as int32 (even column low, odd column high), upcast with one shift
+        or one mask each, even and odd columns in acc and acc_hi; else u is 16-bit."""
+        if PAIRS:
+            lo = (u << 16).to(gl.float32, bitcast=True)
+            hi = (u & -65536).to(gl.float32, bitcast=True)
+            acc = gl.fma(xk, gl.expand_dims(lo, 0), acc)
+            acc_hi = gl.fma(xk, gl.expand_dims(hi, 0), acc_hi)
+        else:
+            acc = gl.fma(xk, gl.expand_dims(u.to(gl.float32), 0), acc)
+        return acc, acc_hi
+
+    @gluon.jit
+    def _load_rows8(wp, row, NP):
+        """The thread's words of 8 consecutive rows of W^T, from word offset `row` (int64)."""
+        return (gl.load(wp + row), gl.load(wp + (row + NP)), gl.load(wp + (row + 2 * NP)),
+                gl.load(wp + (row + 3 * NP)), gl.load(wp + (row + 4 * NP)), gl.load(wp + (row + 5 * NP)),
+                gl.load(wp + (row + 6 * NP)), gl.load(wp + (row + 7 * NP)))
+
+    @gluon.jit
+    def _fma_rows8(acc, acc_hi, w, xrows, kb, XL: gl.constexpr, PAIRS: gl.constexpr):
+        """Rows kb .. kb + 7 of the chain, in order: w the thread's weights of those rows."""
+        for r in gl.static_range(8):
+            xk = gl.expand_dims(xrows.index(kb + r).load(XL), 1)
+            acc, acc_hi = _fma_row(acc, acc_hi, w[r], xk, PAIRS)
+        return acc, acc_hi
+
+    @gluon.jit
+    def det_gemv_reg_kernel(x_ptr, w_ptr, part_ptr, M, N, K, stride_xm,
+                            CHAIN: gl.constexpr, TM: gl.constexpr, VN: gl.constexpr, NW: gl.constexpr,
+                            PAIRS: gl.constexpr):
+        """One chain j of BN columns for all BM = TM rows, with no barrier in the k loop.
+
+        Each thread holds all TM rows of its VN columns and loads its own weights straight into
+        registers, 8 k rows at a time, the next 8 in flight while the current 8 are multiplied
+        (two sets of registers, alternating: no copies). No shared memory for W, so there is
+        nothing to wait for but the thread's own loads. The chain's slice of x sits transposed in
+        shared memory (one barrier before the loop); row k of it gives every thread the TM values
+        of x it needs (a broadcast read). Same FMAs in the same order as det_gemv_fma_kernel.
+        w_ptr: W^T [K, N] bf16 read as int32 pairs [K, N / 2] when PAIRS; N a multiple of BN (the
+        caller checks), K of 16; a chain's last loads re-read rows already read rather than run
+        past K (no masks in the loop)."""
+        BM: gl.constexpr = TM
+        PV: gl.constexpr = VN // 2 if PAIRS else VN       # loaded words per thread and row
+        BP: gl.constexpr = PV * 32 * NW
+        LW: gl.constexpr = gl.BlockedLayout([TM, PV], [1, 32], [1, NW], [1, 0])
+        XL: gl.constexpr = gl.SliceLayout(1, LW)
+        SL: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+        RL: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+
+        pid_n = gl.program_id(0)
+        j = gl.program_id(1)
+        k0 = j * CHAIN
+        steps = gl.minimum(K - k0, CHAIN) // 8             # a multiple of 2: K % 16 == 0
+        NP = N // 2 if PAIRS else N                        # words per row of W^T
+        wp = w_ptr + pid_n * BP + gl.arange(0, BP, layout=gl.SliceLayout(0, LW))
+        row = k0.to(gl.int64) * NP
+        last = (K - 8).to(gl.int64) * NP                    # the last 8 rows' offset: loads stay below K
+        w = _load_rows8(wp, row, NP)
+
+        xrows = _x_chain_slice(x_ptr, M, K, stride_xm, k0, BM, CHAIN, NW)
+        gl.thread_barrier()
+
+        acc = gl.full([BM, BP], 0.0, gl.float32, LW)
+        acc_hi = gl.full([BM, BP], 0.0, gl.float32, LW)
+        for i in range(0, steps, 2):
+            row = gl.minimum(row + 8 * NP, last)
+            n = _load_rows8(wp, row, NP)
+            acc, acc_hi = _fma_rows8(acc, acc_hi, w, xrows, i * 8, XL, PAIRS)
+            row = gl.minimum(row + 8 * NP, last)
+            w = _load_rows8(wp, row, NP)
+            acc, acc_hi = _fma_rows8(acc, acc_hi, n, xrows, i * 8 + 8, XL, PAIRS)
+
+        offs_m = gl.arange(0, BM, layout=gl.SliceLayout(1, LW))
+        omask_m = gl.expand_dims(offs_m < M, 1)
+        if PAIRS:
+            offs_p = pid_n * BP * 2 + 2 * gl.arange(0, BP, layout=gl.SliceLayout(0, LW))
+            out = part_ptr + j * M * N + gl.expand_dims(offs_m, 1) * N + gl.expand_dims(offs_p, 0)
+            gl.store(out, acc, mask=omask_m)
+            gl.store(out + 1, acc_hi, mask=omask_m)
+        else:
+            offs_n = pid_n * BP + gl.arange(0, BP, layout=gl.SliceLayout(0, LW))
+            out = part_ptr + j * M * N + gl.expand_dims(offs_m, 1) * N + gl.expand_dims(offs_n, 0)
+            gl.store(out, acc, mask=omask_m)
+
+    @gluon.jit
+    def _tile_sources(xt_ptr, wt_ptr, pid_m, pid_n, M, N, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+                      XL: gl.constexpr, WL: gl.constexpr, EVEN_M: gl.constexpr, EVEN_N: gl.constexpr):
+        """Addresses and masks of a program's first [BK, BM] x^T tile and [BK, BN] W^T tile (the
+        next tiles are BK rows further: + BK * M, + BK * N)."""
+        xk_ = gl.arange(0, BK, layout=gl.SliceLayout(1, XL))
+        xm_ = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, XL))
+        wk_ = gl.arange(0, BK, layout=gl.SliceLayout(1, WL))
+        wn_ = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, WL))
+        x_src = xt_ptr + xk_[:, None].to(gl.int64) * M + xm_[None, :]
+        w_src = wt_ptr + wk_[:, None].to(gl.int64) * N + wn_[None, :]
+        if EVEN_M:
+            xmask = (xm_ >= 0)[None, :] & (xk_ >= 0)[:, None]
+        else:
+            xmask = (xm_ < M)[None, :] & (xk_ >= 0)[:, None]
+        if EVEN_N:
+            wmask = (wn_ >= 0)[None, :] & (wk_ >= 0)[:, None]
+        else:
+            wmask = (wn_ < N)[None, :] & (wk_ >= 0)[:, None]
+        return x_src, w_src, xmask, wmask
+
+    @gluon.jit
+    def _tile_store(total, y_ptr, bias_ptr, pid_m, pid_n, M, N, BM: gl.constexpr, BN: gl.constexpr,
+                    L: gl.constexpr, HAS_BIAS: gl.constexpr):
+        """y[tile] = total (+ bias, after the reduction)."""
+        offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, L))
+        offs_n = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, L))
+        if HAS_BIAS:
+            total = total + gl.expand_dims(gl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(gl.float32), 0)
+        out = y_ptr + gl.expand_dims(offs_m, 1) * N + gl.expand_dims(offs_n, 0)
+        gl.store(out, total, mask=gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0))
+
+    @gluon.jit
     def det_gemm_fma_kernel(xt_ptr, wt_ptr, bias_ptr, y_ptr, M, N, K,
                             CHAIN: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
                             L: gl.constexpr, XL: gl.constexpr, WL: gl.constexpr,
@@ -477,20 +449,8 @@ if HAVE_GLUON:
         xrows = xs._reinterpret(gl.float32, [2 * BK, BM], RL)
         wrows = ws._reinterpret(gl.float32, [2 * BK, BN], RL)
 
-        xk_ = gl.arange(0, BK, layout=gl.SliceLayout(1, XL))
-        xm_ = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, XL))
-        wk_ = gl.arange(0, BK, layout=gl.SliceLayout(1, WL))
-        wn_ = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, WL))
-        x_src = xt_ptr + xk_[:, None].to(gl.int64) * M + xm_[None, :]
-        w_src = wt_ptr + wk_[:, None].to(gl.int64) * N + wn_[None, :]
-        if EVEN_M:
-            xmask = (xm_ >= 0)[None, :] & (xk_ >= 0)[:, None]
-        else:
-            xmask = (xm_ < M)[None, :] & (xk_ >= 0)[:, None]
-        if EVEN_N:
-            wmask = (wn_ >= 0)[None, :] & (wk_ >= 0)[:, None]
-        else:
-            wmask = (wn_ < N)[None, :] & (wk_ >= 0)[:, None]
+        x_src, w_src, xmask, wmask = _tile_sources(xt_ptr, wt_ptr, pid_m, pid_n, M, N, BM, BN, BK, XL, WL,
+                                                   EVEN_M, EVEN_N)
         x_step = BK * M
         w_step = BK * N
 
@@ -531,12 +491,7 @@ if HAVE_GLUON:
         if TOTAL_SMEM:
             total = tot.load(L)
 
-        offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, L))
-        offs_n = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, L))
-        if HAS_BIAS:
-            total = total + gl.expand_dims(gl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(gl.float32), 0)
-        out = y_ptr + gl.expand_dims(offs_m, 1) * N + gl.expand_dims(offs_n, 0)
-        gl.store(out, total, mask=gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0))
+        _tile_store(total, y_ptr, bias_ptr, pid_m, pid_n, M, N, BM, BN, L, HAS_BIAS)
 
     @gluon.jit
     def det_gemm_fma_cp_kernel(xt_ptr, wt_ptr, bias_ptr, y_ptr, M, N, K,
@@ -556,20 +511,8 @@ if HAVE_GLUON:
         xrows = xring._reinterpret(gl.float32, [STAGES * BK, BM], RL)
         wfrows = wf._reinterpret(gl.float32, [BK, BN], RL)
 
-        xk_ = gl.arange(0, BK, layout=gl.SliceLayout(1, XL))
-        xm_ = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(0, XL))
-        wk_ = gl.arange(0, BK, layout=gl.SliceLayout(1, WL))
-        wn_ = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, WL))
-        x_src = xt_ptr + xk_[:, None].to(gl.int64) * M + xm_[None, :]
-        w_src = wt_ptr + wk_[:, None].to(gl.int64) * N + wn_[None, :]
-        if EVEN_M:
-            xmask = (xm_ >= 0)[None, :] & (xk_ >= 0)[:, None]
-        else:
-            xmask = (xm_ < M)[None, :] & (xk_ >= 0)[:, None]
-        if EVEN_N:
-            wmask = (wn_ >= 0)[None, :] & (wk_ >= 0)[:, None]
-        else:
-            wmask = (wn_ < N)[None, :] & (wk_ >= 0)[:, None]
+        x_src, w_src, xmask, wmask = _tile_sources(xt_ptr, wt_ptr, pid_m, pid_n, M, N, BM, BN, BK, XL, WL,
+                                                   EVEN_M, EVEN_N)
         x_step = BK * M
         w_step = BK * N
         T = K // BK
@@ -611,13 +554,75 @@ if HAVE_GLUON:
         if TOTAL_SMEM:
             total = tot.load(L)
 
-        offs_m = pid_m * BM + gl.arange(0, BM, layout=gl.SliceLayout(1, L))
-        offs_n = pid_n * BN + gl.arange(0, BN, layout=gl.SliceLayout(0, L))
-        if HAS_BIAS:
-            total = total + gl.expand_dims(gl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(gl.float32), 0)
-        out = y_ptr + gl.expand_dims(offs_m, 1) * N + gl.expand_dims(offs_n, 0)
-        gl.store(out, total, mask=gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0))
+        _tile_store(total, y_ptr, bias_ptr, pid_m, pid_n, M, N, BM, BN, L, HAS_BIAS)
 
+
+    @gluon.jit
+    def _ring_copy(xbuf, wbuf, x_src, w_src, xmask, wmask, t, T, x_step, w_step):
+        """Tile t of x^T and W^T into one ring slot by cp.async, one commit group (zeros past T)."""
+        cp_async.async_copy_global_to_shared(xbuf, x_src + t * x_step, mask=xmask & (t < T))
+        cp_async.async_copy_global_to_shared(wbuf, w_src + t * w_step, mask=wmask & (t < T))
+        cp_async.commit_group()
+
+    @gluon.jit
+    def det_gemm_fma_ring_kernel(xt_ptr, wt_ptr, bias_ptr, y_ptr, M, N, K,
+                                 CHAIN: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr,
+                                 L: gl.constexpr, XL: gl.constexpr, WL: gl.constexpr,
+                                 CVL: gl.constexpr, HAS_BIAS: gl.constexpr, EVEN_M: gl.constexpr,
+                                 EVEN_N: gl.constexpr):
+        """The tile kernel with one barrier per tile and no staging registers.
+
+        x^T and W^T tiles reach a ring of 4 shared buffers by cp.async, 2 tiles ahead. In the step
+        of tile t every thread waits for its own copies of tile t + 1, one barrier makes everyone's
+        visible (and ends every read of step t - 1), then tile t + 3 is sent for, tile t + 1's W^T
+        is upcast once into an FP32 buffer, and tile t is multiplied from the other FP32 buffer.
+        Every buffer is an allocation of its own and the loop is unrolled by 4 tiles, so that each
+        buffer's role is fixed at compile time and no further barrier has to guard it. Same FMAs
+        in the same order as det_gemm_fma_kernel; K a multiple of 4 * BK."""
+        SL: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [1, 0])
+        RL: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+        pid_m = gl.program_id(0)
+        pid_n = gl.program_id(1)
+        xb = (gl.allocate_shared_memory(gl.float32, [BK, BM], SL), gl.allocate_shared_memory(gl.float32, [BK, BM], SL),
+              gl.allocate_shared_memory(gl.float32, [BK, BM], SL), gl.allocate_shared_memory(gl.float32, [BK, BM], SL))
+        wdt = wt_ptr.dtype.element_ty
+        wb = (gl.allocate_shared_memory(wdt, [BK, BN], SL), gl.allocate_shared_memory(wdt, [BK, BN], SL),
+              gl.allocate_shared_memory(wdt, [BK, BN], SL), gl.allocate_shared_memory(wdt, [BK, BN], SL))
+        wf = (gl.allocate_shared_memory(gl.float32, [BK, BN], SL), gl.allocate_shared_memory(gl.float32, [BK, BN], SL))
+
+        x_src, w_src, xmask, wmask = _tile_sources(xt_ptr, wt_ptr, pid_m, pid_n, M, N, BM, BN, BK, XL, WL,
+                                                   EVEN_M, EVEN_N)
+        x_step = BK * M
+        w_step = BK * N
+        T = K // BK
+        for s in gl.static_range(3):
+            _ring_copy(xb[s], wb[s], x_src, w_src, xmask, wmask, s, T, x_step, w_step)
+        cp_async.wait_group(2)
+        gl.thread_barrier()
+        wf[0].store(wb[0].load(CVL).to(gl.float32))
+
+        TPC: gl.constexpr = CHAIN // BK
+        total = gl.full([BM, BN], -0.0, gl.float32, L)
+        for j in range(gl.cdiv(T, TPC)):
+            acc = gl.full([BM, BN], 0.0, gl.float32, L)
+            for tt in range(0, gl.minimum(TPC, T - j * TPC), 4):
+                for u in gl.static_range(4):
+                    t = j * TPC + tt + u
+                    cp_async.wait_group(1)          # this thread's copies of tile t + 1 have landed
+                    gl.thread_barrier()
+                    _ring_copy(xb[(u + 3) % 4], wb[(u + 3) % 4], x_src, w_src, xmask, wmask, t + 3, T,
+                               x_step, w_step)
+                    wf[(u + 1) % 2].store(wb[(u + 1) % 4].load(CVL).to(gl.float32))
+                    xr = xb[u]._reinterpret(gl.float32, [BK, BM], RL)
+                    wr = wf[u % 2]._reinterpret(gl.float32, [BK, BN], RL)
+                    for kk in gl.static_range(BK):
+                        a = xr.index(kk).load(gl.SliceLayout(1, L))
+                        b = wr.index(kk).load(gl.SliceLayout(0, L))
+                        acc = gl.fma(gl.expand_dims(a, 1), gl.expand_dims(b, 0), acc)
+            total = total + acc
+        cp_async.wait_group(0)
+
+        _tile_store(total, y_ptr, bias_ptr, pid_m, pid_n, M, N, BM, BN, L, HAS_BIAS)
 
 def tile_layouts(cfg: "TileConfig"):
     """Accumulator, staging (x^T, W^T) and upcast layouts of the tile kernels (Gluon layouts)."""
@@ -634,13 +639,10 @@ def tile_layouts(cfg: "TileConfig"):
 
 def prepare_weight(w):
     """W [N, K] 16-bit -> W^T [K, N] contiguous, once at load time, so each k row is one coalesced read."""
-    _need_gpu_stack()
     if w.dtype not in (torch.bfloat16, torch.float16):
         raise ValueError(f"weights must be bf16 or fp16, got {w.dtype}")
     return w.t().contiguous()
 
-
-FOLD_BLOCK = 256
 
 
 def _launch_gemv(x, wt, bias, cfg: GemvConfig, chain_k: int, fold: bool = True):
@@ -650,17 +652,25 @@ def _launch_gemv(x, wt, bias, cfg: GemvConfig, chain_k: int, fold: bool = True):
     y = torch.empty(M, N, device=x.device, dtype=torch.float32)
     part = y if (S == 1 and bias is None) else torch.empty(S, M, N, device=x.device, dtype=torch.float32)
     grid = (triton.cdiv(N, cfg.block_n), S)
-    det_gemv_fma_kernel[grid](x, wt, part, M, N, K, x.stride(0), CHAIN=chain_k, TM=cfg.rows_per_thread,
-                              VN=cfg.vec_n, WM=cfg.warps_m, WN=cfg.warps_n, R=cfg.rows, STAGES=cfg.stages,
-                              EVEN_M=(M == cfg.block_m), EVEN_N=(N % cfg.block_n == 0),
-                              PAIRS=cfg.pairs and cfg.vec_n > 1 and wt.dtype == torch.bfloat16, num_warps=cfg.warps)
+    pairs = cfg.pairs and cfg.vec_n > 1 and wt.dtype == torch.bfloat16 and N % 2 == 0
+    if cfg.registers and (N % cfg.block_n or K % 16):   # unmasked loads: the shared-ring kernel instead
+        cfg = replace(cfg, registers=False)
+    if cfg.registers:
+        det_gemv_reg_kernel[grid](x, wt.view(torch.int32) if pairs else wt, part, M, N, K, x.stride(0),
+                                  CHAIN=chain_k, TM=cfg.rows_per_thread, VN=cfg.vec_n, NW=cfg.warps_n,
+                                  PAIRS=pairs, num_warps=cfg.warps)
+    else:
+        det_gemv_fma_kernel[grid](x, wt, part, M, N, K, x.stride(0), CHAIN=chain_k, TM=cfg.rows_per_thread,
+                                  VN=cfg.vec_n, WM=cfg.warps_m, WN=cfg.warps_n, R=cfg.rows, STAGES=cfg.stages,
+                                  EVEN_M=(M == cfg.block_m), EVEN_N=(N % cfg.block_n == 0),
+                                  PAIRS=pairs, num_warps=cfg.warps)
     if part is y:
         return y
     if not fold:           # benchmarks: the partials alone
         return part
-    det_fold_splitk_reduce_kernel[(triton.cdiv(M * N, FOLD_BLOCK),)](
+    det_fold_splitk_reduce_kernel[(triton.cdiv(M * N, cfg.fold_block),)](
         part, bias if bias is not None else part, y, M * N, N, S=S,
-        HAS_BIAS=bias is not None, BLOCK=FOLD_BLOCK, num_warps=2)
+        HAS_BIAS=bias is not None, BLOCK=cfg.fold_block, num_warps=cfg.fold_warps)
     return y
 
 
@@ -675,7 +685,11 @@ def _launch_tile(x, wt, bias, cfg: TileConfig, chain_k: int):
                   TOTAL_SMEM=cfg.total_smem, HAS_BIAS=bias is not None,
                   EVEN_M=(M % cfg.block_m == 0), EVEN_N=(N % cfg.block_n == 0), num_warps=cfg.warps)
     b = bias if bias is not None else y
-    if cfg.stages:
+    if cfg.ring and K % (4 * cfg.block_k) == 0:
+        del common["TOTAL_SMEM"]
+        det_gemm_fma_ring_kernel[grid](xt, wt, b, y, M, N, K, CVL=CVL, **common,
+                                       **({"maxnreg": cfg.maxnreg} if cfg.maxnreg else {}))
+    elif cfg.stages:
         det_gemm_fma_cp_kernel[grid](xt, wt, b, y, M, N, K, STAGES=cfg.stages, CVL=CVL, **common)
     else:
         det_gemm_fma_kernel[grid](xt, wt, b, y, M, N, K, **common)
@@ -684,7 +698,7 @@ def _launch_tile(x, wt, bias, cfg: TileConfig, chain_k: int):
 
 def portable_linear(x, w, bias=None, chain_k: int = CHAIN_K, block: int = 16):
     """The canonical order in plain Triton over W in its [N, K] layout (runs under TRITON_INTERPRET=1)."""
-    _need_gpu_stack()
+    need_gpu_stack()
     x = x.float().contiguous()
     w = w.contiguous()
     M, K = x.shape
@@ -701,10 +715,13 @@ def det_linear(x, wt, bias=None, config=None, chain_k: int = CHAIN_K, fold: bool
     wt: W^T [K, N] bf16/fp16 from `prepare_weight`; bias: [N] or None. Returns FP32 [M, N].
 
     `config` overrides the shape's constant configuration (benchmarks only: it changes speed,
-    never bits)."""
-    _need_gpu_stack()
+    never bits). On a CPU tensor the order runs as its exact emulation (reference.py): the bits the
+    GPU kernels give, without a GPU or Triton."""
     if x.dim() != 2 or wt.dim() != 2 or x.shape[1] != wt.shape[0]:
         raise ValueError(f"need x [M, K] and W^T [K, N], got {tuple(x.shape)} and {tuple(wt.shape)}")
+    if x.device.type == "cpu":
+        return torch.from_numpy(reference_linear(x, wt.t(), bias, chain_k))
+    need_gpu_stack()
     x = x.float().contiguous()
     M, K = x.shape
     N = wt.shape[1]
@@ -714,36 +731,6 @@ def det_linear(x, wt, bias=None, config=None, chain_k: int = CHAIN_K, fold: bool
     if isinstance(cfg, GemvConfig):
         return _launch_gemv(x, wt, bias, cfg, chain_k, fold)
     return _launch_tile(x, wt, bias, cfg, chain_k)
-
-
-# --- baselines ------------------------------------------------------------------------------------
-
-def layercast_linear(x, w, bias=None):
-    """The usual fix: upcast the weights on every call, FP32 cuBLAS with TF32 off."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    return torch.nn.functional.linear(x.float(), w.float(), None if bias is None else bias.float())
-
-
-def cublas_bf16_linear(x, w, bias=None):
-    return torch.nn.functional.linear(x.to(w.dtype), w, bias)
-
-
-BI_TC_TILE = (128, 128, 64, 8, 3)   # BM, BN, BK, warps, stages: one tile for every shape
-
-
-def bi_tc_linear(x, w, bias=None):
-    """Batch-invariant tensor-core baseline: bf16 in, FP32 accumulate, 16-bit out."""
-    _need_gpu_stack()
-    x = x.to(w.dtype).contiguous()
-    M, K = x.shape
-    N = w.shape[0]
-    y = torch.empty(M, N, device=x.device, dtype=w.dtype)
-    bm, bn, bk, warps, stages = BI_TC_TILE
-    bi_tc_matmul_kernel[(triton.cdiv(M, bm), triton.cdiv(N, bn))](
-        x, w.contiguous(), y, M, N, K, BM=bm, BN=bn, BK=bk, num_warps=warps, num_stages=stages)
-    if bias is not None:
-        y = y + bias
-    return y
 
 
 class Linear:
@@ -774,120 +761,3 @@ class Linear:
         raise ValueError(f"unknown implementation {impl!r}; choose one of {', '.join(IMPLS)}, portable")
 
 
-# --- the workload: kernels inside NVTX ranges, for `smlens profile --workload det-gemm` -----------
-
-@dataclass(frozen=True)
-class GemmCase:
-    phase: str
-    role: str
-    M: int
-    N: int
-    K: int
-
-    def message(self, impl: str) -> str:
-        return f"{self.role} M={self.M} N={self.N} K={self.K} impl={impl}"
-
-
-def default_phase(M: int) -> str:
-    return "decode" if M <= 64 else "warm_prefill"
-
-
-def parse_shape_item(item: str) -> GemmCase:
-    """`[phase/]role:MxNxK`, e.g. `decode/qkv_proj:1x6144x4096` or `o_proj:2048x4096x4096`."""
-    from profiler.errors import BadInput
-    text = item.strip()
-    phase = None
-    if "/" in text:
-        phase, text = text.split("/", 1)
-        if phase not in PHASES:
-            raise BadInput(f"shape {item!r}: phase must be one of {', '.join(PHASES)}")
-    role, sep, dims = text.partition(":")
-    if not sep or role not in GEMM_ROLES:
-        raise BadInput(f"shape {item!r}: write [phase/]role:MxNxK with role one of {', '.join(GEMM_ROLES)}")
-    try:
-        M, N, K = (int(v) for v in dims.lower().split("x"))
-    except ValueError:
-        raise BadInput(f"shape {item!r}: dimensions must be three integers MxNxK, e.g. 1x6144x4096") from None
-    if min(M, N, K) <= 0:
-        raise BadInput(f"shape {item!r}: dimensions must be positive")
-    return GemmCase(phase or default_phase(M), role, M, N, K)
-
-
-def model_cases(model: str, tokens: list[int]) -> list[GemmCase]:
-    from profiler.workloads.models import get_model
-    shape = get_model(model)
-    cases = []
-    for t in tokens:
-        for role, (M, N, K) in shape.gemm_shapes(t).items():
-            cases.append(GemmCase(default_phase(M), role, M, N, K))
-    return cases
-
-
-def run_workload(cases: list[GemmCase], impls: list[str], repeat: int = 1, seed: int = 0,
-                 device: str = "cuda") -> dict:
-    """Run each case with each implementation inside `phase / impl=<impl> / <role> M= N= K=` ranges
-    (one warm-up call outside any range first, so compilation and library heuristics stay out)."""
-    _need_gpu_stack()
-    from profiler.workloads.decoder import Annotator, DOMAIN
-    ann = Annotator(DOMAIN)
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    weights: dict[tuple[int, int], Linear] = {}
-    done = []
-    for case in cases:
-        key = (case.N, case.K)
-        if key not in weights:
-            w = (torch.randn(case.N, case.K, generator=gen) / math.sqrt(case.K)).to(torch.bfloat16)
-            weights[key] = Linear(w.to(device))
-        lin = weights[key]
-        x = torch.randn(case.M, case.K, generator=gen).to(device)
-        for impl in impls:
-            lin(x, impl)                                    # warm-up: compile, heuristics
-            torch.cuda.synchronize()
-            with ann.range(case.phase), ann.range(f"impl={impl}"), ann.range(case.message(impl)):
-                for _ in range(repeat):
-                    lin(x, impl)
-            torch.cuda.synchronize()
-            done.append({"phase": case.phase, "role": case.role, "M": case.M, "N": case.N, "K": case.K,
-                         "impl": impl})
-    return {"domain": DOMAIN, "nvtx_active": ann.active, "runs": done}
-
-
-def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m profiler.workloads.deterministic.kernels",
-                                description="Run the deterministic GEMMs and baselines inside NVTX ranges.")
-    p.add_argument("--shapes", nargs="*", default=None,
-                   help="[phase/]role:MxNxK items, e.g. decode/qkv_proj:1x6144x4096")
-    p.add_argument("--model", default="llama-3.1-8b", help="model whose projections to run (without --shapes)")
-    p.add_argument("--tokens", default="1,2048", help="comma-separated M values for --model")
-    p.add_argument("--impl", default="det", help=f"comma-separated, of: {', '.join(IMPLS)}, portable")
-    p.add_argument("--repeat", type=int, default=1, help="calls per range")
-    p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args(argv)
-    from profiler.errors import SmlensError
-    try:
-        impls = [s.strip() for s in args.impl.split(",") if s.strip()]
-        bad = [i for i in impls if i not in IMPLS + ("portable",)]
-        if bad:
-            raise SmlensError(f"unknown --impl {', '.join(bad)}; choose from {', '.join(IMPLS)}, portable")
-        if args.shapes:
-            cases = [parse_shape_item(s) for s in args.shapes]
-        else:
-            try:
-                tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
-            except ValueError:
-                raise SmlensError("--tokens takes comma-separated integers, e.g. 1,2048") from None
-            cases = model_cases(args.model, tokens)
-        if not torch or not torch.cuda.is_available():
-            from profiler.errors import EnvironmentProblem
-            raise EnvironmentProblem("the deterministic workload needs a CUDA GPU with torch and triton")
-        result = run_workload(cases, impls, args.repeat, args.seed)
-    except SmlensError as err:
-        print(f"smlens: {err}", file=sys.stderr)
-        return err.exit_code
-    import json
-    print(json.dumps(result))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

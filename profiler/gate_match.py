@@ -1,0 +1,96 @@
+"""Does `smlens gate` compare like with like? What each run was measured on and what it ran.
+
+A regression gate answers "did the change make the same work slower": two runs of another GPU,
+another model, another batch size or another set of phases differ for reasons no threshold knows
+about, and a gate that passes or fails them misleads. Each run is described by its device, its
+workload (the stored `workload` and `model` tags, or else the roles its NVTX ranges name), the
+shapes its ranges carry (GEMM M, N, K and attention B, H, Sq, Skv, D per phase and role) and its
+phases; the gate refuses runs that differ in any of these unless told otherwise.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+_GEMM_SHAPE = ("shape_m", "shape_n", "shape_k")
+_ATTENTION_SHAPE = ("attn_batch", "attn_heads", "attn_q_len", "attn_kv_len", "attn_head_dim")
+_SHAPE_NAMES = {"shape_m": "M", "shape_n": "N", "shape_k": "K", "attn_batch": "B", "attn_heads": "H",
+                "attn_q_len": "Sq", "attn_kv_len": "Skv", "attn_head_dim": "D"}
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    label: str
+    device: str | None  # "NVIDIA H200 (cc 9.0)"; None when the capture does not say
+    workload: str | None  # "det-gemm llama-3.1-8b" from stored tags; None for capture files
+    roles: frozenset  # roles an NVTX range named
+    shapes: dict  # "phase/role" -> "M=4 N=6144 K=4096" (every distinct shape, sorted, joined)
+    phases: frozenset  # phases other than `other`
+
+
+def _first(kernels: pd.DataFrame, column: str) -> str | None:
+    if column not in kernels:
+        return None
+    values = kernels[column].dropna()
+    return str(values.iloc[0]) if len(values) else None
+
+
+def _shapes(kernels: pd.DataFrame) -> dict:
+    out: dict[str, set] = {}
+    for columns in (_GEMM_SHAPE, _ATTENTION_SHAPE):
+        if not set(columns) <= set(kernels.columns) or "phase" not in kernels or "role" not in kernels:
+            continue
+        known = kernels.dropna(subset=list(columns))
+        for row in known[["phase", "role", *columns]].drop_duplicates().itertuples(index=False):
+            text = " ".join(f"{_SHAPE_NAMES[c]}={int(v)}" for c, v in zip(columns, row[2:]))
+            out.setdefault(f"{row[0]}/{row[1]}", set()).add(text)
+    return {key: ", ".join(sorted(values)) for key, values in out.items()}
+
+
+def identify(kernels: pd.DataFrame, label: str, tags: dict | None = None) -> RunIdentity:
+    """A run's identity from its kernels table (docs/SCHEMA.md) and, for a stored run, its tags."""
+    name, cc = _first(kernels, "device__attribute_display_name"), _first(kernels, "cc")
+    device = " ".join(part for part in (name, f"(cc {cc})" if cc else None) if part) or None
+    tags = tags or {}
+    workload = " ".join(tags[k] for k in ("workload", "model") if tags.get(k)) or None
+    named = kernels["role_source"] == "nvtx" if "role_source" in kernels else pd.Series(False, kernels.index)
+    roles = frozenset(kernels.loc[named.fillna(False).astype(bool), "role"].dropna()) if "role" in kernels \
+        else frozenset()
+    phases = frozenset(kernels["phase"].dropna()) - {"other"} if "phase" in kernels else frozenset()
+    return RunIdentity(label, device, workload, roles, _shapes(kernels), phases)
+
+
+def _names(values) -> str:
+    return ",".join(sorted(values)) or "none"
+
+
+def _differences(a: RunIdentity, b: RunIdentity) -> list[str]:
+    out = []
+    if a.device and b.device and a.device != b.device:
+        out.append(f"device {a.device} vs {b.device}")
+    if a.workload and b.workload and a.workload != b.workload:
+        out.append(f"workload {a.workload} vs {b.workload}")
+    elif a.roles and b.roles and a.roles != b.roles:
+        out.append(f"workload (roles its NVTX ranges name) {_names(a.roles)} vs {_names(b.roles)}")
+    for key in sorted(set(a.shapes) & set(b.shapes)):
+        if a.shapes[key] != b.shapes[key]:
+            out.append(f"model shape {key} {a.shapes[key]} vs {b.shapes[key]}")
+            break  # one is enough to say why; the rest usually follow from it
+    if a.phases and b.phases and a.phases != b.phases:
+        out.append(f"phases {_names(a.phases)} vs {_names(b.phases)}")
+    return out
+
+
+def mismatches(baseline: list[RunIdentity], current: list[RunIdentity]) -> list[str]:
+    """How the runs differ from the first baseline run, one clause per run that differs."""
+    if not baseline:
+        return []
+    first = baseline[0]
+    out = []
+    for side, runs in (("baseline", baseline[1:]), ("current", current)):
+        for run in runs:
+            differences = _differences(first, run)
+            if differences:
+                out.append(f"{side} {run.label} against baseline {first.label}: " + ", ".join(differences))
+    return out
