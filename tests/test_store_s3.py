@@ -380,3 +380,42 @@ def test_racing_creates_of_one_key_have_one_winner(s3_store):
         for n in range(20):
             wins = pool.map(create, [(objects, f"race/{n}") for objects in writers])
             assert sum(wins) == 1, n
+
+
+def test_reingest_renames_and_rm_of_several_runs_on_s3(s3_store):
+    code, out, _ = smlens("ingest", DATA / "targeted_raw.csv", "--store", s3_store, "--tag", "branch=main",
+                          "--format", "json")
+    first = json.loads(out)[0]
+    code, out, err = smlens("ingest", DATA / "targeted_raw.csv", "--store", s3_store, "--name", "base",
+                            "--tag", "branch=dev", "--format", "json")
+    assert code == 0 and json.loads(out)[0]["changed"] == ["name", "tags"], err
+    store = Store(s3_store, create=False)
+    row = store.run("base")
+    assert row["id"] == first["id"] and json.loads(row["tags"]) == {"branch": "dev"}
+    assert store.meta(first["id"])["run"]["name"] == "base"  # the run folder's record follows
+    second = store.ingest(DATA / "decode12_raw.csv")[0]
+    code, out, err = smlens("rm", "base", second["id"], "--yes", "--store", s3_store)
+    assert code == 0, err
+    assert len(Store(s3_store, create=False).runs()) == 0 and plain_runs(s3_store) == set()
+    assert json.loads(store.objects.read(logstore.log_key(3)))["ids"] == [first["id"], second["id"]]
+
+
+def test_store_check_and_repair_on_s3(s3_store):
+    store = Store(s3_store)
+    kept = store.ingest(DATA / "targeted_raw.csv")[0]
+    lost = store.ingest(DATA / "decode12_raw.csv")[0]
+    last = store.ingest(DATA / "decode12_details.csv")[0]
+    assert smlens("store", "check", "--store", s3_store)[0] == 0
+    store.objects.delete([logstore.log_key(1)])
+    store.objects.put("runs.parquet", b"junk")
+    code, out, err = smlens("runs", "--store", s3_store)
+    assert code == 2 and "log entry 1 is missing" in err and "smlens store check" in err
+    code, out, _ = smlens("store", "check", "--store", s3_store, "--format", "json")
+    report = json.loads(out)
+    assert code == 2 and {p["kind"] for p in report["problems"]} == {"log", "runs-table", "unlisted"}
+    code, out, err = smlens("store", "repair", "--store", s3_store, "--format", "json")
+    assert code == 0 and json.loads(out)["ok"], out + err
+    runs = Store(s3_store, create=False).runs().set_index("id")
+    assert sorted(runs.index) == sorted([kept["id"], lost["id"], last["id"]])
+    assert runs.loc[lost["id"], "name"] == "decode12_raw.csv"  # from the run folder's _run.json
+    assert smlens("store", "check", "--store", s3_store)[0] == 0
