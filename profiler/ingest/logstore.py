@@ -34,11 +34,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from profiler.errors import BadInput
-from profiler.ingest import capture
 from profiler.ingest.objectstore import S3Objects, open_objects
 from profiler.ingest.store import (FORMAT_VERSION, MARKER, READ_ERRORS, RUN_COLUMNS, RUN_META,
-                                   Store, StoreDamaged, _plain_row, check_name, file_sha256,
-                                   new_run_row, reason, row_changes, write_json)
+                                   Store, StoreDamaged, _plain_row, new_run_row, reason,
+                                   row_changes, write_json)
 
 LOG = "_log/"
 STAGING = "_staging/"
@@ -200,12 +199,7 @@ class LogStore(Store):
                ) -> tuple[dict, bool]:
         """As Store.ingest: the file's run (new, or the one already made from it, with a new name
         or tags applied) and whether it is new."""
-        source = Path(source)
-        check_name(name)
-        capture.check_readable(source)
-        sha256 = file_sha256(source)
-        shapes_key = json.dumps(sorted((shapes or {}).items()))
-        existing = self._find_sha(sha256, shapes_key, roles_from_order)
+        source, sha256, shapes_key, existing = self._identify(source, name, shapes, roles_from_order)
         if existing is not None:
             return self._update(existing, name, tags), False
         run_id = self._new_id()

@@ -21,16 +21,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from profiler.ingest import logstore as ls
+from profiler.ingest.store_check import Problem
 
 QUARANTINE = "quarantine/"
-
-
-@dataclass
-class Problem:
-    kind: str  # a short code a script can match
-    path: str  # relative to the store
-    detail: str
-    repair: str  # what `smlens store repair` does about it
 
 
 @dataclass

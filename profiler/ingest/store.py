@@ -295,12 +295,7 @@ class Store:
         recognised and not stored twice; a new `name` or `tags` for it update that run (the row
         then lists them under `changed`). `roles_from_order`: see capture.read_capture.
         """
-        source = Path(source)
-        check_name(name)
-        capture.check_readable(source)
-        sha256 = file_sha256(source)
-        shapes_key = json.dumps(sorted((shapes or {}).items()))
-        existing = self._find_sha(sha256, shapes_key, roles_from_order)
+        source, sha256, shapes_key, existing = self._identify(source, name, shapes, roles_from_order)
         if existing is not None:
             return self._update(existing, name, tags), False
         run_id = uuid.uuid4().hex[:8]
@@ -338,6 +333,16 @@ class Store:
             with contextlib.suppress(OSError):  # a lock file left behind is the next writer's to remove
                 (staging / f"ingest-{run_id}.lock").unlink(missing_ok=True)
             os.close(lock_fd)
+
+    def _identify(self, source, name: str | None, shapes: dict | None, roles_from_order: bool):
+        """A capture to ingest: its path, SHA-256 and shapes key, and the run already made from it
+        read the same way (None when new)."""
+        source = Path(source)
+        check_name(name)
+        capture.check_readable(source)
+        sha256 = file_sha256(source)
+        shapes_key = json.dumps(sorted((shapes or {}).items()))
+        return source, sha256, shapes_key, self._find_sha(sha256, shapes_key, roles_from_order)
 
     def _publish(self, work: Path, run_id: str) -> None:
         """Move a committed run's staged folders into place (units first: a run visible in runs/
