@@ -115,11 +115,14 @@ class LogStore(Store):
 
     def _marker(self) -> dict | None:
         try:
-            return json.loads(self.objects.read(MARKER))
+            marker = json.loads(self.objects.read(MARKER))
         except FileNotFoundError:
             return None
         except ValueError:
-            raise StoreDamaged(self.path, f"the store marker {MARKER} cannot be read") from None
+            marker = None
+        if not isinstance(marker, dict):
+            raise StoreDamaged(self.path, f"the store marker {MARKER} cannot be read")
+        return marker
 
     # --- the log ---------------------------------------------------------------------------
 
