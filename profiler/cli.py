@@ -48,7 +48,7 @@ class Format(str, Enum):
 
 
 StoreOpt = typer.Option(None, "--store", envvar="SMLENS_STORE",
-                        help="Store folder (default ./smlens-store).")
+                        help="Store folder or s3://bucket/prefix (default ./smlens-store).")
 
 
 EXIT_INTERNAL = 70  # a bug in smlens (BSD sysexits' EX_SOFTWARE)
@@ -62,8 +62,11 @@ def internal_error(err: Exception) -> str:
             "(SMLENS_TRACEBACK=1 shows where)")
 
 
-def store_path(store: Optional[Path]) -> Path:
-    return Path(store) if store else Path("smlens-store")
+def store_path(store: Optional[str]):
+    """The store's folder, or its URL as given (a Path would fold s3:// into s3:/)."""
+    from profiler.ingest.objectstore import is_url
+
+    return store if store and is_url(store) else Path(store or "smlens-store")
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -110,7 +113,7 @@ def command(func):
 
 @command
 def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details page, gzip ok) or .ncu-rep"),
-           store: Optional[Path] = StoreOpt,
+           store: Optional[str] = StoreOpt,
            name: Optional[str] = typer.Option(None, help="Run name (default: the file name)."),
            tag: Optional[List[str]] = typer.Option(None, help="KEY=VALUE, repeatable."),
            shapes: Optional[Path] = typer.Option(None, help="File of '[phase/]role M N K' lines for "
@@ -156,7 +159,7 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
 
 
 @command
-def runs(store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
+def runs(store: Optional[str] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
     """List the runs in the store."""
     from profiler.ingest.store import Store
     from reports.runs import print_runs, runs_json
@@ -167,7 +170,7 @@ def runs(store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.
 
 @command
 def show(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name or 'latest'."),
-         store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
+         store: Optional[str] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
     """One run: where it came from, and its kernels by phase and role."""
     import json
     import pandas as pd
@@ -185,7 +188,7 @@ def show(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name
 @command
 def rm(run: List[str] = typer.Argument(..., help="Run id, id prefix or name; several remove several."),
        yes: bool = typer.Option(False, "--yes", "-y", help="Remove several runs without asking."),
-       store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
+       store: Optional[str] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
     """Remove runs from the store (all of them, or none when one reference is unknown or ambiguous)."""
     import json
     from profiler.errors import BadInput
@@ -218,7 +221,7 @@ app.add_typer(store_app, name="store")
 
 @store_app.command("check")
 @guarded
-def store_check(store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
+def store_check(store: Optional[str] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
     """Every inconsistency of the store and what `smlens store repair` would do: exit 0 when there
     is none, 2 when there are some."""
     import json
@@ -232,7 +235,7 @@ def store_check(store: Optional[Path] = StoreOpt, format: Format = typer.Option(
 
 @store_app.command("repair")
 @guarded
-def store_repair(store: Optional[Path] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
+def store_repair(store: Optional[str] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
     """Make the store consistent: finish interrupted writes, rebuild the runs table from the run
     folders' own records, and move what cannot be read to quarantine/ (nothing is deleted)."""
     import json
@@ -270,7 +273,7 @@ def gate(baseline: Optional[List[str]] = typer.Option(
          allow_mismatch: bool = typer.Option(False, "--allow-mismatch", help="Gate runs of different "
                                              "devices, workloads, model shapes or phases (refused "
                                              "by default: exit 2)."),
-         store: Optional[Path] = StoreOpt,
+         store: Optional[str] = StoreOpt,
          format: Format = typer.Option(Format.table, "--format")):
     """Gate current runs against baseline runs: exit 0 pass, 1 regression, 2 could not judge."""
     import json
@@ -382,7 +385,7 @@ def views(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, nam
                                                help="Only kernels whose name matches this regular expression."),
           view: Optional[List[str]] = typer.Option(None, "--view",
                                                    help="Only these views, V1..V8 (repeatable, or V2,V3)."),
-          store: Optional[Path] = StoreOpt,
+          store: Optional[str] = StoreOpt,
           format: ViewsFormat = typer.Option(ViewsFormat.table, "--format")):
     """The eight counter-validated views of a run: the gap per phase and role, then each view."""
     import re
@@ -438,7 +441,7 @@ def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, na
            per_token: bool = typer.Option(False, "--per-token", help="Times, bytes and FLOPs per token "
                                           "of each phase (the M of its GEMMs, else the batch and "
                                           "prompt tags): batch 8 against batch 1 on equal terms."),
-           output: Path = ReportOut, store: Optional[Path] = StoreOpt,
+           output: Path = ReportOut, store: Optional[str] = StoreOpt,
            format: Format = typer.Option(Format.table, "--format")):
     """One self-contained HTML report of a run (or a comparison) that opens offline."""
     import json
@@ -580,7 +583,7 @@ def profile(ctx: typer.Context,
             ncu: Optional[str] = typer.Option(None, help="ncu executable (default: PATH)."),
             keep: Optional[Path] = typer.Option(None, help="Keep ncu reports, CSVs and logs here."),
             quiet: bool = typer.Option(False, help="No progress bar."),
-            store: Optional[Path] = StoreOpt,
+            store: Optional[str] = StoreOpt,
             format: Format = typer.Option(Format.table, "--format")):
     """Profile LLM prefill and decode with ncu and store the run (see --plan first)."""
     import json

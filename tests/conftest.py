@@ -33,3 +33,25 @@ def sections_capture():
     from profiler.ingest.capture import read_capture
 
     return read_capture(DATA / "sections_raw.csv", shapes=TARGETED_SHAPES)
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3 server (moto) on 127.0.0.1 for the session; see tests/s3server.py."""
+    pytest.importorskip("moto.server")
+    pytest.importorskip("s3fs")
+    from tests.s3server import s3_server as start
+
+    with start() as server:
+        yield server
+
+
+@pytest.fixture()
+def s3_store(s3_server, monkeypatch) -> str:
+    """A fresh bucket on the loopback server, the AWS environment pointing at it, and the store URL."""
+    import uuid
+
+    bucket = s3_server.make_bucket(f"smlens-{uuid.uuid4().hex[:12]}")
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    return f"s3://{bucket}/team/store"

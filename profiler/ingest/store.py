@@ -170,6 +170,15 @@ def release(fd: int | None) -> None:
 
 
 class Store:
+    def __new__(cls, path=None, create: bool = True):
+        """An s3:// URL, or a folder holding a store that commits through a log (one copied from
+        object storage), opens as a LogStore (profiler.ingest.logstore)."""
+        if cls is Store and path is not None and commits_through_log(path):
+            from profiler.ingest.logstore import LogStore
+
+            return super().__new__(LogStore)
+        return super().__new__(cls)
+
     @classmethod
     def unchecked(cls, path) -> "Store":
         """A store object for `smlens store repair`, whose marker may itself be damaged."""
@@ -286,12 +295,7 @@ class Store:
         recognised and not stored twice; a new `name` or `tags` for it update that run (the row
         then lists them under `changed`). `roles_from_order`: see capture.read_capture.
         """
-        source = Path(source)
-        check_name(name)
-        capture.check_readable(source)
-        sha256 = file_sha256(source)
-        shapes_key = json.dumps(sorted((shapes or {}).items()))
-        existing = self._find_sha(sha256, shapes_key, roles_from_order)
+        source, sha256, shapes_key, existing = self._identify(source, name, shapes, roles_from_order)
         if existing is not None:
             return self._update(existing, name, tags), False
         run_id = uuid.uuid4().hex[:8]
@@ -308,18 +312,8 @@ class Store:
                 units_dir.mkdir(parents=True)
                 summary = self._write_kernels(source, run_dir, units_dir, run_id, shapes, on_progress,
                                               roles_from_order)
-                row = {
-                    "id": run_id, "name": name or source.name, "tags": json.dumps(tags or {}),
-                    # microseconds: the order of runs (`latest`) survives a rebuild of the table
-                    "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds"),
-                    "source": str(source.resolve()), "sha256": sha256,
-                    "source_format": summary["source_format"],
-                    "ncu_version": ncu_version, "device_name": summary["device_name"],
-                    "cc": summary["cc"], "host": socket.gethostname(),
-                    "kernel_count": summary["kernel_count"], "partial": bool(partial),
-                    "shapes": shapes_key, "roles_from_order": bool(roles_from_order),
-                    "notes": json.dumps(summary["notes"]),
-                }
+                row = new_run_row(run_id, source, name, tags, sha256, shapes_key, summary,
+                                  ncu_version, partial, roles_from_order)
                 self._write_meta(run_dir, row, summary["units"])
                 fsync_path(run_dir)
                 with self._locked():
@@ -339,6 +333,16 @@ class Store:
             with contextlib.suppress(OSError):  # a lock file left behind is the next writer's to remove
                 (staging / f"ingest-{run_id}.lock").unlink(missing_ok=True)
             os.close(lock_fd)
+
+    def _identify(self, source, name: str | None, shapes: dict | None, roles_from_order: bool):
+        """A capture to ingest: its path, SHA-256 and shapes key, and the run already made from it
+        read the same way (None when new)."""
+        source = Path(source)
+        check_name(name)
+        capture.check_readable(source)
+        sha256 = file_sha256(source)
+        shapes_key = json.dumps(sorted((shapes or {}).items()))
+        return source, sha256, shapes_key, self._find_sha(sha256, shapes_key, roles_from_order)
 
     def _publish(self, work: Path, run_id: str) -> None:
         """Move a committed run's staged folders into place (units first: a run visible in runs/
@@ -410,12 +414,7 @@ class Store:
 
     def _update(self, row: dict, name: str | None, tags: dict | None, locked: bool = False) -> dict:
         """A new name or new tags for a stored run (tags merge: a given key takes the new value)."""
-        old_tags = json.loads(row.get("tags") or "{}")
-        changes = {}
-        if name is not None and name != row["name"]:
-            changes["name"] = name
-        if tags and {**old_tags, **tags} != old_tags:
-            changes["tags"] = json.dumps({**old_tags, **tags})
+        changes = row_changes(row, name, tags)
         if not changes:
             return row
         with self._writing("the run's name and tags are unchanged"), \
@@ -619,6 +618,36 @@ class Store:
         return meta
 
 
+def new_run_row(run_id: str, source: Path, name: str | None, tags: dict | None, sha256: str,
+                shapes_key: str, summary: dict, ncu_version: str | None, partial: bool,
+                roles_from_order: bool) -> dict:
+    """The runs-table row of a capture just read (`summary`: what _write_kernels returned)."""
+    return {
+        "id": run_id, "name": name or source.name, "tags": json.dumps(tags or {}),
+        # microseconds: the order of runs (`latest`) survives a rebuild of the table
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds"),
+        "source": str(source.resolve()), "sha256": sha256,
+        "source_format": summary["source_format"],
+        "ncu_version": ncu_version, "device_name": summary["device_name"],
+        "cc": summary["cc"], "host": socket.gethostname(),
+        "kernel_count": summary["kernel_count"], "partial": bool(partial),
+        "shapes": shapes_key, "roles_from_order": bool(roles_from_order),
+        "notes": json.dumps(summary["notes"]),
+    }
+
+
+def row_changes(row: dict, name: str | None, tags: dict | None) -> dict:
+    """The columns a re-ingest with `name` and `tags` changes (tags merge: a given key takes the
+    new value)."""
+    old_tags = json.loads(row.get("tags") or "{}")
+    changes = {}
+    if name is not None and name != row["name"]:
+        changes["name"] = name
+    if tags and {**old_tags, **tags} != old_tags:
+        changes["tags"] = json.dumps({**old_tags, **tags})
+    return changes
+
+
 def write_units(path: Path, units: dict) -> None:
     pd.DataFrame({"metric": list(units), "unit": list(units.values())},
                  dtype="object").to_parquet(path, index=False)
@@ -635,6 +664,17 @@ def _plain_row(row: dict) -> dict:
             value = None
         out[key] = value
     return out
+
+
+def commits_through_log(spec) -> bool:
+    from profiler.ingest.objectstore import is_url
+
+    if is_url(spec):
+        return True
+    try:
+        return json.loads((Path(spec) / MARKER).read_text()).get("commits") == "log"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _first_value(table: pa.Table | None, column: str):

@@ -254,6 +254,10 @@ def _check_staging(found: Survey) -> None:
 
 
 def check(path) -> dict:
+    if st.commits_through_log(path):
+        from profiler.ingest import logstore_check
+
+        return logstore_check.check(path)
     found = survey(path)
     return {"store": str(found.store), "ok": not found.problems,
             "runs": len(found.listed) if found.table_ok else None,
@@ -262,6 +266,10 @@ def check(path) -> dict:
 
 def repair(path) -> dict:
     """Make the store consistent; return what was done and what still needs a person."""
+    if st.commits_through_log(path):
+        from profiler.ingest import logstore_check
+
+        return logstore_check.repair(path)
     root = _open(path)
     actions: list[str] = []
     store = st.Store.unchecked(root)
