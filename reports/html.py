@@ -377,7 +377,7 @@ def _sections(data: ReportInput, base: Optional[ReportInput], reasons: dict) -> 
         "quoted as SM utilization, stands beside as the headline: it is no step. DRAM's share of "
         "its peak and the bound say whether a low tensor share is headroom at all (memory-bound at "
         "80 % of DRAM peak is not). A phase's row named all sums its roles; setup kernels (phase "
-        "other) stay out of the chart; `role from` says which roles were guessed from kernel names. "
+        "other) stay out of the chart; the ‘role from’ column says which roles were guessed from kernel names. "
         "Hover a heading for its definition (docs/VIEWS.md has them all), click a role or a bar for "
         "its kernels.",
         [fig_gap(gap, base_gap)], gap_table(gap, base_gap, reasons, _time_label(data)),
