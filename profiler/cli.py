@@ -16,11 +16,30 @@ from typing import List, Optional
 
 import typer
 
+from profiler.cli_help import Command, example
 from profiler.errors import SmlensError
-from profiler.run.options import DEFAULT_WORKLOAD, DecoderOptions, DetGemmOptions
+from profiler.run.options import DEFAULT_WORKLOAD, DecoderOptions, DetGemmOptions, ProgramOptions
 
+# Plain help (rich_markup_mode=None): option names are never cut to fit a panel.
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  help="What an NVIDIA GPU is really doing during LLM inference.")
+                  rich_markup_mode=None, help="What an NVIDIA GPU is really doing during LLM inference.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"smlens {version('smlens')}")
+        except PackageNotFoundError:
+            typer.echo("smlens (not installed: run from a source tree)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                       help="Print the version and exit.")):
+    """What an NVIDIA GPU is really doing during LLM inference."""
 
 
 class Format(str, Enum):
@@ -85,7 +104,7 @@ def guarded(func):
 
 def command(func):
     """Register a top-level command (see `guarded`)."""
-    return app.command()(guarded(func))
+    return app.command(cls=Command, epilog=example(func.__name__))(guarded(func))
 
 
 # --- store: ingest, runs, show, rm ------------------------------------------------------------
@@ -296,8 +315,9 @@ def gate(baseline: Optional[List[str]] = typer.Option(
     if format == Format.json:
         typer.echo(json.dumps(result.to_json(), indent=2))
     else:
-        from rich.console import Console
-        Console().print(render_table(result))
+        from reports.terminal import output_console
+        console = output_console()
+        console.print(render_table(result, width=console.width))
     if error is not None:  # exit 2 whatever the cause: the gate's code for "could not judge"
         raise SmlensError(error, exit_code=2)
     raise typer.Exit(result.exit_code)
@@ -337,14 +357,16 @@ def _check_filter(phase: Optional[str], role: Optional[str]) -> None:
         raise BadInput(f"--role {role}: expected one of {', '.join(KERNEL_ROLES)}")
 
 
-def _write_html(output: Path, data, baseline=None, phase=None, role=None) -> int:
+def _write_html(output: Path, data, baseline=None, phase=None, role=None, tokens=None,
+                base_tokens=None) -> int:
     from profiler.errors import BadInput
     from reports.html import render_report, write_report
 
     if output.is_dir():
         raise BadInput(f"{output} is a folder: give a file name, e.g. -o {output / 'report.html'}")
     try:
-        return write_report(output, render_report(data, baseline, phase=phase, role=role))
+        return write_report(output, render_report(data, baseline, phase=phase, role=role, tokens=tokens,
+                                                  base_tokens=base_tokens))
     except OSError as err:
         raise BadInput(f"cannot write {output}: {err.strerror or err}") from None
 
@@ -394,7 +416,12 @@ def views(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, nam
         raise BadInput(f"run {row['id']} has no kernels for --phase {phase or 'any'}, --role "
                        f"{role or 'any'}, --kernel {kernel or 'any'}")
     if format == ViewsFormat.json:
-        typer.echo(result.to_json(run=row["id"]))
+        import json
+        from views.verdict import verdict
+
+        document = result.to_dict(run=row["id"])
+        document["verdict"] = verdict(result).to_dict()
+        typer.echo(json.dumps(document, allow_nan=False))
     elif format == ViewsFormat.csv:
         sys.stdout.write(kernels_csv(result))
     else:
@@ -408,8 +435,12 @@ ReportOut = typer.Option(Path("smlens-report.html"), "--output", "-o", help="HTM
 def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name or 'latest'."),
            baseline: Optional[str] = typer.Option(None, "--baseline",
                                                   help="Compare with this run: figures as value (Δ %)."),
-           phase: Optional[str] = typer.Option(None, help="Only this phase."),
+           phase: Optional[str] = typer.Option(None, help="Only this phase (time shares become "
+                                               "shares of it)."),
            role: Optional[str] = typer.Option(None, help="Only this role."),
+           per_token: bool = typer.Option(False, "--per-token", help="Times, bytes and FLOPs per token "
+                                          "of each phase (the M of its GEMMs, else the batch and "
+                                          "prompt tags): batch 8 against batch 1 on equal terms."),
            output: Path = ReportOut, store: Optional[str] = StoreOpt,
            format: Format = typer.Option(Format.table, "--format")):
     """One self-contained HTML report of a run (or a comparison) that opens offline."""
@@ -417,6 +448,7 @@ def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, na
     from rich.console import Console
     from profiler.errors import BadInput
     from profiler.ingest.store import Store
+    from reports.compare import missing_tokens, tokens_per_phase
     from reports.html import filter_input
 
     _check_filter(phase, role)
@@ -426,8 +458,20 @@ def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, na
         base = _views_of_run(the_store, baseline)[2] if baseline else None
     if (phase or role) and filter_input(data, phase, role).kernels.empty:
         raise BadInput(f"run {row['id']} has no kernels in phase {phase or 'any'}, role {role or 'any'}")
+
+    def tokens_of(side):
+        found = tokens_per_phase(side.kernels, side.run)
+        missing = missing_tokens(filter_input(side, phase, role).kernels, found)
+        if missing:
+            raise BadInput(f"--per-token: run {side.run['id']} has no token count for "
+                           f"{', '.join(map(str, missing))} (no GEMM shape, no batch/prompt tags): ingest it "
+                           "with --shapes FILE or --tag batch=N --tag prompt=N, or profile with smlens")
+        return found
+
+    tokens = tokens_of(data) if per_token else None
+    base_tokens = tokens_of(base) if per_token and base is not None else None
     with Console(stderr=True).status(f"writing {output}"):
-        size = _write_html(output, data, base, phase, role)
+        size = _write_html(output, data, base, phase, role, tokens, base_tokens)
     if format == Format.json:
         typer.echo(json.dumps({"report": str(output), "bytes": size, "run": row["id"],
                                "baseline": base.run["id"] if base else None}))
@@ -502,7 +546,7 @@ def profile(ctx: typer.Context,
                                        "one run each."),
             decode_steps: int = typer.Option(DecoderOptions.decode_steps,
                                              help="Decode steps after the prompt."),
-            dtype: str = typer.Option(DecoderOptions.dtype, help="bf16, fp16 or fp32."),
+            dtype: str = typer.Option(DecoderOptions.dtype, help="bf16, fp16, fp32, or fp8 (e4m3 weights, torch._scaled_mm)."),
             phases: str = typer.Option(DecoderOptions.phases, help="Phases to profile."),
             views: Optional[str] = typer.Option(None, help="Views to collect metrics for, e.g. V1,V3 "
                                                 "(default all)."),
@@ -510,6 +554,17 @@ def profile(ctx: typer.Context,
                                                   "(comma-separated, or @FILE) instead of the views'."),
             dedup: bool = typer.Option(DecoderOptions.dedup, help="Profile one layer per phase and "
                                        "one decode step."),
+            tp: int = typer.Option(DecoderOptions.tp, "--tp", help="Tensor parallel: ranks, one "
+                                   "process and GPU each (the decoder split Megatron-style, or the "
+                                   "ranks of a program after `--`)."),
+            layer: int = typer.Option(DecoderOptions.layer, help="With dedup: the layer profiled "
+                                      "(default the first)."),
+            include: Optional[List[str]] = typer.Option(None, help="Program only: `setup` also "
+                                                        "profiles what runs outside forwards "
+                                                        "(labelled phase setup)."),
+            annotate: bool = typer.Option(ProgramOptions.annotate, help="Program only: annotate its "
+                                          "torch modules (phases, layers, roles, shapes) with NVTX "
+                                          "ranges."),
             cache_control: str = typer.Option("auto", help="auto (cold prefill flushed, the rest "
                                               "not), all or none."),
             graph_profiling: Optional[str] = typer.Option(None, help="node or graph (CUDA graphs)."),
@@ -554,8 +609,14 @@ def profile(ctx: typer.Context,
         else:
             typer.echo("\n\n".join(prof.format_plan(p, ncu_path) for p in plans))
         return
+    if program:
+        from profiler.run.program import check_program
+        check_program(program)
     ncu_path = ncu_mod.find_ncu(ncu)
     ncu_mod.require_gpu()
+    if getattr(options, "tp", 1) > 1:
+        from profiler.run.distributed import require_gpus
+        require_gpus(options.tp)
     outcomes = []
     for the_plan, run_name, tags in prof.planned_runs(plans, name, repeat, parse_tags(tag)):
         keep_dir = keep / run_name if keep else None
@@ -564,6 +625,8 @@ def profile(ctx: typer.Context,
         outcomes.append(outcome)
         if format == Format.table and outcome.failure is None:
             typer.echo(prof.summary_line(outcome), err=True)
+            for note in outcome.notes:
+                typer.echo(f"smlens: note: {note}", err=True)
         if outcome.failure is not None:
             break
     if format == Format.json:
@@ -599,12 +662,13 @@ def doctor(ncu: Optional[str] = typer.Option(None, help="ncu executable (default
 
 # --- bench: the determinism benchmark ----------------------------------------------------------
 
-bench_app = typer.Typer(no_args_is_help=True, help="Deterministic FP32-FMA GEMMs: bits and speed.")
+bench_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                        help="Deterministic FP32-FMA GEMMs: bits and speed.")
 app.add_typer(bench_app, name="bench")
 
 
 def _bench_command(func):
-    return bench_app.command()(guarded(func))
+    return bench_app.command(cls=Command, epilog=example(func.__name__))(guarded(func))
 
 
 @_bench_command

@@ -79,3 +79,38 @@ def bytes_text(count: Any, missing: str = "n/a") -> str:
     if is_missing(count):
         return missing
     return in_units(float(count), ((1e9, " GB"), (1e6, " MB"), (1e3, " kB"), (1, " B")))
+
+
+# Values of text figures in words an Nsight Compute user reads without a key: the MMA path is
+# named by the instruction (ncu's counters say gmma for wgmma, hmma for mma.sync).
+VALUE_WORDS = {"mma_path": {"gmma": "wgmma", "hmma": "mma.sync", "none": "no MMA"},
+               "occupancy_limiter": {"shared_mem": "shared memory"}}
+
+
+def value_text(column: str, value: Any) -> str:
+    """A text figure's value as shown: `gmma` -> `wgmma`, `registers+shared_mem` -> `registers +
+    shared memory`."""
+    words = VALUE_WORDS.get(column, {})
+    text = str(value)
+    if column == "occupancy_limiter":
+        return " + ".join(words.get(part, part) for part in text.split("+"))
+    return words.get(text, text)
+
+
+# What to do when a figure is n/a because the capture lacks its inputs (the reasons the views give
+# start with these words); a reason that says the figure does not apply (not a GEMM) needs nothing.
+_NA_ADVICE = (("needs ", "profile with smlens (it collects every metric the views read), or add them "
+               "to ncu --metrics"),
+              ("no sm__ops_path_tensor", "profile with smlens, or add the sm__ops_path_tensor_* "
+               "metrics to ncu --metrics"),
+              ("no problem shape", "pass --shapes FILE to smlens ingest, or profile with smlens "
+               "(its NVTX ranges carry M= N= K=)"))
+
+
+def na_advice(reason: Any) -> str:
+    """An n/a reason with what to do about it, where something can be done."""
+    text = "" if is_missing(reason) else str(reason)
+    for start, advice in _NA_ADVICE:
+        if text.startswith(start) and advice not in text:
+            return f"{text}: {advice}"
+    return text

@@ -35,6 +35,7 @@ import pandas as pd
 from reports.formatting import is_missing
 from reports.gate_rules import (DEFAULT_RULES, GROUP_BY, Rule, RulesError, load_rules, parse_rules)
 from reports.gate_stats import mann_whitney_u, smallest_p_value
+from views import registry
 
 __all__ = ["DEFAULT_RULES", "GROUP_BY", "Rule", "RulesError", "load_rules",
            "parse_rules", "Run", "Comparison", "GateResult", "run_gate", "compare_rule",
@@ -104,7 +105,8 @@ def _reduce(frame: pd.DataFrame, rule: Rule, groups: dict[tuple, np.ndarray]) ->
     values = (frame[rule.figure].to_numpy(dtype=object) if text else _column(frame, rule.figure)) \
         if rule.figure in frame else None
     views = [v for v in rule.checked_views if f"validation_{v}" in frame]
-    failing = {v: _is(frame, f"validation_{v}", "fail") for v in views}
+    # a view fails this figure where its cross-checks fail or the figure is out of its bounds
+    failing = {v: registry.failed_for(frame, v, rule.figure) for v in views}
     not_applicable = {v: _is(frame, f"validation_{v}", "n/a") for v in views}
 
     def detail(view: str, row: int) -> str:

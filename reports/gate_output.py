@@ -12,7 +12,6 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from reports.formatting import bytes_text, is_missing, short_kernel_name, time_text
@@ -90,8 +89,12 @@ def _launches(kernel: dict) -> str:
 
 # ---- terminal ----------------------------------------------------------------------------------
 
-def render_table(result: GateResult, limit: int = 40):
-    """A rich renderable: verdict, method, problems, the findings table, kernel changes."""
+def render_table(result: GateResult, limit: int = 40, width: int = 80):
+    """A rich renderable: verdict, method, problems, the findings (a heading row per rule with its
+    threshold, the group's phase, role and family in columns of their own), kernel changes. Fits
+    `width` columns: a table that does not is split, its columns never cut."""
+    from reports.terminal import Column, Rows, fit
+
     parts: list = [Text.assemble(("gate: ", "bold"), (result.verdict, _STYLE.get(result.verdict, "")),
                                  f"  (exit {result.exit_code})"),
                    Text(result.method), Text(summary_line(result), style="dim")]
@@ -99,26 +102,27 @@ def render_table(result: GateResult, limit: int = 40):
         parts.append(Text(f"could not judge: {problem}", style="yellow"))
     for warning in result.warnings:
         parts.append(Text(f"warning: {warning}", style="dim"))
-    rows = shown(result)
-    if rows:
-        # the method line says how rows were decided; p and notes get columns only when some row has one
-        with_p = any(c.p_value is not None for c in rows[:limit])
-        with_note = any(c.note for c in rows[:limit])
-        table = Table(show_header=True, header_style="bold", expand=False)
-        for column in FINDING_COLUMNS + (("p",) if with_p else ()) + (("note",) if with_note else ()):
-            table.add_column(column, overflow="fold", justify="right" if column in _RIGHT_ALIGNED else "left")
-        for comp in rows[:limit]:
-            status, *cells = _finding_cells(comp)
-            cells.insert(0, Text(status, style=_STYLE.get(status, "")))
-            if with_p:
-                cells.append("" if comp.p_value is None else f"{comp.p_value:.3g}")
-            if with_note:
-                cells.append(comp.note)
-            table.add_row(*cells)
-        parts.append(table)
-        if len(rows) > limit:
-            parts.append(Text(f"… {len(rows) - limit} more rows: see --format json or --markdown",
-                              style="dim"))
+    rows = shown(result)[:limit]
+    by_rule: dict[str, list[Comparison]] = {}
+    for comp in rows:
+        by_rule.setdefault(comp.rule.label, []).append(comp)
+    for label, comps in by_rule.items():  # a table per rule, titled with its threshold
+        keys = list(dict.fromkeys(k for comp in comps for k in comp.group))
+        table_rows = Rows()
+        for comp in comps:
+            table_rows.row(comp.status, _STYLE.get(comp.status))
+        columns = [Column(k.replace("kernel_family", "family"), [c.group.get(k, "") for c in comps], "left")
+                   for k in keys]
+        columns += [Column("baseline", [format_value(c.baseline_center, c.rule.unit) for c in comps]),
+                    Column("current", [format_value(c.current_center, c.rule.unit) for c in comps]),
+                    Column("change", [format_change(c) for c in comps])]
+        if any(c.p_value is not None for c in comps):
+            columns.append(Column("p", ["" if c.p_value is None else f"{c.p_value:.3g}" for c in comps]))
+        parts += fit(f"{label} (worse: {threshold_text(comps[0])})", "status", table_rows, columns, width)
+        parts += [Text(f"  note: {c.group_label}: {c.note}", style="dim") for c in comps if c.note]
+    if len(shown(result)) > limit:
+        parts.append(Text(f"… {len(shown(result)) - limit} more rows: see --format json or --markdown",
+                          style="dim"))
     for label, kernels in (("appeared", result.appeared), ("disappeared", result.disappeared)):
         for kernel in kernels[:10]:
             parts.append(Text(f"kernel {label}: {kernel['phase']}/{kernel['role']} "

@@ -1,29 +1,40 @@
 """One self-contained HTML report per run or comparison (plotly.js inlined, no network).
 
-The input is the views' frames (`views.registry.ViewsResult`: kernels, groups, gap) under the
-names of docs/VIEWS.md's machine-readable form; `from_views(result, run)` adapts one without importing
-views or profiler. Escaping lives in reports/html_text.py, figures in html_figures.py, tables in
-html_tables.py; this module assembles the page.
+The input is the views' frames (`views.registry.ViewsResult`: kernels, groups, gap, devices) under
+the names of the views JSON; `from_views(result, run)` adapts one. The page opens with the verdict
+(views/verdict.py), then the gap, the kernels that take the most time, each view, every kernel and
+the validations. Escaping lives in reports/html_text.py, figures in html_figures.py, tables in
+html_tables.py, the verdict in html_verdict.py, the matching of two runs in compare.py; this module
+assembles the page and its one script (drawing, sorting, filtering), which the page's
+Content-Security-Policy allows by its hash and nothing else.
 """
 from __future__ import annotations
 
+import base64
+import functools
+import hashlib
 import os
 import re
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable, Optional
 
 import pandas as pd
 
+from reports import compare
 from reports.html_figures import (fig_gap, fig_occupancy, fig_roofline, fig_stalls, fig_tensor,
                                   fig_time, fig_time_compare, fig_waves)
-from reports.html_tables import (badge, columns_of, gap_table, group_table, kernel_table,
-                                 names_table, selection_table, shares_table, validation_box, _table)
+from reports.html_tables import (badge, changes_table, columns_of, gap_table, group_reasons, group_table,
+                                 kernel_table, launch_table, mlp_table, names_table, selection_table,
+                                 shares_table, top_kernels_table, validation_box, _table)
 from reports.html_text import (REGRESSION_PCT, esc, fmt_time_ns, is_missing, numbers, script_json,
                                validation_frame, view_status)
+from reports.html_verdict import verdict_section
 from views import registry
-from views.catalog import MEAN, MODE, RATIO, SUM
+from views.catalog import ARGMAX, MEAN, MODE, RATIO, SUM
+from views.verdict import Verdict, verdict as make_verdict
 
 # --- the input ------------------------------------------------------------------------------------
 
@@ -31,29 +42,39 @@ from views.catalog import MEAN, MODE, RATIO, SUM
 class ReportInput:
     """One run's view results as plain frames, and what is known about the run and its device."""
 
-    run: dict  # id, name, device_name, ncu_version, created, source (the store's runs row)
+    run: dict  # id, name, device_name, ncu_version, created, source, tags (the store's runs row)
     kernels: pd.DataFrame  # one row per kernel: id, name, phase, role, figures, validation_V*
     groups: pd.DataFrame  # per phase and role, time-weighted
     gap: pd.DataFrame = field(default_factory=pd.DataFrame)  # also a phase's `all` rows
     device: dict = field(default_factory=dict)  # peak_dram_bytes_per_s, peak_flops_per_s_by_path
     view_ids: list = field(default_factory=lambda: list(registry.VIEWS))  # the views computed
+    devices: pd.DataFrame = field(default_factory=pd.DataFrame)  # the views' device constants
+    share_of: str = ""  # what the time shares are of, when not the whole run
+    tokens: Optional[dict] = None  # phase -> (tokens, source) when figures are per token
+    mlp: pd.DataFrame = field(default_factory=pd.DataFrame)  # activation share of MLP time per phase
 
 
-# The views keep the kernels table's identity names; the report reads docs/VIEWS.md's JSON names.
+# The views keep the kernels table's identity names; the report reads the views JSON's names.
 _KERNEL_RENAMES = {"kernel_id": "id", "kernel_name": "name"}
+# What the kernels table lends the report beside the views' figures: the NVTX stack and the launch.
+LENT_COLUMNS = ("nvtx_stack", "launch__registers_per_thread", "launch__shared_mem_per_block_static",
+                "launch__shared_mem_per_block_dynamic", "launch__shared_mem_per_block",
+                "launch__grid_size", "launch__block_size")
 
 
 def from_views(result: Any, run: dict, source_kernels: Optional[pd.DataFrame] = None) -> ReportInput:
     """Adapt a views result (`.kernels`, `.groups`, `.gap`, `.devices`) without importing views.
 
     `source_kernels`, the kernels table the views ran over (same rows, same order), lends the NVTX
-    stack, which the views do not carry."""
+    stack and the launch statistics, which the views do not carry."""
     kernels = result.kernels.rename(columns={k: v for k, v in _KERNEL_RENAMES.items()
                                              if k in result.kernels.columns
                                              and v not in result.kernels.columns})
-    if (source_kernels is not None and "nvtx_stack" in source_kernels.columns
-            and "nvtx_stack" not in kernels.columns and len(source_kernels) == len(kernels)):
-        kernels = kernels.assign(nvtx_stack=source_kernels["nvtx_stack"].to_numpy())
+    if source_kernels is not None and len(source_kernels) == len(kernels):
+        lent = {c: source_kernels[c].to_numpy() for c in LENT_COLUMNS
+                if c in source_kernels.columns and c not in kernels.columns}
+        if lent:
+            kernels = kernels.assign(**lent)
     run = dict(run)
     devices = getattr(result, "devices", None)
     if devices is not None and len(devices) and not run.get("device_name") and "name" in devices:
@@ -61,7 +82,8 @@ def from_views(result: Any, run: dict, source_kernels: Optional[pd.DataFrame] = 
     return ReportInput(run=run, kernels=kernels,
                        groups=_frame(getattr(result, "groups", None)),
                        gap=_frame(getattr(result, "gap", None)),
-                       view_ids=list(getattr(result, "view_ids", registry.VIEWS)))
+                       view_ids=list(getattr(result, "view_ids", registry.VIEWS)),
+                       devices=_frame(devices), mlp=_frame(getattr(result, "mlp", None)))
 
 
 def _frame(frame: Optional[pd.DataFrame]) -> pd.DataFrame:
@@ -71,7 +93,8 @@ def _frame(frame: Optional[pd.DataFrame]) -> pd.DataFrame:
 def filter_input(data: ReportInput, phase: Optional[str] = None,
                  role: Optional[str] = None) -> ReportInput:
     """Keep the kernels and groups of one phase and/or role (with a role, a phase's `all` row
-    of the gap goes: it sums every role)."""
+    of the gap goes: it sums every role). With a phase, time shares become shares of that
+    phase's time."""
 
     def keep(frame: pd.DataFrame) -> pd.DataFrame:
         if frame is None or frame.empty:
@@ -83,52 +106,179 @@ def filter_input(data: ReportInput, phase: Optional[str] = None,
             mask &= frame["role"] == role
         return frame[mask]
 
-    return ReportInput(run=data.run, kernels=keep(data.kernels), groups=keep(data.groups),
-                       gap=keep(data.gap), device=data.device, view_ids=data.view_ids)
+    groups, gap, share_of = keep(data.groups), keep(data.gap), data.share_of
+    if phase and not data.kernels.empty:
+        in_phase = data.kernels["phase"] == phase
+        basis = float(numbers(data.kernels[in_phase.to_numpy()], "time_ns").sum())
+        if basis > 0:
+            groups, gap = (_shares_of(f, basis) for f in (groups, gap))
+            share_of = f"{phase}'s kernel time ({fmt_time_ns(basis)})"
+    mlp = data.mlp if data.mlp.empty or not phase else data.mlp[data.mlp["phase"] == phase]
+    return replace(data, kernels=keep(data.kernels), groups=groups, gap=gap, share_of=share_of,
+                   mlp=mlp)
+
+
+def _shares_of(frame: pd.DataFrame, basis: float) -> pd.DataFrame:
+    if frame is None or frame.empty or "time_ns" not in frame.columns:
+        return frame
+    return frame.assign(time_share_pct=100 * numbers(frame, "time_ns") / basis)
+
+
+def per_token(data: ReportInput, tokens: dict) -> ReportInput:
+    """Figures that add up (the catalog's SUM figures: time, bytes, FLOPs) per token of their phase
+    (compare.tokens_per_phase)."""
+    columns = [c for c, f in registry.figures().items() if f.aggregate == SUM]
+    return replace(data, kernels=compare.per_token(data.kernels, tokens, columns),
+                   groups=compare.per_token(data.groups, tokens, columns),
+                   gap=compare.per_token(data.gap, tokens, columns), tokens=tokens)
+
+
+def _verdict(data: ReportInput) -> Verdict:
+    kernels = data.kernels.rename(columns={v: k for k, v in _KERNEL_RENAMES.items()})
+    return make_verdict(SimpleNamespace(groups=data.groups, kernels=kernels, devices=data.devices))
 
 
 # --- the page -------------------------------------------------------------------------------------
 
 CSS = """
-:root{--fg:#1d1d1f;--mute:#6e6e73;--line:#e5e5ea;--ok:#1e7b34;--bad:#b3261e;--na:#8e8e93}
+:root{--fg:#1d1d1f;--mute:#6e6e73;--line:#e5e5ea;--ok:#1e7b34;--bad:#b3261e;--na:#8e8e93;--head:#f5f5f7}
 *{box-sizing:border-box}body{margin:0;font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;color:var(--fg);background:#fafafa}
 header{padding:18px 28px;background:#fff;border-bottom:1px solid var(--line)}h1{font-size:20px;margin:0 0 4px}
 .meta{color:var(--mute);font-size:13px}.meta b{color:var(--fg);font-weight:600}
-nav{padding:8px 28px;background:#fff;border-bottom:1px solid var(--line);font-size:13px;position:sticky;top:0;z-index:5}
+nav{padding:8px 28px;background:#fff;border-bottom:1px solid var(--line);font-size:13px;position:sticky;top:0;z-index:9}
 nav a{margin-right:14px;color:#0b57d0;text-decoration:none}
-main{padding:8px 28px 40px;max-width:1500px}
-section{background:#fff;border:1px solid var(--line);border-radius:8px;margin:16px 0;padding:14px 18px}
-section h2{font-size:17px;margin:0 0 4px}.lead{color:var(--mute);margin:0 0 10px;max-width:110ch}
-.row{display:grid;grid-template-columns:minmax(0,1fr) 330px;gap:18px}.row.wide{grid-template-columns:1fr}@media(max-width:1000px){.row{grid-template-columns:1fr}}
+main{padding:8px 28px 40px;max-width:1600px}
+section{background:#fff;border:1px solid var(--line);border-radius:8px;margin:16px 0;padding:14px 18px;min-width:0}
+section h2{font-size:17px;margin:0 0 4px}section h3{font-size:15px;margin:14px 0 2px}.lead{color:var(--mute);margin:0 0 10px;max-width:120ch}
+p.verdict{font-size:15px;margin:4px 0 10px;max-width:120ch}ol.opps{margin:4px 0 8px;padding-left:22px;max-width:140ch}ol.opps li{margin:3px 0}
+.setup{color:var(--mute);margin:6px 0}
+.row{display:grid;grid-template-columns:minmax(0,1fr) 330px;gap:18px}.row.wide{grid-template-columns:minmax(0,1fr)}@media(max-width:1000px){.row{grid-template-columns:minmax(0,1fr)}}
 .fig{min-height:200px}
 aside.valid{border-left:3px solid var(--line);padding:0 0 0 12px;font-size:12.5px}aside.valid h4{margin:2px 0 6px;font-size:13px}
-.vrow{margin:0 0 8px}.vrow ul{margin:4px 0 0 0;padding-left:18px;color:var(--bad)}.vrow li{word-break:break-word}
+.vrow{margin:0 0 8px}.vrow ul{margin:4px 0 0 0;padding-left:18px;color:var(--bad)}.vrow li{word-break:break-word}.vrow ul.why{color:var(--mute)}
 .b{display:inline-block;padding:0 6px;border-radius:9px;font-size:11px;font-weight:600;color:#fff;min-width:30px;text-align:center}
-.b.ok{background:var(--ok)}.b.bad{background:var(--bad);cursor:help}.b.na{background:var(--na)}
-.tw{overflow-x:auto;margin:8px 0}table{border-collapse:collapse;font-size:12.5px;width:100%}
-th,td{border-bottom:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top;white-space:nowrap}
-th{background:#f5f5f7;font-weight:600}
-table.kernels td,table.names td{font-size:12px}table.names td:last-child{white-space:normal;word-break:break-all}
-code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace}
-.d{color:var(--mute);font-size:11.5px}.d.reg{color:var(--bad);font-weight:600}.regmark{color:var(--bad)}
+.b.ok{background:var(--ok)}.b.bad{background:var(--bad);cursor:help}.b.na{background:var(--na)}.b[title]{cursor:help}
+.tw{overflow:auto;margin:8px 0;max-width:100%;width:max-content;border:1px solid var(--line);border-radius:6px}.tw.scroll{max-height:72vh}
+table{border-collapse:separate;border-spacing:0;font-size:12.5px}
+th,td{border-bottom:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top;white-space:nowrap;background:#fff}
+th{background:var(--head);font-weight:600;position:sticky;top:0;z-index:2;cursor:pointer;user-select:none}
+th[title]{text-decoration:underline dotted #aaa;text-underline-offset:3px}
+th[aria-sort=ascending]::after{content:" \25b2";font-size:9px}th[aria-sort=descending]::after{content:" \25bc";font-size:9px}
+.sticky1 tr>:first-child,.sticky2 tr>:first-child,.sticky2 tr>:nth-child(2){position:sticky;z-index:1}
+.sticky1 tr>:first-child,.sticky2 tr>:first-child{left:0}
+.sticky2 tr>:first-child{min-width:var(--k0);max-width:var(--k0);overflow:hidden;text-overflow:ellipsis}
+.sticky2 tr>:nth-child(2){left:var(--k0);box-shadow:inset -1px 0 0 var(--line)}.sticky1 tr>:first-child{box-shadow:inset -1px 0 0 var(--line)}
+.sticky1 th:first-child,.sticky2 th:first-child,.sticky2 th:nth-child(2){z-index:3}
+table{--k0:108px}table.kernels,table.top{--k0:48px}
+tr.hit td{background:#fff3c4}tbody tr:hover td{background:#f7f9ff}
+table.kernels td,table.names td{font-size:12px}table.top td:last-child{white-space:normal;min-width:320px}table.names td:last-child{white-space:normal;word-break:break-all}
+code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace}a.kl{color:#0b57d0;text-decoration:none}a.kl:hover{text-decoration:underline}
+.d{color:var(--mute);font-size:11.5px}.d.bad{color:var(--bad);font-weight:600}.d.good{color:var(--ok);font-weight:600}
 .chg{color:#a15c00;white-space:normal;display:inline-block;min-width:300px}.na{color:var(--mute)}
+.st{font-size:11px;font-weight:600;padding:0 5px;border-radius:8px;background:#eee}.st.added{background:#dff0e3}.st.removed{background:#f8dcda}
+.filters{display:flex;gap:8px;align-items:center;flex-wrap:wrap;margin:6px 0}.filters input{width:320px;padding:4px 8px}
+.filters select,.filters input,.filters button{font:inherit;font-size:13px;border:1px solid #c7c7cc;border-radius:6px;background:#fff;padding:3px 6px}
 details summary{cursor:pointer;color:#0b57d0;margin:6px 0}
 .sum td{white-space:normal}
 footer{color:var(--mute);font-size:12px;padding:0 28px 30px}
 """
 
-RENDER_JS = """
+# Draws the figures, sorts a table by a click on a heading, filters the kernel table (search,
+# phase, role), and shows the kernels a link (a.kl) or a clicked chart mark names.
+APP_JS = r"""
 (function(){
+  var UNITS = {ns:1, 'µs':1e3, us:1e3, ms:1e6, s:1e9, B:1, kB:1e3, MB:1e6, GB:1e9, TB:1e12,
+               k:1e3, M:1e6, G:1e9, T:1e12, P:1e15};
+  function key(cell){
+    var t = cell.textContent.trim().replace(/^[\u25b2\u25bc\u00d7]\s*/, '');
+    if (t === '' || t === '\u2014' || t === 'n/a') return null;
+    var m = /^([+\-\u2212]?[\d,]*\.?\d+(?:e[+\-]?\d+)?)\s*([A-Za-z\u00b5]*)/.exec(t);
+    if (!m) return t.toLowerCase();
+    return parseFloat(m[1].replace(/,/g, '').replace('\u2212', '-')) * (UNITS[m[2]] || 1);
+  }
+  function compare(a, b){
+    if (a === b) return 0;
+    if (a === null) return 1;
+    if (b === null) return -1;
+    if (typeof a === typeof b) return a < b ? -1 : 1;
+    return typeof a === 'number' ? -1 : 1;
+  }
+  function sortBy(th){
+    var table = th.closest('table'), body = table.tBodies[0], index = th.cellIndex;
+    var order = th.getAttribute('aria-sort') === 'descending' ? 'ascending' : 'descending';
+    Array.prototype.forEach.call(th.parentNode.cells, function(c){ c.removeAttribute('aria-sort'); });
+    th.setAttribute('aria-sort', order);
+    var sign = order === 'ascending' ? 1 : -1;
+    var rows = Array.prototype.map.call(body.rows, function(r, i){ return [key(r.cells[index]), i, r]; });
+    rows.sort(function(a, b){
+      var c = (a[0] === null || b[0] === null) ? compare(a[0], b[0]) : sign * compare(a[0], b[0]);
+      return c || a[1] - b[1];
+    });
+    rows.forEach(function(r){ body.appendChild(r[2]); });
+  }
+  document.addEventListener('click', function(e){
+    var th = e.target.closest('table.sortable thead th');
+    if (th) { sortBy(th); return; }
+    var a = e.target.closest('a.kl');
+    if (a) { e.preventDefault(); show(a.dataset.f !== undefined ? a.dataset.f : '?' + a.dataset.q); }
+  });
+
+  var table = document.getElementById('kernel-table');
+  var search = document.getElementById('kq'), phase = document.getElementById('kp'),
+      role = document.getElementById('kr'), count = document.getElementById('kn');
+  var rows = table ? Array.prototype.slice.call(table.tBodies[0].rows) : [];
+  var text = [];
+  function apply(){
+    var q = search.value.trim().toLowerCase(), p = phase.value, r = role.value, shown = 0;
+    rows.forEach(function(tr, i){
+      if (q && text[i] === undefined) text[i] = tr.textContent.toLowerCase();
+      var ok = (!p || tr.cells[2].textContent === p) && (!r || tr.cells[3].textContent === r)
+               && (!q || text[i].indexOf(q) >= 0);
+      tr.style.display = ok ? '' : 'none';
+      if (ok) shown++;
+    });
+    count.textContent = shown + ' of ' + rows.length + ' kernels shown';
+  }
+  function show(spec){
+    if (!table) return;
+    rows.forEach(function(tr){ tr.classList.remove('hit'); });
+    search.value = ''; phase.value = ''; role.value = '';
+    var target = document.getElementById('kernels');
+    if (spec.charAt(0) === '#') {
+      apply();
+      var id = spec.slice(1);
+      var hit = rows.filter(function(tr){ return tr.cells[0].textContent === id; })[0];
+      if (hit) { hit.classList.add('hit'); target.scrollIntoView(); hit.scrollIntoView({block: 'center'}); return; }
+    } else if (spec.charAt(0) === '?') {
+      search.value = spec.slice(1);
+    } else {
+      var parts = spec.split('|');
+      phase.value = parts[0] || ''; role.value = parts[1] || '';
+    }
+    apply();
+    target.scrollIntoView();
+  }
+  if (table) {
+    [search, phase, role].forEach(function(el){ el.addEventListener('input', apply); });
+    document.getElementById('kx').addEventListener('click', function(){ show(''); });
+    window.smlensShow = show;
+  }
+
   var figs = JSON.parse(document.getElementById('smlens-figures').textContent);
   Object.keys(figs).forEach(function(id){
     var el = document.getElementById(id);
     Plotly.newPlot(el, figs[id].data, figs[id].layout,
                    {displaylogo:false, responsive:true, modeBarButtonsToRemove:['select2d','lasso2d']});
+    el.on('plotly_click', function(ev){
+      var point = ev && ev.points && ev.points[0];
+      if (point && point.customdata) show(String(point.customdata));
+    });
   });
 })();
 """
 
 
+@functools.lru_cache(maxsize=1)
 def _plotly_js() -> str:
     from plotly.offline import get_plotlyjs
 
@@ -137,6 +287,18 @@ def _plotly_js() -> str:
     if "</script" in source.lower():
         source = re.sub(r"</(script)", r"<\\/\1", source, flags=re.I)
     return source
+
+
+@functools.lru_cache(maxsize=4)
+def script_hash(source: str) -> str:
+    """The CSP source that allows exactly this inline script."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode("utf-8")).digest()).decode() + "'"
+
+
+def content_security_policy() -> str:
+    # Nothing may reach the network, and no script runs but these two (plotly.js and the page's).
+    return (f"default-src 'none'; script-src {script_hash(_plotly_js())} {script_hash(APP_JS)}; "
+            "style-src 'unsafe-inline'; img-src data: blob:; font-src data:")
 
 
 @dataclass
@@ -148,54 +310,95 @@ class Section:
     body: str
     views: tuple
     has_pictures: bool = True  # False: a wide table, no figure expected
+    nav: str = ""  # its link in the navigation bar (default: the title)
 
 
 # The report's pictures of some views, by view. A view without one still gets its section: the
 # table of its figures (labels, units and directions from the catalog) and its validation.
 PICTURES: dict[str, Callable[["ReportInput", Optional["ReportInput"]], list]] = {
-    "V1": lambda d, b: [fig_time(d.groups), fig_time_compare(d.groups, b.groups if b else None)],
-    "V3": lambda d, b: [fig_tensor(d.groups)],
-    "V4": lambda d, b: [fig_occupancy(d.groups)],
-    "V5": lambda d, b: [fig_waves(d.kernels)],
-    "V6": lambda d, b: [fig_stalls(d.groups)],
-    "V7": lambda d, b: [fig_roofline(d.kernels, d.device)],
+    "V1": lambda d, b: [fig_time(d.groups, b.groups if b else None, _time_unit(d)),
+                        fig_time_compare(d.groups, b.groups if b else None, _time_unit(d))],
+    "V3": lambda d, b: [fig_tensor(d.groups, b.groups if b else None)],
+    "V4": lambda d, b: [fig_occupancy(d.groups, b.groups if b else None)],
+    "V5": lambda d, b: [fig_waves(d.kernels, b.kernels if b else None)],
+    "V6": lambda d, b: [fig_stalls(d.groups, b.groups if b else None)],
+    "V7": lambda d, b: [fig_roofline(d.kernels, d.device, b.kernels if b else None)],
 }
 # Tables of their own some views add below their figures' table.
-TABLES: dict[str, Callable[["ReportInput"], str]] = {
-    registry.SELECTION_VIEW: lambda d: selection_table(d.kernels),
+TABLES: dict[str, Callable[["ReportInput", Optional["ReportInput"]], str]] = {
+    "V1": lambda d, b: mlp_table(d.mlp),
+    "V4": lambda d, b: launch_table(d.kernels),
+    registry.SELECTION_VIEW: lambda d, b: selection_table(d.kernels, b.kernels if b else None),
 }
 
 
-def _view_section(view: str, data: ReportInput, base: Optional[ReportInput]) -> Section:
+# Text figures one of TABLES shows with more beside them (the limiter, with the launch).
+COVERED = {"occupancy_limiter"}
+
+
+def _time_unit(data: ReportInput) -> str:
+    return "µs" if data.tokens else "ms"
+
+
+def _time_label(data: ReportInput) -> str:
+    return "time per token" if data.tokens else "time"
+
+
+def _view_section(view: str, data: ReportInput, base: Optional[ReportInput], reasons: dict) -> Section:
     """One view: its pictures, the table of its figures per phase and role (value, or value (Δ %)
     against the baseline), each text figure's share of the time, and its validation."""
     groups = data.groups
     figures = registry.view_figures(view)
-    numeric = [f for f in figures if f.aggregate in (MEAN, SUM, RATIO) and f.column in groups.columns]
+    # a group's own value (ARGMAX: its top stall, its bound) sits in the table with its numbers
+    numeric = [f for f in figures if f.aggregate in (MEAN, SUM, RATIO, ARGMAX) and f.column in groups.columns]
     texts = [f for f in figures if f.aggregate == MODE]
-    body = group_table(groups, columns_of(numeric), base.groups if base is not None else None,
-                       with_time=False) if numeric else ""
-    body += "".join(shares_table(data.kernels, f) for f in texts)
-    body += TABLES[view](data) if view in TABLES else ""
-    # what its table shows; a view whose figures are all per kernel: what sums a kernel up
-    described = numeric + texts or [f for f in figures if f.summary]
-    lead = " ".join(f"{f.label[:1].upper()}{f.label[1:]}: {f.definition}." for f in described)
+    per_token = " per token" if data.tokens else ""
+    body = group_table(groups, columns_of(numeric, lambda f: per_token if f.aggregate == SUM else ""),
+                       base.groups if base is not None else None, with_time=False, reasons=reasons) if numeric else ""
+    body += "".join(shares_table(data.kernels, f) for f in texts if f.column not in COVERED)
+    body += TABLES[view](data, base) if view in TABLES else ""
+    # a view whose figures are all per kernel (V8): what sums a kernel up, in words
+    lead = ("Hover a column heading for its definition; click a role for its kernels." if numeric or texts
+            else " ".join(f"{f.label[:1].upper()}{f.label[1:]}: {f.definition}." for f in figures if f.summary))
     pictures = PICTURES[view](data, base) if view in PICTURES else []
     return Section(view.lower(), f"{view} {registry.title(view)}", lead, pictures, body, (view,),
                    has_pictures=view in PICTURES)
 
 
-def _sections(data: ReportInput, base: Optional[ReportInput]) -> list:
+def _sections(data: ReportInput, base: Optional[ReportInput], reasons: dict) -> list:
     gap = _drop_lone_all(data.gap if not data.gap.empty else data.groups)
     base_gap = None if base is None else (base.gap if not base.gap.empty else base.groups)
     gap_section = Section(
-        "gap", "The gap: headline against useful tensor work",
-        "Nsight Compute's SM throughput, the figure usually quoted, against the share of "
-        "cycles the SMs had work, the share the tensor pipe was busy, and the tensor work "
-        "that was useful (not padding). Each step is a factor (\u00d7) and the figures of "
-        "the views that explain it. A phase's `all` row sums its roles.",
-        [fig_gap(gap)], gap_table(gap, base_gap), tuple(registry.gap_views()))
-    return [gap_section] + [_view_section(view, data, base) for view in data.view_ids]
+        "gap", "The gap: from elapsed time to useful tensor work",
+        "Every step is a share of elapsed time and at most the one before: the SMs had work, the "
+        "tensor pipe was busy, that MMA work at the device's best rate for its type, and the part "
+        "of it that was not padding. Each step's factor (\u00d7) says what it loses, beside the "
+        "figures of the views that explain it. Nsight Compute's SM throughput, the figure usually "
+        "quoted as SM utilization, stands beside as the headline: it is no step. DRAM's share of "
+        "its peak and the bound say whether a low tensor share is headroom at all (memory-bound at "
+        "80 % of DRAM peak is not). A phase's row named all sums its roles; setup kernels (phase "
+        "other) stay out of the chart; `role from` says which roles were guessed from kernel names. "
+        "Hover a heading for its definition (docs/VIEWS.md has them all), click a role or a bar for "
+        "its kernels.",
+        [fig_gap(gap, base_gap)], gap_table(gap, base_gap, reasons, _time_label(data)),
+        tuple(registry.gap_views()), nav="The gap")
+    top = Section("top", "The kernels that take the most time",
+                  "By name, over all their launches; the launch (registers per thread, shared memory per "
+                  "block, grid \u00d7 block) beside. Click a name for its launches in the kernel table.",
+                  [], top_kernels_table(data.kernels, time_label=f"total {_time_label(data)}"), (),
+                  has_pictures=False, nav="Top kernels")
+    sections = [gap_section, top]
+    if base is not None:
+        changes = compare.kernel_changes(data.kernels, base.kernels)
+        counts = changes["status"].value_counts()
+        sections.insert(0, Section(
+            "changes", "Kernels matched between the runs",
+            f"Matched by phase, role, kernel family and the problem's fixed dimensions (a GEMM's N and K, "
+            f"attention's heads and head size), not by position; the tokens (M) may differ. "
+            f"{counts.get('matched', 0)} matched, {counts.get('added', 0)} only in this run (added), "
+            f"{counts.get('removed', 0)} only in the baseline (removed).",
+            [], changes_table(changes, _time_label(data)), (), has_pictures=False, nav="Kernel changes"))
+    return sections + [_view_section(view, data, base, reasons) for view in data.view_ids]
 
 
 def _drop_lone_all(gap: pd.DataFrame) -> pd.DataFrame:
@@ -231,6 +434,10 @@ def _known(value: Any) -> bool:
     return not is_missing(value) and value != ""
 
 
+def _name(run: dict) -> str:
+    return str(run.get("name") or run.get("id") or "run")
+
+
 def _header(data: ReportInput, base: Optional[ReportInput], phase, role) -> str:
     run = data.run
 
@@ -247,16 +454,28 @@ def _header(data: ReportInput, base: Optional[ReportInput], phase, role) -> str:
         return " \u00b7 ".join(bits)
 
     k = data.kernels
-    lines = [f'<div class="meta">{describe(run)} \u00b7 {len(k)} kernels \u00b7 '
-             f'{esc(fmt_time_ns(numbers(k, "time_ns").sum()))} kernel time</div>']
+    lines = [f'<div class="meta">{describe(run)} \u00b7 {len(k)} kernels'
+             + ("" if data.tokens else f' \u00b7 {esc(fmt_time_ns(numbers(k, "time_ns").sum()))} kernel time')
+             + "</div>"]
     if base is not None:
-        lines.append(f'<div class="meta">against baseline {describe(base.run)}: figures show '
-                     f'value (\u0394 %), <span class="d reg">regressions</span> \u25bc beyond '
-                     f'{REGRESSION_PCT:g} %</div>')
+        lines.append(f'<div class="meta">against baseline {describe(base.run)} \u00b7 {len(base.kernels)} kernels: '
+                     f'figures show value and change (\u25b2 up, \u25bc down); '
+                     f'<span class="d good">green</span> better, <span class="d bad">red</span> worse by '
+                     f'the figure\u2019s direction, beyond {REGRESSION_PCT:g} %</div>')
+    if data.tokens:
+        tokens = ", ".join(f"{p} {t:,.0f} ({source})" for p, (t, source) in data.tokens.items())
+        lines.append(f'<div class="meta">per token: times, bytes and FLOPs divided by the tokens each phase '
+                     f'processed, {esc(tokens)}</div>')
     if phase or role:
-        lines.append(f'<div class="meta">only phase {esc(phase or "any")}, role {esc(role or "any")}</div>')
-    title = esc(run.get("name") or run.get("id") or "run")
-    return f"<header><h1>smlens report: {title}</h1>{''.join(lines)}</header>"
+        lines.append(f'<div class="meta">only phase {esc(phase or "any")}, role {esc(role or "any")}'
+                     + (f"; time shares are of {esc(data.share_of)}" if data.share_of else "") + "</div>")
+    title = esc(_title(data, base))
+    return f"<header><h1>{title}</h1>{''.join(lines)}</header>"
+
+
+def _title(data: ReportInput, base: Optional[ReportInput]) -> str:
+    title = f"smlens report: {_name(data.run)}"
+    return f"{title} against {_name(base.run)}" if base is not None else title
 
 
 def _summary(data: ReportInput, checks: pd.DataFrame) -> str:
@@ -266,60 +485,100 @@ def _summary(data: ReportInput, checks: pd.DataFrame) -> str:
         rows.append([badge(st.status), esc(view), esc(registry.title(view)), esc(st.passed),
                      esc(st.failed), esc(st.not_available)])
     return ('<section id="validation"><h2>Validation</h2><p class="lead">Every figure is checked '
-            'against an independent counter or formula (docs/VIEWS.md in smlens). A failed check '
-            'keeps its figure but says by how much it disagrees; n/a means the inputs were missing.</p>'
+            'against an independent counter or formula (docs/VIEWS.md in smlens says which and why). A '
+            'failed check keeps its figure but says by '
+            'how much it disagrees; n/a says which input was missing (each view\u2019s box above '
+            'says why, and what to do).</p>'
             + _table(["status", "view", "", "pass", "fail", "n/a"], rows, "sum") + "</section>")
 
 
+def _options(values) -> str:
+    return "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in values)
+
+
+def _kernels_section(data: ReportInput, checks: pd.DataFrame, base: Optional[ReportInput]) -> str:
+    k = data.kernels
+    base_time = None
+    if base is not None:
+        base_kernels = base.kernels
+        base_time = compare.kernel_baseline_time(k, base_kernels)
+    phases = list(dict.fromkeys(k["phase"].astype(object))) if "phase" in k.columns else []
+    roles = list(dict.fromkeys(k["role"].astype(object))) if "role" in k.columns else []
+    filters = (f'<div class="filters"><input type="search" id="kq" placeholder="search: name, phase, role, '
+               f'NVTX, family\u2026" aria-label="search the kernels"><select id="kp" aria-label="phase">'
+               f'<option value="">every phase</option>{_options(phases)}</select><select id="kr" '
+               f'aria-label="role"><option value="">every role</option>{_options(roles)}</select>'
+               f'<button id="kx" type="button">show all</button><span id="kn" class="d">{len(k)} of '
+               f'{len(k)} kernels shown</span></div>')
+    names = k["name"].nunique() if "name" in k.columns else 0
+    return ('<section id="kernels"><h2>Kernels</h2><p class="lead">Every profiled kernel launch, the '
+            'figures that tell most first. Search, filter by phase and role, click a heading to sort; '
+            'hover a badge for its validation detail.</p>' + filters
+            + kernel_table(k, checks, data.view_ids, base_time, _time_label(data))
+            + f'<details><summary>Full kernel names ({names})</summary>' + names_table(k) + "</details></section>")
+
+
 def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
-                  phase: Optional[str] = None, role: Optional[str] = None) -> str:
-    """The whole report as one HTML string."""
+                  phase: Optional[str] = None, role: Optional[str] = None,
+                  tokens: Optional[dict] = None, base_tokens: Optional[dict] = None) -> str:
+    """The whole report as one HTML string. `tokens` (and `base_tokens`): phase -> (tokens,
+    source), to show figures that add up per token (compare.tokens_per_phase)."""
     data = filter_input(data, phase, role)
     if baseline is not None:
         baseline = filter_input(baseline, phase, role)
+    verdict = _verdict(data)
+    base_verdict = _verdict(baseline) if baseline is not None else None
+    if tokens:
+        data = per_token(data, tokens)
+        if baseline is not None and base_tokens:
+            baseline = per_token(baseline, base_tokens)
+    phase_times = _phase_times(data)
     checks = validation_frame(data.kernels, data.view_ids)
+    reasons = group_reasons(data.kernels, checks, data.view_ids)
     figures: dict = {}
-    parts = []
-    nav = []
-    for s in _sections(data, baseline):
-        nav.append(f'<a href="#{esc(s.anchor)}">{esc(s.title.split(":")[0])}</a>')
-        drawn = [figure for figure in s.figures if _has_data(figure)]
-        shown = ""
-        for number, figure in enumerate(drawn, 1):
+    parts = [verdict_section(verdict, base_verdict, phase_times, _phase_times(baseline),
+                             _time_label(data))]
+    nav = ['<a href="#verdict">Verdict</a>']
+    for s in _sections(data, baseline, reasons):
+        nav.append(f'<a href="#{esc(s.anchor)}">{esc(s.nav or s.title)}</a>')
+        drawn = ""
+        for number, figure in enumerate(filter(_has_data, s.figures), 1):
             div_id = f"fig-{s.anchor}" + (f"-{number}" if number > 1 else "")
             figures[div_id] = figure
-            shown += _figure_div(div_id, figure)
+            drawn += _figure_div(div_id, figure)
         if not drawn and s.has_pictures:
-            shown = f'<p class="na">{esc(NO_FIGURE)}</p>'
-        parts.append(
-            f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2><p class="lead">{esc(s.lead)}</p>'
-            # A section with no figure is a wide table: its validation goes below it.
-            f'<div class="row{"" if drawn else " wide"}"><div>{shown}{s.body}</div>'
-            f'{validation_box(data.kernels, s.views, checks)}</div></section>')
+            drawn = f'<p class="na">{esc(NO_FIGURE)}</p>'
+        aside = validation_box(data.kernels, s.views, checks) if s.views else ""
+        if drawn:  # the figures beside their validation, the tables below at full width
+            inner = f'<div class="row"><div>{drawn}</div>{aside}</div>{s.body}'
+        else:
+            inner = f'{s.body}<div class="row wide">{aside}</div>' if aside else s.body
+        lead = f'<p class="lead">{esc(s.lead)}</p>' if s.lead else ""
+        parts.append(f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2>{lead}{inner}</section>')
     nav.append('<a href="#kernels">Kernels</a><a href="#validation">Validation</a>')
-    kernels_section = (
-        '<section id="kernels"><h2>Kernels</h2><p class="lead">Every profiled kernel launch. '
-        'Hover a red badge for the discrepancy.</p>' + kernel_table(data.kernels, checks, data.view_ids)
-        + f'<details><summary>Full kernel names ({data.kernels["name"].nunique() if "name" in data.kernels.columns else 0})'
-        '</summary>' + names_table(data.kernels) + "</details></section>")
-    title = esc(f"smlens report: {data.run.get('name') or data.run.get('id') or 'run'}")
+    title = esc(_title(data, baseline))
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-        # Nothing in the report may reach the network.
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-        "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data: blob:; "
-        "font-src data:\">"
+        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{content_security_policy()}\">"
         f"<title>{title}</title><style>{CSS}</style>"
         f"<script>{_plotly_js()}</script></head><body>"
         + _header(data, baseline, phase, role)
-        + f"<nav>{''.join(nav)}</nav><main>" + "".join(parts) + kernels_section
+        + f"<nav>{''.join(nav)}</nav><main>" + "".join(parts) + _kernels_section(data, checks, baseline)
         + _summary(data, checks) + "</main>"
         "<footer>Made by smlens from Nsight Compute counters. Figures of groups are weighted by "
         "kernel time. Badges: <span class=\"b ok\">pass</span> <span class=\"b bad\">fail</span> "
         "<span class=\"b na\">n/a</span>.</footer>"
         f"<script type=\"application/json\" id=\"smlens-figures\">{script_json(figures)}</script>"
-        f"<script>{RENDER_JS}</script></body></html>\n")
+        f"<script>{APP_JS}</script></body></html>\n")
+
+
+def _phase_times(data: Optional[ReportInput]) -> dict:
+    """phase -> its time as the report shows it (per token when asked)."""
+    if data is None or data.kernels.empty:
+        return {}
+    frame = data.kernels.assign(_t=numbers(data.kernels, "time_ns"))
+    return {p: float(t) for p, t in frame.groupby(frame["phase"].astype(object), sort=False)["_t"].sum(min_count=1).items()}
 
 
 def write_report(path: Path | str, text: str) -> int:

@@ -2,6 +2,10 @@
 
 Every label and hover text goes through `plot_text`; values are plain floats or None (missing is
 a gap in the figure, never 0). A builder returns None when the views gave it nothing to draw.
+Against a baseline every figure carries it: a bar chart marks each baseline value on its bar, a
+stacked chart stands the baseline's stack beside the current one, a scatter plots the baseline's
+kernels as hollow markers. Each mark carries `customdata`, the kernels it stands for ("phase|role"
+or "#id"), which the page's script turns into a filter of the kernel table on click.
 """
 from __future__ import annotations
 
@@ -23,6 +27,9 @@ ROLE_COLORS = {"qkv_proj": "#4c78a8", "attention": "#e45756", "o_proj": "#72b7b2
 LEVEL_COLORS = ("#9d9d9d", "#72b7b2", "#4c78a8", "#54a24b")
 STALL_COLORS = {"memory": "#4c78a8", "compute": "#f58518", "tensor": "#54a24b", "sync": "#e45756",
                 "scheduling": "#b279a2"}
+BASELINE = "baseline"
+BASELINE_COLOR = "#1d1d1f"
+SETUP_PHASE = "other"
 
 
 # --- figures (plain plotly dicts; every label through plot_text) ---------------------------------
@@ -35,108 +42,195 @@ def _layout(title: str, height: int = 380, **extra) -> dict:
         "paper_bgcolor": "#ffffff", "plot_bgcolor": "#ffffff",
         "font": {"family": "system-ui, -apple-system, Segoe UI, sans-serif", "size": 12},
         "legend": {"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom", "traceorder": "normal"},
-        "xaxis": {"gridcolor": "#eeeeee", "automargin": True, "zeroline": False},
-        "yaxis": {"gridcolor": "#eeeeee", "automargin": True, "zeroline": False},
+        # automargin makes room for the tick labels; standoff keeps the title off them
+        "xaxis": {"gridcolor": "#eeeeee", "automargin": True, "zeroline": False,
+                  "title": {"standoff": 12}},
+        "yaxis": {"gridcolor": "#eeeeee", "automargin": True, "zeroline": False,
+                  "title": {"standoff": 10}},
         "hoverlabel": {"namelength": -1},
     }
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(layout.get(key), dict):
-            layout[key] = {**layout[key], **value}
+            merged = {**layout[key], **value}
+            if isinstance(value.get("title"), dict) and isinstance(layout[key].get("title"), dict):
+                merged["title"] = {**layout[key]["title"], **value["title"]}
+            layout[key] = merged
         else:
             layout[key] = value
     return layout
+
+
+def story(groups: pd.DataFrame) -> pd.DataFrame:
+    """The groups a chart of the workload shows: no phase's `all` row (it sums the others), and no
+    setup (phase `other`) when the run has phases."""
+    if groups is None or groups.empty:
+        return groups
+    keep = col(groups, "role").astype("object") != "all"
+    phases = set(col(groups, "phase").astype("object"))
+    if SETUP_PHASE in phases and len(phases) > 1:
+        keep &= col(groups, "phase").astype("object") != SETUP_PHASE
+    return sort_groups(groups[keep.to_numpy()])
 
 
 def _labels(groups: pd.DataFrame) -> list:
     return [plot_text(group_label(p, r)) for p, r in zip(col(groups, "phase"), col(groups, "role"))]
 
 
+def _keys(groups: pd.DataFrame) -> list:
+    """Each group's kernels, for the click that filters the kernel table."""
+    return [f"{p}|{r}" for p, r in zip(col(groups, "phase"), col(groups, "role"))]
+
+
 def _values(series: pd.Series) -> list:
     return [None if is_missing(v) else float(v) for v in pd.to_numeric(series, errors="coerce")]
 
 
-def _bar(labels: list, name: str, values: pd.Series, color: str, hover_name: Optional[str] = None,
+def _bar(groups: pd.DataFrame, name: str, values: pd.Series, color: str, hover_name: Optional[str] = None,
          value_format: str = "%{y:.3g} %") -> dict:
     """One bar per group; the hover says `hover_name` (default: `name`) and the value."""
-    return {"type": "bar", "name": plot_text(name), "x": labels, "y": _values(values),
-            "marker": {"color": color},
+    return {"type": "bar", "name": plot_text(name), "x": _labels(groups), "y": _values(values),
+            "customdata": _keys(groups), "offsetgroup": plot_text(name), "marker": {"color": color},
             "hovertemplate": f"%{{x}}<br>{plot_text(hover_name or name)}: {value_format}<extra></extra>"}
 
 
-def fig_gap(groups: pd.DataFrame) -> Optional[dict]:
-    """Headline SM throughput against SM active, tensor pipe and useful tensor work, per group."""
+def _baseline_marks(groups: pd.DataFrame, base: pd.DataFrame, name: str, column: str,
+                    scale: float = 1.0, first: bool = True, value_format: str = "%{y:.3g} %") -> dict:
+    """The baseline's value of `column` as a dash across the bar of the same name and group."""
+    lookup = {(p, r): v for p, r, v in zip(col(base, "phase"), col(base, "role"), numbers(base, column))}
+    values = [lookup.get((p, r)) for p, r in zip(col(groups, "phase"), col(groups, "role"))]
+    return {"type": "scatter", "mode": "markers", "name": BASELINE, "legendgroup": BASELINE,
+            "showlegend": first, "x": _labels(groups), "offsetgroup": plot_text(name),
+            "y": [None if is_missing(v) else float(v) * scale for v in values], "customdata": _keys(groups),
+            "marker": {"symbol": "line-ew-open", "size": 16, "color": BASELINE_COLOR,
+                       "line": {"width": 3, "color": BASELINE_COLOR}},
+            "hovertemplate": f"%{{x}}<br>baseline {plot_text(name)}: {value_format}<extra></extra>"}
+
+
+def _with_base_groups(groups: pd.DataFrame, base: Optional[pd.DataFrame]) -> pd.DataFrame:
+    """The current groups, then any group only the baseline has (its bars are empty)."""
+    if base is None or base.empty:
+        return groups
+    have = set(zip(col(groups, "phase"), col(groups, "role")))
+    extra = story(base)
+    extra = extra[[(p, r) not in have for p, r in zip(extra["phase"], extra["role"])]]
+    if extra.empty:
+        return groups
+    return sort_groups(pd.concat([groups, extra[["phase", "role"]]], ignore_index=True))
+
+
+def _grouped_bars(groups: pd.DataFrame, base: Optional[pd.DataFrame], series: list) -> list:
+    """(column, name, colour[, scale]) bars per group, and against a baseline a dash per bar."""
+    traces = []
+    for number, item in enumerate(series):
+        column, name, color = item[:3]
+        scale = item[3] if len(item) > 3 else 1.0
+        traces.append(_bar(groups, name, numbers(groups, column) * scale, color))
+        if base is not None and not base.empty:
+            traces.append(_baseline_marks(groups, base, name, column, scale, first=number == 0))
+    return traces
+
+
+def fig_gap(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Optional[dict]:
+    """The gap's steps per phase and role of the workload (setup and phase totals left out), each a
+    share of elapsed time, the headline beside them in grey."""
+    groups = story(groups)
     if groups is None or groups.empty:
         return None
-    groups = sort_groups(groups)
-    labels = _labels(groups)
+    groups = _with_base_groups(groups, base)
     catalog = registry.figures()
-    traces = [_bar(labels, catalog[column].label, col(groups, column), color)
-              for column, color in zip(gap_figures.STEPS, LEVEL_COLORS)]
-    return {"data": traces, "layout": _layout(
-        "From the headline to useful tensor work, per phase and role (time-weighted)", 420,
-        barmode="group", yaxis={"title": {"text": "% of peak"}, "rangemode": "tozero"},
+    steps = [(gap_figures.HEADLINE, f"{catalog[gap_figures.HEADLINE].label} (headline)", "#d9d9d9")]
+    steps += [(c, catalog[c].label, color) for c, color in zip(gap_figures.STEPS, LEVEL_COLORS) if c in catalog]
+    return {"data": _grouped_bars(groups, base, steps), "layout": _layout(
+        "The gap per phase and role: shares of elapsed time (time-weighted)", 440, barmode="group",
+        scattermode="group", yaxis={"title": {"text": "% of elapsed time"}, "rangemode": "tozero"},
         xaxis={"tickangle": -30})}
 
 
-def fig_time(groups: pd.DataFrame) -> Optional[dict]:
-    """Time per phase, split by role."""
+def fig_time(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None, unit: str = "ms") -> Optional[dict]:
+    """Time per phase, split by role; against a baseline, its bar under each phase's."""
     if groups is None or groups.empty or "time_ns" not in groups.columns:
         return None
-    groups = sort_groups(groups)
-    phases = list(dict.fromkeys(groups["phase"]))
+    groups = sort_groups(groups[col(groups, "role").astype("object") != "all"])
+    compare = base is not None and not base.empty and "time_ns" in base.columns
+    if compare:
+        base = sort_groups(base[col(base, "role").astype("object") != "all"])
+    phases = list(dict.fromkeys(list(groups["phase"]) + (list(base["phase"]) if compare else [])))
+    phases.sort(key=lambda p: _order_key([p], PHASE_ORDER))
+    scale = {"ms": 1e6, "µs": 1e3}[unit]
+
+    def row_name(phase: str, baseline: bool = False) -> str:
+        name = f"{phase} (setup)" if phase == SETUP_PHASE and len(phases) > 1 else phase
+        return plot_text(f"{name} \u00b7 baseline" if baseline else name)
+
+    rows = [(p, False) for p in phases] if not compare else [r for p in phases for r in ((p, True), (p, False))]
     traces = []
-    for role in dict.fromkeys(groups["role"]):
-        rows = groups[groups["role"] == role]
-        by_phase = dict(zip(rows["phase"], pd.to_numeric(rows["time_ns"], errors="coerce")))
+    roles = list(dict.fromkeys(list(groups["role"]) + (list(base["role"]) if compare else [])))
+    for role in roles:
+        frames = {False: groups[groups["role"] == role], True: base[base["role"] == role] if compare else None}
+        times = {side: dict(zip(f["phase"], numbers(f, "time_ns"))) for side, f in frames.items() if f is not None}
         traces.append({
             "type": "bar", "orientation": "h", "name": plot_text(role),
-            "y": [plot_text(p) for p in phases],
-            "x": [None if is_missing(by_phase.get(p)) else float(by_phase[p]) / 1e6 for p in phases],
-            "marker": {"color": ROLE_COLORS.get(role, "#9d9d9d")},
-            "hovertemplate": "%{y} \u00b7 " + plot_text(role) + ": %{x:.4g} ms<extra></extra>"})
+            "y": [row_name(p, b) for p, b in rows],
+            "x": [None if is_missing(times[b].get(p)) else float(times[b][p]) / scale for p, b in rows],
+            "customdata": [f"{p}|{role}" if not b else "" for p, b in rows],
+            "marker": {"color": ROLE_COLORS.get(role, "#9d9d9d"),
+                       "opacity": [0.45 if b else 1.0 for _, b in rows]},
+            "hovertemplate": "%{y} \u00b7 " + plot_text(role) + f": %{{x:.4g}} {unit}<extra></extra>"})
+    if compare:  # an empty trace names the paler bars in the legend
+        traces.append({"type": "bar", "orientation": "h", "name": BASELINE, "x": [None], "y": [row_name(*rows[0])],
+                       "marker": {"color": "#c7c7cc"}, "hoverinfo": "skip"})
     return {"data": traces, "layout": _layout(
-        "GPU time by phase and role", 140 + 44 * len(phases), barmode="stack",
-        xaxis={"title": {"text": "kernel time (ms)"}}, yaxis={"autorange": "reversed"},
+        "GPU time by phase and role" + (" (paler: the baseline)" if compare else ""),
+        150 + 40 * len(rows), barmode="stack",
+        xaxis={"title": {"text": f"kernel time ({unit})"}}, yaxis={"autorange": "reversed"},
         margin={"b": 50})}
 
 
-def fig_tensor(groups: pd.DataFrame) -> Optional[dict]:
+def fig_tensor(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Optional[dict]:
     """Tensor pipe and useful tensor work per group, with fill on a second axis."""
+    groups = story(groups)
     if groups is None or groups.empty:
         return None
-    groups = sort_groups(groups)
     tensor = numbers(groups, "tensor_pipe_pct")
-    groups = groups[tensor.notna() & (tensor > 0)]
+    groups = groups[(tensor.notna() & (tensor > 0)).to_numpy()]
     if groups.empty:
         return None
-    labels = _labels(groups)
     catalog = registry.figures()
-    traces = [
-        _bar(labels, catalog["tensor_pipe_pct"].label, col(groups, "tensor_pipe_pct"), LEVEL_COLORS[2]),
-        _bar(labels, catalog["useful_tensor_pct"].label, col(groups, "useful_tensor_pct"), LEVEL_COLORS[3]),
-        {"type": "scatter", "mode": "markers", "name": "fill (right axis)", "x": labels,
-         "y": _values(col(groups, "fill")), "yaxis": "y2",
-         "marker": {"symbol": "diamond", "size": 11, "color": "#e45756"},
-         "hovertemplate": "%{x}<br>fill: %{y:.3f}<extra></extra>"},
-    ]
+    traces = _grouped_bars(groups, base, [
+        ("tensor_pipe_pct", catalog["tensor_pipe_pct"].label, LEVEL_COLORS[2]),
+        ("useful_tensor_pct", catalog["useful_tensor_pct"].label, LEVEL_COLORS[3])])
+    fill = catalog["fill"].label
+    traces.append({"type": "scatter", "mode": "markers", "name": f"{fill} (right axis)", "x": _labels(groups),
+                   "y": _values(col(groups, "fill")), "yaxis": "y2", "customdata": _keys(groups),
+                   "marker": {"symbol": "diamond", "size": 11, "color": "#e45756"},
+                   "hovertemplate": f"%{{x}}<br>{plot_text(fill)}: %{{y:.3f}}<extra></extra>"})
+    if base is not None and not base.empty:
+        lookup = {(p, r): v for p, r, v in zip(col(base, "phase"), col(base, "role"), numbers(base, "fill"))}
+        values = [lookup.get((p, r)) for p, r in zip(groups["phase"], groups["role"])]
+        traces.append({"type": "scatter", "mode": "markers", "name": f"baseline {fill}", "x": _labels(groups),
+                       "y": [None if is_missing(v) else float(v) for v in values], "yaxis": "y2",
+                       "legendgroup": BASELINE, "customdata": _keys(groups),
+                       "marker": {"symbol": "diamond-open", "size": 11, "color": BASELINE_COLOR},
+                       "hovertemplate": f"%{{x}}<br>baseline {plot_text(fill)}: %{{y:.3f}}<extra></extra>"})
     return {"data": traces, "layout": _layout(
-        "Tensor pipe, fill and useful tensor work", 400, barmode="group",
+        "Tensor pipe, fill and useful tensor work", 420, barmode="group", scattermode="group",
         yaxis={"title": {"text": "% of peak"}, "rangemode": "tozero"},
-        yaxis2={"title": {"text": "fill (useful / executed)"}, "overlaying": "y", "side": "right",
+        yaxis2={"title": {"text": f"{fill} (useful / executed)"}, "overlaying": "y", "side": "right",
                 "range": [0, 1.05], "showgrid": False},
         xaxis={"tickangle": -30})}
 
 
-def fig_occupancy(groups: pd.DataFrame) -> Optional[dict]:
+def fig_occupancy(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Optional[dict]:
+    groups = story(groups)
     if groups is None or groups.empty:
         return None
-    groups = sort_groups(groups)
-    labels = _labels(groups)
-    traces = [_bar(labels, "theoretical", col(groups, "theoretical_occupancy_pct"), "#c6dbef"),
-              _bar(labels, "achieved", col(groups, "achieved_occupancy_pct"), "#4c78a8")]
+    groups = _with_base_groups(groups, base)
+    traces = _grouped_bars(groups, base, [("theoretical_occupancy_pct", "theoretical", "#c6dbef"),
+                                          ("achieved_occupancy_pct", "achieved", "#4c78a8")])
     return {"data": traces, "layout": _layout(
-        "Achieved against theoretical occupancy (% of 64 warps per SM)", 380, barmode="group",
-        yaxis={"title": {"text": "% of max warps"}, "range": [0, 105]}, xaxis={"tickangle": -30})}
+        "Achieved against theoretical occupancy (% of the SM's warps)", 400, barmode="group",
+        scattermode="group", yaxis={"title": {"text": "% of max warps"}, "range": [0, 105]},
+        xaxis={"tickangle": -30})}
 
 
 def _kernel_hover(kernels: pd.DataFrame) -> list:
@@ -152,13 +246,25 @@ def _by_phase(kernels: pd.DataFrame):
 
 
 def _kernel_markers(phase: str, rows: pd.DataFrame, x: pd.Series, y: pd.Series, opacity: float,
-                    hovertemplate: str) -> dict:
+                    hovertemplate: str, setup: bool = False) -> dict:
     """One phase's kernels as markers sized by kernel time, with their names in the hover."""
-    return {"type": "scatter", "mode": "markers", "name": plot_text(phase), "x": _values(x),
-            "y": _values(y), "text": _kernel_hover(rows),
-            "marker": {"size": _marker_sizes(rows), "color": PHASE_COLORS.get(phase, "#9d9d9d"),
-                       "opacity": opacity, "line": {"width": 0.5, "color": "#333"}},
-            "hovertemplate": hovertemplate}
+    trace = {"type": "scatter", "mode": "markers", "name": plot_text(f"{phase} (setup)" if setup else phase),
+             "x": _values(x), "y": _values(y), "text": _kernel_hover(rows),
+             "customdata": [f"#{i}" for i in col(rows, "id")],
+             "marker": {"size": _marker_sizes(rows), "color": PHASE_COLORS.get(phase, "#9d9d9d"),
+                        "opacity": opacity, "line": {"width": 0.5, "color": "#333"}},
+             "hovertemplate": hovertemplate}
+    if setup:  # shown in the legend, drawn on a click: not part of the workload's story
+        trace["visible"] = "legendonly"
+    return trace
+
+
+def _baseline_kernels(base: pd.DataFrame, x: pd.Series, y: pd.Series, hovertemplate: str) -> dict:
+    return {"type": "scatter", "mode": "markers", "name": "baseline kernels", "legendgroup": BASELINE,
+            "x": _values(x), "y": _values(y), "text": _kernel_hover(base),
+            "marker": {"size": _marker_sizes(base), "symbol": "circle-open", "color": BASELINE_COLOR,
+                       "opacity": 0.6, "line": {"width": 1.2}},
+            "hovertemplate": "baseline " + hovertemplate}
 
 
 def _marker_sizes(kernels: pd.DataFrame) -> list:
@@ -167,25 +273,34 @@ def _marker_sizes(kernels: pd.DataFrame) -> list:
     return [6.0 if is_missing(t) or not top else round(5 + 20 * math.sqrt(t / top), 1) for t in time]
 
 
-def fig_waves(kernels: pd.DataFrame) -> Optional[dict]:
-    """Each kernel's waves against the share of block slots busy; left of one wave, SM coverage."""
+def _wave_points(kernels: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
+    """(kernels with waves, waves, the share of block slots busy: below one wave, SM coverage)."""
     waves = numbers(kernels, "waves")
-    kernels = kernels[waves.notna() & (waves > 0)]
+    kernels = kernels[(waves.notna() & (waves > 0)).to_numpy()]
+    efficiency = numbers(kernels, "wave_efficiency")
+    coverage = numbers(kernels, "sm_coverage")
+    w = numbers(kernels, "waves")
+    # Below one wave, what is idle is SMs with no block at all: coverage says it.
+    return kernels, w, efficiency.where(w >= 1, coverage.fillna(efficiency))
+
+
+def fig_waves(kernels: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Optional[dict]:
+    """Each kernel's waves against the share of block slots busy; left of one wave, SM coverage."""
+    kernels, waves, busy = _wave_points(kernels)
     if kernels.empty:
         return None
-    traces = []
-    for phase, mask in _by_phase(kernels):
-        rows = kernels[mask]
-        efficiency = numbers(rows, "wave_efficiency")
-        coverage = numbers(rows, "sm_coverage")
-        w = numbers(rows, "waves")
-        # Below one wave, what is idle is SMs with no block at all: coverage says it.
-        y = efficiency.where(w >= 1, coverage.fillna(efficiency))
-        traces.append(_kernel_markers(
-            phase, rows, w, y, 0.7, "%{text}<br>waves: %{x:.3g}<br>busy share: %{y:.3f}<extra></extra>"))
+    hover = "%{text}<br>waves: %{x:.3g}<br>busy share: %{y:.3f}<extra></extra>"
+    phases = set(kernels["phase"])
+    traces = [_kernel_markers(phase, kernels[mask], waves[mask], busy[mask], 0.7, hover,
+                              setup=phase == SETUP_PHASE and len(phases) > 1)
+              for phase, mask in _by_phase(kernels)]
+    if base is not None and not base.empty:
+        base_kernels, base_waves, base_busy = _wave_points(base)
+        if not base_kernels.empty:
+            traces.append(_baseline_kernels(base_kernels, base_waves, base_busy, hover))
     return {"data": traces, "layout": _layout(
-        "Waves and tail: share of SM block slots busy (size: kernel time)", 400,
-        xaxis={"title": {"text": "waves per SM (log)"}, "type": "log"},
+        "Waves and tail: share of SM block slots busy (size: kernel time)", 420,
+        xaxis={"title": {"text": "waves per SM (log)"}, "type": "log", "dtick": 1},
         yaxis={"title": {"text": "wave efficiency / SM coverage"}, "range": [0, 1.05]},
         shapes=[{"type": "line", "x0": 1, "x1": 1, "yref": "paper", "y0": 0, "y1": 1,
                  "line": {"dash": "dot", "color": "#999", "width": 1}}])}
@@ -197,23 +312,46 @@ def stall_columns(frame: pd.DataFrame) -> dict:
             if frame is not None and f"stall_{family}_share" in frame.columns}
 
 
-def fig_stalls(groups: pd.DataFrame) -> Optional[dict]:
+def fig_stalls(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Optional[dict]:
+    groups = story(groups)
     if groups is None or groups.empty:
         return None
     columns = stall_columns(groups)
     if not columns:
         return None
-    groups = sort_groups(groups)
-    values = {f: numbers(groups, c) for f, c in columns.items()}
-    labels = _labels(groups)
-    traces = [_bar(labels, f, v * 100, STALL_COLORS[f]) for f, v in values.items()]  # shares as percent
+    compare = base is not None and not base.empty and bool(stall_columns(base))
+    groups = _with_base_groups(groups, base) if compare else groups
+    labels, keys = _labels(groups), _keys(groups)
+    traces = []
+    sides = [("this run", groups, 1.0)]
+    if compare:
+        lookup = base.set_index(["phase", "role"])
+        aligned = pd.DataFrame([lookup.loc[(p, r)] if (p, r) in lookup.index else pd.Series(dtype=float)
+                                for p, r in zip(groups["phase"], groups["role"])]).reset_index(drop=True)
+        sides.append((BASELINE, aligned, 0.45))
+    for side, frame, opacity in sides:
+        below = pd.Series(0.0, index=range(len(groups)))
+        for family, column in columns.items():
+            values = (numbers(frame, column).reset_index(drop=True) * 100)  # shares as percent
+            traces.append({"type": "bar", "name": plot_text(family if side != BASELINE else f"baseline {family}"),
+                           "x": labels, "y": _values(values), "base": _values(below), "customdata": keys,
+                           "offsetgroup": side, "legendgroup": BASELINE if side == BASELINE else family,
+                           "showlegend": side != BASELINE or family == next(iter(columns)),
+                           "marker": {"color": STALL_COLORS[family], "opacity": opacity},
+                           "hovertemplate": f"%{{x}}<br>{plot_text(side)} {plot_text(family)}: "
+                                            "%{y:.3g} %<extra></extra>"})
+            below = below + values.fillna(0)
+        if side == BASELINE:
+            traces[-len(columns)]["name"] = "baseline (paler, right of each)"
     return {"data": traces, "layout": _layout(
-        "Why resident warps do not issue: stall shares by family", 400, barmode="stack",
+        "Why resident warps do not issue: stall shares by family", 420,
+        barmode="group" if compare else "stack",
         yaxis={"title": {"text": "% of stalled warp-cycles"}, "range": [0, 101]},
         xaxis={"tickangle": -30})}
 
 
-PATH_CEILING_NAMES = {"gmma": "tensor, wgmma", "hmma": "tensor, mma.sync", "none": "FP32 CUDA cores"}
+PATH_CEILING_NAMES = {"gmma": "tensor, wgmma", "tcgen05": "tensor, tcgen05", "hmma": "tensor, mma.sync",
+                      "imma": "tensor, int mma.sync", "none": "FP32 CUDA cores"}
 
 
 def device_ceilings(kernels: pd.DataFrame, device: dict) -> dict:
@@ -230,29 +368,51 @@ def device_ceilings(kernels: pd.DataFrame, device: dict) -> dict:
     if not flops and peak_bw:
         per_kernel = numbers(kernels, "ridge_flops_per_byte") * numbers(kernels, "dram_peak_bytes_per_s")
         paths = col(kernels, "mma_path").astype("object")
-        for path in ("gmma", "hmma", "none"):
+        for path in ("gmma", "tcgen05", "hmma", "imma", "none"):
             values = per_kernel[(paths == path) & per_kernel.notna()]
             if not values.empty:
                 flops[path] = float(values.median())
     return {"peak_dram_bytes_per_s": peak_bw, "peak_flops_per_s_by_path": flops}
 
 
-def fig_roofline(kernels: pd.DataFrame, device: dict) -> Optional[dict]:
+def _roofline_points(kernels: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series, pd.Series]:
     intensity = numbers(kernels, "intensity")
     rate = numbers(kernels, "flops") / (numbers(kernels, "time_ns") * 1e-9)
-    ok = intensity.notna() & (intensity > 0) & rate.notna() & (rate > 0)
-    if not ok.any():
-        return None
+    ok = (intensity.notna() & (intensity > 0) & rate.notna() & (rate > 0)).to_numpy()
+    return kernels[ok], intensity[ok], rate[ok]
+
+
+def fig_roofline(kernels: pd.DataFrame, device: dict, base: Optional[pd.DataFrame] = None) -> Optional[dict]:
     ceilings = device_ceilings(kernels, device)
-    kernels, intensity, rate = kernels[ok], intensity[ok], rate[ok]
-    traces = []
-    for phase, mask in _by_phase(kernels):
-        traces.append(_kernel_markers(
-            phase, kernels[mask], intensity[mask], rate[mask] / 1e12, 0.75,
-            "%{text}<br>%{x:.3g} FLOP/byte<br>%{y:.3g} TFLOP/s<extra></extra>"))
+    kernels, intensity, rate = _roofline_points(kernels)
+    if kernels.empty:
+        return None
+    hover = "%{text}<br>%{x:.3g} FLOP/byte<br>%{y:.3g} TFLOP/s<extra></extra>"
+    phases = set(kernels["phase"])
+    traces = [_kernel_markers(phase, kernels[mask], intensity[mask], rate[mask] / 1e12, 0.75, hover,
+                              setup=phase == SETUP_PHASE and len(phases) > 1)
+              for phase, mask in _by_phase(kernels)]
+    lo = float(min(intensity.min(), 0.1)) / 2
+    if base is not None and not base.empty:
+        base_kernels, base_intensity, base_rate = _roofline_points(base)
+        if not base_kernels.empty:
+            traces.append(_baseline_kernels(base_kernels, base_intensity, base_rate / 1e12, hover))
+            lo = min(lo, float(base_intensity.min()) / 2)
+    # the useful work (2·M·N·K where the shape is known) of the same kernels, below their executed
+    # FLOPs by their padding: open markers
+    useful = numbers(kernels, "useful_work_flops")
+    seconds = numbers(kernels, "time_ns") * 1e-9
+    useful_intensity = useful / numbers(kernels, "dram_bytes")
+    shown = useful.notna() & (useful > 0) & (useful < numbers(kernels, "flops")) & (useful_intensity > 0)
+    if shown.any():
+        traces.append({"type": "scatter", "mode": "markers", "name": "useful FLOPs (open)",
+                       "x": _values(useful_intensity[shown]), "y": _values(useful[shown] / seconds[shown] / 1e12),
+                       "text": _kernel_hover(kernels[shown]),
+                       "marker": {"size": _marker_sizes(kernels[shown]), "symbol": "circle-open",
+                                  "color": "#333", "line": {"width": 1}},
+                       "hovertemplate": "%{text}<br>useful: %{x:.3g} FLOP/byte<br>%{y:.3g} TFLOP/s<extra></extra>"})
     bw = ceilings["peak_dram_bytes_per_s"]
     peaks = ceilings["peak_flops_per_s_by_path"]
-    lo = float(min(intensity.min(), 0.1)) / 2
     hi = float(max(intensity.max(), *(p / bw * 4 for p in peaks.values()))) if bw and peaks else \
         float(intensity.max()) * 4
     if bw:
@@ -268,26 +428,22 @@ def fig_roofline(kernels: pd.DataFrame, device: dict) -> Optional[dict]:
                            "x": [peak / bw, hi], "y": [peak / 1e12, peak / 1e12],
                            "line": {"color": "#333", "width": 1.5, "dash": dash}, "hoverinfo": "name"})
     return {"data": traces, "layout": _layout(
-        "Roofline: each kernel under the device's ceilings (size: kernel time)", 460,
+        "Roofline: each kernel under the device's ceilings (size: kernel time)", 480,
         legend={"orientation": "v", "x": 1.02, "y": 1, "yanchor": "top", "xanchor": "left"},
         margin={"r": 230},
-        xaxis={"title": {"text": "arithmetic intensity (FLOP / DRAM byte, log)"}, "type": "log"},
-        yaxis={"title": {"text": "TFLOP/s (log)"}, "type": "log"})}
+        xaxis={"title": {"text": "arithmetic intensity (FLOP / DRAM byte, log)"}, "type": "log", "dtick": 1},
+        yaxis={"title": {"text": "TFLOP/s (log)"}, "type": "log", "dtick": 1})}
 
 
-def fig_time_compare(groups: pd.DataFrame, base: pd.DataFrame) -> Optional[dict]:
+def fig_time_compare(groups: pd.DataFrame, base: pd.DataFrame, unit: str = "ms") -> Optional[dict]:
     """Baseline against current time per phase and role."""
     if groups is None or groups.empty or base is None or base.empty:
         return None
-    merged = _merge_groups(groups, base)
-    labels = _labels(merged)
-    traces = [_bar(labels, "baseline", numbers(merged, "time_ns_base") / 1e6, "#c6dbef", value_format="%{y:.4g} ms"),
-              _bar(labels, "this run", numbers(merged, "time_ns") / 1e6, "#4c78a8", value_format="%{y:.4g} ms")]
+    groups = _with_base_groups(story(groups), base)
+    scale = {"ms": 1e-6, "µs": 1e-3}[unit]
+    traces = [_bar(groups, "this run", numbers(groups, "time_ns") * scale, "#4c78a8",
+                   value_format=f"%{{y:.4g}} {unit}"),
+              _baseline_marks(groups, base, "this run", "time_ns", scale, value_format=f"%{{y:.4g}} {unit}")]
     return {"data": traces, "layout": _layout(
-        "Time per phase and role against the baseline", 400, barmode="group",
-        yaxis={"title": {"text": "kernel time (ms)"}}, xaxis={"tickangle": -30})}
-
-
-def _merge_groups(groups: pd.DataFrame, base: pd.DataFrame) -> pd.DataFrame:
-    base = base.rename(columns={c: f"{c}_base" for c in base.columns if c not in ("phase", "role")})
-    return sort_groups(groups.merge(base, on=["phase", "role"], how="outer"))
+        "Time per phase and role against the baseline (dash: the baseline)", 400, barmode="group",
+        scattermode="group", yaxis={"title": {"text": f"kernel time ({unit})"}}, xaxis={"tickangle": -30})}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
 import pandas as pd
-from reports.formatting import bytes_text, is_missing, number_text, short_kernel_name, time_text
+from reports.formatting import bytes_text, is_missing, na_advice, number_text, short_kernel_name, time_text
 from views import registry
 from views.catalog import HIGHER, LOWER
 from views.grouping import ROLE_ORDER
@@ -143,14 +143,27 @@ def delta_pct(current: Any, base: Any) -> Optional[float]:
 
 
 def is_regression(figure: str, delta: Optional[float]) -> bool:
+    return change_class(figure, delta) == "bad"
+
+
+def change_class(figure: str, delta: Optional[float]) -> str:
+    """`good` or `bad` when the change passes REGRESSION_PCT in a direction the catalog calls
+    better or worse; empty when it does not, or the figure has no better direction."""
     declared = registry.figures().get(figure)
-    if delta is None or declared is None:
-        return False
+    if delta is None or declared is None or abs(delta) <= REGRESSION_PCT:
+        return ""
     if declared.better == HIGHER:
-        return delta < -REGRESSION_PCT
+        return "good" if delta > 0 else "bad"
     if declared.better == LOWER:
-        return delta > REGRESSION_PCT
-    return False
+        return "bad" if delta > 0 else "good"
+    return ""
+
+
+def arrow(delta: Optional[float]) -> str:
+    """Up for an increase, down for a decrease: the direction of the change, not its merit."""
+    if delta is None or delta == 0:
+        return ""
+    return "\u25b2" if delta > 0 else "\u25bc"
 
 
 # --- validation status ----------------------------------------------------------------------------
@@ -170,6 +183,15 @@ def validation_frame(kernels: pd.DataFrame, view_ids: Iterable[str]) -> pd.DataF
         out[view] = status.map(lambda s: "n/a" if is_missing(s) or s not in ("pass", "fail") else s)
         out[f"detail_{view}"] = col(kernels, f"validation_detail_{view}").astype("object")
     return out
+
+
+def na_reasons(kernels: pd.DataFrame, view: str, checks: pd.DataFrame, limit: int = 3) -> list:
+    """(count, reason with what to do) of the view's n/a kernels, commonest first."""
+    if view not in checks.columns:
+        return []
+    reasons = checks.loc[checks[view] == "n/a", f"detail_{view}"].astype(object)
+    reasons = reasons[reasons.map(lambda r: not is_missing(r) and r != "").astype(bool).to_numpy()]
+    return [(int(count), na_advice(reason)) for reason, count in reasons.value_counts().head(limit).items()]
 
 
 @dataclass

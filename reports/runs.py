@@ -4,10 +4,13 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from reports.formatting import is_missing
+from views.grouping import ROLE_ORDER
+from views.vocabulary import PHASE_ORDER
 
 LIST_COLUMNS = ["id", "name", "created", "device_name", "kernel_count", "source_format", "tags"]
 HEADINGS = {"device_name": "device", "kernel_count": "kernels", "source_format": "format"}
@@ -39,15 +42,22 @@ def runs_json(runs: pd.DataFrame) -> str:
     return json.dumps([run_record(row) for row in runs.to_dict("records")], indent=2)
 
 
+def _compact(title: str | None = None, header: bool = True) -> Table:
+    return Table(title=title, title_justify="left", title_style="bold", show_header=header,
+                 box=box.SIMPLE_HEAD if header else None, show_edge=False, pad_edge=False,
+                 padding=(0, 1), collapse_padding=True)
+
+
 def print_runs(runs: pd.DataFrame, console: Console | None = None) -> None:
     console = console or Console()
     if not len(runs):
         console.print("no runs in the store: `smlens ingest FILE` adds one")
         return
-    table = Table(title="runs", show_lines=False)
+    table = _compact("runs")
     for column in LIST_COLUMNS:
-        table.add_column(HEADINGS.get(column, column), no_wrap=column in ("id", "created", "kernel_count"),
-                         overflow="ellipsis", justify="right" if column == "kernel_count" else "left")
+        # ids, names and dates whole; the device and the tags wrap between words if they must
+        table.add_column(HEADINGS.get(column, column), no_wrap=column in ("id", "name", "created", "kernel_count"),
+                         justify="right" if column == "kernel_count" else "left")
     for record in (run_record(r) for r in runs.to_dict("records")):
         tags = record.get("tags") or {}
         record["tags"] = _tags_text(tags) if isinstance(tags, dict) else str(tags)
@@ -58,25 +68,34 @@ def print_runs(runs: pd.DataFrame, console: Console | None = None) -> None:
     console.print(table)
 
 
+def _rank(value, order) -> int:
+    return order.index(value) if value in order else len(order)
+
+
 def run_summary(run: dict, kernels: pd.DataFrame, metric_count: int) -> dict:
-    """The run's row plus kernel counts and time per phase and role."""
+    """The run's row plus kernel counts, time and share of the time per phase and role, phases in
+    the order a request meets them (cold prefill, warm prefill, decode, then setup)."""
     record = run_record(run)
     time_column = "gpu__time_duration.sum"
     groups = kernels.groupby(["phase", "role"], dropna=False, observed=True)
     summary = groups.size().rename("kernels").to_frame()
     if time_column in kernels:
         summary["time_ns"] = groups[time_column].sum(min_count=1)
+        total = summary["time_ns"].sum()
+        summary["time_share_pct"] = 100 * summary["time_ns"] / total if total > 0 else float("nan")
+    ordered = sorted(summary.to_dict("index").items(),
+                     key=lambda item: (_rank(item[0][0], PHASE_ORDER), _rank(item[0][1], ROLE_ORDER), str(item[0])))
     record["phases"] = [
         {"phase": phase, "role": role, **{k: _plain(v) for k, v in values.items()}}
-        for (phase, role), values in summary.to_dict("index").items()]
+        for (phase, role), values in ordered]
     record["metric_count"] = metric_count
     return record
 
 
 def print_run(summary: dict, console: Console | None = None) -> None:
     console = console or Console()
-    head = Table(show_header=False, box=None, title=f"run {summary['id']}")
-    head.add_column(style="bold")
+    head = _compact(f"run {summary['id']}", header=False)
+    head.add_column(style="bold", no_wrap=True)
     head.add_column(overflow="fold")
     for key in ("name", "created", "source", "sha256", "source_format", "ncu_version", "device_name",
                 "cc", "host", "kernel_count", "metric_count", "partial", "tags"):
@@ -85,13 +104,25 @@ def print_run(summary: dict, console: Console | None = None) -> None:
             value = _tags_text(value)
         head.add_row(key.replace("_", " "), "" if value is None else str(value))
     console.print(head)
-    table = Table(title="kernels by phase and role")
-    for column, justify in (("phase", "left"), ("role", "left"), ("kernels", "right"), ("time µs", "right")):
-        table.add_column(column, justify=justify)
+    table = _compact("kernels by phase and role")
+    for column, justify in (("phase / role", "left"), ("kernels", "right"), ("time µs", "right"),
+                            ("share %", "right")):
+        table.add_column(column, justify=justify, no_wrap=True)
+    previous = None
     for group in summary["phases"]:
-        time_ns = group.get("time_ns")
-        table.add_row(str(group["phase"]), str(group["role"]), str(group["kernels"]),
-                      "" if time_ns is None else f"{time_ns / 1000:,.1f}")
+        if group["phase"] != previous:
+            previous = group["phase"]
+            phase_rows = [g for g in summary["phases"] if g["phase"] == previous]
+            time = sum(g.get("time_ns") or 0 for g in phase_rows)
+            share = sum(g.get("time_share_pct") or 0 for g in phase_rows)
+            name = f"{previous} (setup)" if previous == "other" and len({g['phase'] for g in summary['phases']}) > 1 \
+                else str(previous)
+            table.add_row(f"[bold]{name}[/]", str(sum(g["kernels"] for g in phase_rows)), f"{time / 1000:,.1f}",
+                          f"{share:.1f}")
+        time_ns, share = group.get("time_ns"), group.get("time_share_pct")
+        table.add_row(f"  {group['role']}", str(group["kernels"]),
+                      "" if time_ns is None else f"{time_ns / 1000:,.1f}",
+                      "" if share is None else f"{share:.1f}")
     console.print(table)
     for note in summary.get("notes") or []:
         console.print(f"note: {note}")

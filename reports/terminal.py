@@ -1,13 +1,19 @@
-"""Rich tables for `smlens views`: first the gap per phase and role, then each view.
+"""Rich tables for `smlens views`: the verdict, the gap per phase and role, then each view.
 
-Reads a views result (`.kernels`, `.groups`, `.gap`, `.selection`, `.devices`, `.view_ids`) and the
-views' catalog (views/registry.py): each view's table shows its figures that combine over a group,
-with the catalog's labels and units. A missing figure prints as `n/a`, never as 0. Every view's
-table ends with its validations: counts, the failures with their discrepancy, and why the rest are n/a.
+Reads a views result (`.kernels`, `.groups`, `.gap`, `.selection`, `.devices`, `.view_ids`), the
+verdict over it (views/verdict.py) and the views' catalog (views/registry.py): each table shows
+figures with the catalog's labels and units, and a legend under it gives each column's one-line
+definition. A missing figure prints as `n/a`, never as 0. Nothing is cut: a table wider than the
+terminal is split into several tables of the same rows (the phase and role repeated in each), and
+a heading wraps between words. Piped output is as wide as its widest table.
 """
 from __future__ import annotations
 
 import io
+import os
+import sys
+import textwrap
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -17,13 +23,23 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
-from reports.formatting import in_units, is_missing, number_text, short_kernel_name
-from views import registry
+from reports.formatting import in_units, is_missing, na_advice, number_text, short_kernel_name, value_text
+from views import gap as gap_module, registry
 from views.catalog import KERNEL, Figure
+from views.verdict import Verdict
 
 MAX_FAILURES = 5
+# Piped output (no terminal, no COLUMNS): wide enough that no table is split or cut.
+PIPED_WIDTH = 1000
 
 Fmt = Callable[[Any], str]
+
+
+def output_console() -> Console:
+    """The console for stdout: the terminal's width, or, piped, as wide as the output needs."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+        return Console()
+    return Console(width=PIPED_WIDTH, soft_wrap=True)
 
 
 def pct(value) -> str:
@@ -31,7 +47,8 @@ def pct(value) -> str:
 
 
 def share(value) -> str:
-    return "n/a" if is_missing(value) else f"{100 * float(value):.0f}%"
+    """A fraction 0..1 as a percentage (under a `%` heading)."""
+    return "n/a" if is_missing(value) else f"{100 * float(value):.0f}"
 
 
 def ratio(value) -> str:
@@ -61,7 +78,7 @@ def short_name(name, width: int = 48) -> str:
 # How a figure of each unit prints, and what its heading adds to the label.
 _FORMATS: dict[str, Fmt] = {"%": pct, "share": share, "ratio": ratio, "ns": us, "GHz": ratio,
                             "bytes": lambda v: si(v, "B"), "ops": si, "FLOP": si, "text": text}
-_HEADING_UNITS = {"%": "%", "ns": "µs", "GHz": "GHz"}
+_HEADING_UNITS = {"%": "%", "share": "%", "ns": "µs", "GHz": "GHz"}
 
 
 def heading(figure: Figure) -> str:
@@ -70,63 +87,183 @@ def heading(figure: Figure) -> str:
 
 
 def formatter(figure: Figure) -> Fmt:
+    if figure.is_text:
+        return lambda v: "n/a" if is_missing(v) else value_text(figure.column, v)
     return _FORMATS.get(figure.unit, number_text)
 
 
-def _cell(rendered: str) -> Text:
-    return Text(rendered, style="dim") if rendered == "n/a" else Text(rendered)
+# --- tables that fit -------------------------------------------------------------------------------
+
+@dataclass
+class Column:
+    heading: str
+    cells: list  # one text per row; None on a phase's heading row
+    justify: str = "right"
+    definition: str = ""  # the legend's line
 
 
-def _table(title: str, columns: list[tuple[str, str]], wrap: tuple[str, ...] = ()) -> Table:
-    """Compact: one space between columns, no outer edge; only the `wrap` columns may wrap."""
-    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
+@dataclass
+class Rows:
+    """The key column of a table: each row's text, and which rows head a phase."""
+
+    keys: list = field(default_factory=list)
+    headings: list = field(default_factory=list)  # True: a phase heading row
+    styles: list = field(default_factory=list)
+
+    def phase(self, name: str) -> None:
+        self.keys.append(name)
+        self.headings.append(True)
+        self.styles.append(None)
+
+    def row(self, key: str, style: Optional[str] = None) -> None:
+        self.keys.append(key)
+        self.headings.append(False)
+        self.styles.append(style)
+
+
+def _wrapped(heading: str, cells: list) -> str:
+    """The heading in lines no wider than the column's cells (never narrower than a word)."""
+    widest = max([len(c) for c in cells if c is not None] + [max(len(w) for w in heading.split() or [""])])
+    return "\n".join(textwrap.wrap(heading, widest, break_long_words=False)) or heading
+
+
+def _table(title: str, key_heading: str, rows: Rows, columns: list[Column]) -> Table:
+    """Compact: one space between columns, no outer edge, no cell ever cut or wrapped."""
+    table = Table(title=title or None, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
                   show_edge=False, pad_edge=False, padding=(0, 1), collapse_padding=True)
-    for heading, justify in columns:
-        table.add_column(heading, justify=justify, no_wrap=heading not in wrap, min_width=len(heading),
-                         overflow="fold" if heading in wrap else "ellipsis")
+    table.add_column(key_heading, justify="left", no_wrap=True)
+    for column in columns:
+        table.add_column(_wrapped(column.heading, column.cells), justify=column.justify, no_wrap=True)
+    for index, key in enumerate(rows.keys):
+        if rows.headings[index]:
+            table.add_row(Text(key, style="bold"), *[""] * len(columns))
+            continue
+        cells = [column.cells[index] for column in columns]
+        table.add_row(key, *[Text(c, style="dim") if c == "n/a" else c for c in cells],
+                      style=rows.styles[index])
     return table
 
 
-def _group_label(row) -> tuple[str, str]:
-    return str(row["phase"]), str(row["role"])
+def _natural_width(table: Table) -> int:
+    """The width `table` takes when nothing is cut."""
+    probe = Console(width=10_000, file=io.StringIO())
+    return Measurement.get(probe, probe.options, table).maximum
 
 
-def _phase_heading(table: Table, phase: str, previous: Optional[str]) -> str:
-    """Rows are grouped under a heading row per phase (saves a column on narrow terminals)."""
-    if phase != previous:
-        table.add_row(Text(phase, style="bold underline"), *[""] * (len(table.columns) - 1))
+def fit(title: str, key_heading: str, rows: Rows, columns: list[Column], width: int) -> list[Table]:
+    """One table, or several of the same rows when the columns do not fit in `width`: the key
+    column in each, the columns in their order, none cut."""
+    parts: list[list[Column]] = [[]]
+    for column in columns:
+        if parts[-1] and _natural_width(_table("", key_heading, rows, parts[-1] + [column])) > width:
+            parts.append([])
+        parts[-1].append(column)
+    return [_table(title if number == 0 else f"{title.split(':')[0]} (continued)", key_heading, rows, part)
+            for number, part in enumerate(parts)]
+
+
+def legend(columns: list[Column]) -> Text:
+    """Each column's definition, one line each."""
+    lines = [f"{c.heading}: {c.definition}" for c in columns if c.definition]
+    return Text("\n".join(lines), style="dim")
+
+
+def _grouped_rows(frame: pd.DataFrame) -> tuple[Rows, list[int]]:
+    """Rows under a heading per phase; the frame's row positions, None on heading rows."""
+    rows, positions, previous = Rows(), [], None
+    ranks = frame["rank"].astype(object) if "rank" in frame.columns else [None] * len(frame)
+    # a role no role range named (guessed from kernel names or launch order) is marked GUESSED
+    sources = frame["role_source"].astype(object).tolist() if "role_source" in frame.columns else [None] * len(frame)
+    for position, (phase, role, rank) in enumerate(zip(frame["phase"].astype(object),
+                                                        frame["role"].astype(object), ranks)):
+        if phase != previous:
+            rows.phase(_phase_title(str(phase), set(frame["phase"].astype(object))))
+            positions.append(None)
+            previous = phase
+        guessed = GUESSED if role != "all" and str(sources[position]) in ("name", "order") else ""
+        rows.row(f"  {role}{guessed}{rank_suffix(rank)}", "bold" if role == "all" else None)
+        positions.append(position)
+    return rows, positions
+
+
+def rank_suffix(rank) -> str:
+    """` r<rank>` after a role in a tensor-parallel run's tables, nothing for a single-GPU run."""
+    return "" if rank is None or is_missing(rank) else f" r{int(rank)}"
+
+
+def _phase_title(phase: str, phases: set) -> str:
+    if phase == "other" and len(phases) > 1:
+        return "other (setup)"
     return phase
+
+
+def _figure_column(figure: Figure, frame: pd.DataFrame, positions: list, label: str | None = None) -> Column:
+    values = frame[figure.column].tolist() if figure.column in frame.columns else [None] * len(frame)
+    show = formatter(figure)
+    return Column(label or heading(figure), [None if p is None else show(values[p]) for p in positions],
+                  "left" if figure.is_text else "right", figure.definition)
+
+
+# --- the verdict -----------------------------------------------------------------------------------
+
+def _pct_text(value: float) -> str:
+    return "n/a" if is_missing(value) else f"{value:.1f}"
+
+
+def verdict_parts(verdict: Verdict, width: int) -> list:
+    """The verdict's sentence, its phases as a table, the ranked opportunities and the setup."""
+    parts: list = [Text("Verdict", style="bold"), Text(verdict.summary)]
+    if verdict.phases:
+        rows = Rows()
+        for phase in verdict.phases:
+            rows.row(phase.phase)
+        columns = [
+            Column("share %", [_pct_text(p.share_pct) for p in verdict.phases],
+                   definition="the phase's share of the workload's kernel time (setup left out)"),
+            Column("time µs", [us(p.time_ns) for p in verdict.phases], definition="gpu__time_duration.sum, summed"),
+            Column("bound, % of its time", [", ".join(f"{b} {s:.0f}" for b, s in p.bounds.items() if s >= 0.5)
+                                            or "n/a" for p in verdict.phases], "left",
+                   "what holds each phase and role back: the unit nearest its peak when at 60 % or more "
+                   "(memory: DRAM, tensor: the tensor pipe, fp32: the FP32 pipes), else latency"),
+            Column("DRAM %", [_pct_text(p.dram_pct) for p in verdict.phases],
+                   definition="dram__throughput, % of peak, time-weighted"),
+            Column("tensor %", [_pct_text(p.tensor_pct) for p in verdict.phases],
+                   definition="tensor pipe busy, % of elapsed cycles, time-weighted"),
+            Column("FP32 %", [_pct_text(p.fp32_pct) for p in verdict.phases],
+                   definition="FP32 FLOP/s against the device's FP32 peak, time-weighted"),
+            Column("SM active %", [_pct_text(p.sm_active_pct) for p in verdict.phases],
+                   definition="share of elapsed cycles the SMs had work, time-weighted"),
+        ]
+        parts += fit("", "phase", rows, columns, width)
+        parts.append(legend(columns))
+    if verdict.opportunities:
+        parts.append(Text(""))
+        parts.append(Text("Where time can be won (time x headroom to the bound unit's peak):", style="bold"))
+        for rank, group in enumerate(verdict.opportunities, 1):
+            parts.append(Text(f"{rank}. {group.text}"))
+    if verdict.setup is not None:
+        parts.append(Text(verdict.setup.text, style="dim"))
+    return parts
 
 
 # --- the gap ---------------------------------------------------------------------------------------
 
-GAP_COLUMNS = [
-    ("phase / role", "left"), ("time%", "right"), ("headline", "right"), ("active", "right"),
-    ("tensor", "right"), ("useful", "right"), ("cover", "right"), ("occup", "right"), ("fill", "right"),
-    ("top stall", "left")]
+GUESSED = "?"  # a guessed role; `*` marks a changed choice in V8's table
 
 
-def gap_table(gap: pd.DataFrame) -> Table:
-    """headline sm__throughput -> SM active -> tensor pipe -> useful tensor, and what explains each."""
-    table = _table("The gap (%): headline SM throughput -> SM active -> tensor pipe -> useful tensor work",
-                   GAP_COLUMNS)
-    previous = None
-    for _, row in gap.iterrows():
-        phase, role = _group_label(row)
-        previous = _phase_heading(table, phase, previous)
-        style = "bold" if role == "all" else None
-        cells = [f"  {role}", pct(row.get("time_share_pct")), pct(row.get("sm_throughput_pct")),
-                 pct(row.get("sm_active_pct")), pct(row.get("tensor_pipe_pct")),
-                 pct(row.get("useful_tensor_pct")), share(row.get("sm_coverage")),
-                 pct(row.get("achieved_occupancy_pct")), ratio(row.get("fill")), text(row.get("top_stall"))]
-        table.add_row(*[_cell(c) for c in cells], style=style)
-    return table
-
-
-GAP_LEGEND = ("headline: sm__throughput, what tools call SM utilization. active: share of elapsed cycles "
-              "the SMs had work (explained by cover, the SMs the grid reaches, and waves, V5). tensor: "
-              "tensor-pipe busy share of active cycles (explained by occup(ancy), V4, and stalls, V6). "
-              "useful: tensor x fill, the tensor work that was not padding (V3).")
+def gap_tables(gap: pd.DataFrame, width: int = 80) -> tuple[list[Table], list[Column]]:
+    """The gap per phase and role on one basis, every step a share of elapsed time and each at most
+    the one before (the headline beside, no step), the factor each step loses, the memory side and
+    the figures that explain the steps, with the catalog's labels: (tables, their columns)."""
+    catalog = {**registry.figures(), **registry.gap_figures()}
+    rows, positions = _grouped_rows(gap)
+    share_column = Column("time %", [None if p is None else pct(gap["time_share_pct"].iloc[p]) for p in positions],
+                          definition="the group's share of the run's kernel time")
+    shown = (gap_module.HEADLINE, *gap_module.STEPS, *gap_module.FACTORS, *gap_module.MEMORY,
+             *gap_module.EXPLAINERS)
+    columns = [share_column] + [_figure_column(catalog[c], gap, positions) for c in shown if c in catalog]
+    title = "The gap: shares of elapsed time from SM active to useful tensor work, beside the headline"
+    return fit(title, "phase / role", rows, columns, width), columns
 
 
 # --- one table per view ------------------------------------------------------------------------------
@@ -140,6 +277,9 @@ def _checks(row, view: str) -> str:
     return f"{passed}/{failed}/{na}"
 
 
+CHECKS_DEFINITION = "kernels whose validation passed / failed / was n/a"
+
+
 def _group_figures(result, view: str) -> list[Figure]:
     """The view's figures that combine over a group, in its order (per-kernel ones are left to
     --format json and csv)."""
@@ -147,47 +287,28 @@ def _group_figures(result, view: str) -> list[Figure]:
             if f.aggregate != KERNEL and f.column in result.groups.columns]
 
 
-def view_tables(result, view: str, width: int = 80) -> list[Table]:
-    """The view's group figures per phase and role, then its checks per group; as several tables
-    of the same rows when its figures do not fit in `width` columns."""
+def view_tables(result, view: str, width: int = 80) -> tuple[list[Table], list[Column]]:
+    """The view's group figures per phase and role, and its checks per group; several tables of
+    the same rows when they do not fit in `width` columns."""
     shown = _group_figures(result, view)
     if not shown:  # a view whose figures are all per kernel (V8: its selection table says it)
-        return []
-    rows = [(str(row["phase"]), str(row["role"]), row) for _, row in result.groups.iterrows()]
-    cells = {f.column: [formatter(f)(row.get(f.column)) for _, _, row in rows] for f in shown}
-    checks = [_checks(row, view) for _, _, row in rows]
-
-    def table(number: int, figures: list[Figure]) -> Table:
-        title = f"{view} (continued)" if number else f"{view} {registry.title(view)}"
-        out = _table(title, [("phase / role", "left")]
-                     + [(heading(f), "left" if f.is_text else "right") for f in figures]
-                     + ([("checks", "right")] if number == 0 else []))  # pass/fail/n/a
-        previous = None
-        for index, (phase, role, _) in enumerate(rows):
-            previous = _phase_heading(out, phase, previous)
-            row_cells = [f"  {role}"] + [cells[f.column][index] for f in figures]
-            out.add_row(*[_cell(c) for c in row_cells + ([checks[index]] if number == 0 else [])])
-        return out
-
-    parts: list[list[Figure]] = [[]]
-    for figure in shown:
-        if parts[-1] and _natural_width(table(len(parts) - 1, parts[-1] + [figure])) > width:
-            parts.append([])
-        parts[-1].append(figure)
-    return [table(number, figures) for number, figures in enumerate(parts)]
-
-
-def _natural_width(table: Table) -> int:
-    """The width `table` takes when nothing is cut."""
-    probe = Console(width=10_000, file=io.StringIO())
-    return Measurement.get(probe, probe.options, table).maximum
+        return [], []
+    groups = result.groups.reset_index(drop=True)
+    rows, positions = _grouped_rows(groups)
+    columns = [_figure_column(f, groups, positions) for f in shown]
+    columns.append(Column("checks", [None if p is None else _checks(groups.iloc[p], view) for p in positions],
+                          definition=CHECKS_DEFINITION))
+    return fit(f"{view} {registry.title(view)}", "phase / role", rows, columns, width), columns
 
 
 def selection_table(selection: pd.DataFrame) -> Table:
     view = registry.SELECTION_VIEW
-    table = _table(f"{view} {registry.title(view)}: what ran per phase and role (* changed from the role's first phase)",
-                   [("role", "left"), ("phase", "left"), ("kind", "left"), ("choice", "left"),
-                    ("kernels", "right"), ("time µs", "right")], wrap=("choice",))
+    table = Table(title=f"{view} {registry.title(view)}: what ran per phase and role "
+                        "(* changed from the role's first phase)", title_justify="left", title_style="bold",
+                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1), collapse_padding=True)
+    for name, justify in (("role", "left"), ("phase", "left"), ("kind", "left"), ("choice", "left"),
+                          ("kernels", "right"), ("time µs", "right")):
+        table.add_column(name, justify=justify, no_wrap=name != "choice", overflow="fold")
     previous = None
     for _, row in selection.iterrows():
         if previous is not None and row["role"] != previous:
@@ -200,7 +321,7 @@ def selection_table(selection: pd.DataFrame) -> Table:
 
 
 def validation_lines(result, view: str, limit: int = MAX_FAILURES) -> list[Text]:
-    """The failures with their discrepancy (first `limit`), then why the rest are n/a."""
+    """The failures with their discrepancy (first `limit`), then why the rest are n/a and what to do."""
     k = result.kernels
     status_column, detail_column = f"validation_{view}", f"validation_detail_{view}"
     if status_column not in k.columns:
@@ -218,19 +339,20 @@ def validation_lines(result, view: str, limit: int = MAX_FAILURES) -> list[Text]
     if len(na):
         reasons = na[detail_column].astype(object).value_counts()
         for reason, count in reasons[reasons.index != ""].head(3).items():
-            lines.append(Text(f"  n/a  {count} kernels: {reason}", style="dim"))
+            lines.append(Text(f"  n/a  {count} kernels: {na_advice(reason)}", style="dim"))
     return lines
 
 
 def summary_table(result) -> Table:
-    table = _table("Validations (kernels)", [("view", "left"), ("", "left"), ("pass", "right"),
-                                             ("fail", "right"), ("n/a", "right")])
+    rows = Rows()
+    counts = {s: [] for s in ("pass", "fail", "n/a")}
     for view in result.view_ids:
         status = result.kernels[f"validation_{view}"]
-        counts = [int((status == s).sum()) for s in ("pass", "fail", "n/a")]
-        style = "red" if counts[1] else None
-        table.add_row(view, registry.title(view), *[str(c) for c in counts], style=style)
-    return table
+        for s in counts:
+            counts[s].append(str(int((status == s).sum())))
+        rows.row(view, "red" if counts["fail"][-1] != "0" else None)
+    titles = Column("", [registry.title(v) for v in result.view_ids], "left")
+    return _table("Validations (kernels)", "view", rows, [titles] + [Column(s, counts[s]) for s in counts])
 
 
 def device_line(devices: pd.DataFrame) -> Optional[str]:
@@ -247,9 +369,25 @@ def device_line(devices: pd.DataFrame) -> Optional[str]:
     return "; ".join(parts)
 
 
-def print_views(result, run: Optional[dict] = None, console: Optional[Console] = None) -> None:
-    """The gap first, then the validations, then each view's table with its checks."""
-    console = console or Console()
+def mlp_lines(mlp: Optional[pd.DataFrame]) -> list[str]:
+    """The activation's share of the MLP block's time, one line per phase (views/mlp.py)."""
+    if mlp is None or mlp.empty:
+        return []
+    lines = ["MLP: the activation's share of the MLP block's time (act(gate) x up)"]
+    for _, row in mlp.iterrows():
+        lines.append(f"  {text(row['phase']):<13} {pct(row['activation_share_of_mlp_pct']):>5} %  "
+                     f"({us(row['activation_time_ns'])} of {us(row['mlp_time_ns'])} us, "
+                     f"{int(row['activation_kernels'])} of {int(row['mlp_kernels'])} kernels)")
+    return lines
+
+
+def print_views(result, run: Optional[dict] = None, console: Optional[Console] = None,
+                verdict: Optional[Verdict] = None) -> None:
+    """The verdict first, then the gap, the validations, and each view's table with its checks."""
+    from views.verdict import verdict as make_verdict
+
+    console = console or output_console()
+    width = console.width
     run = run or {}
     title = " ".join(str(x) for x in (run.get("name"), f"run {run['id']}" if run.get("id") else None) if x)
     if title:
@@ -261,18 +399,46 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
         console.print("no kernels")
         return
     console.print()
-    console.print(gap_table(result.gap))
-    console.print(Text(GAP_LEGEND, style="dim"))
+    for part in verdict_parts(verdict or make_verdict(result), width):
+        console.print(part)
+    console.print()
+    tables, columns = gap_tables(result.gap, width)
+    for table in tables:
+        console.print(table)
+    console.print(legend(columns))
+    console.print(Text(f"{GUESSED} after a role: guessed from kernel names or launch order (no role range). "
+                       "docs/VIEWS.md defines every figure.", style="dim"))
+    for line in mlp_lines(getattr(result, "mlp", None)):
+        console.print(line)
+    _print_ranks(result, console)
     console.print()
     console.print(summary_table(result))
     for view in result.view_ids:
         console.print()
-        for table in view_tables(result, view, console.width):
+        tables, columns = view_tables(result, view, width)
+        for table in tables:
             console.print(table)
         if view == registry.SELECTION_VIEW:
             console.print(selection_table(result.selection))
+        if columns:
+            console.print(legend(columns))
         for text_line in validation_lines(result, view):
             console.print(text_line)
+
+
+def _print_ranks(result, console: Console) -> None:
+    """Tensor parallel: communication per phase and rank, and the imbalance between ranks."""
+    from reports.ranks import COMM_LEGEND, communication_table, imbalance_table
+    comm, imbalance = getattr(result, "communication", None), getattr(result, "imbalance", None)
+    if comm is not None and not comm.empty:
+        console.print()
+        for table in communication_table(comm, console.width):
+            console.print(table)
+        console.print(Text(COMM_LEGEND, style="dim"))
+    if imbalance is not None and not imbalance.empty:
+        console.print()
+        for table in imbalance_table(imbalance, console.width):
+            console.print(table)
 
 
 def kernels_csv(result) -> str:
@@ -282,3 +448,4 @@ def kernels_csv(result) -> str:
         frame = frame.assign(nvtx_stack=[" > ".join(s) if isinstance(s, (list, tuple, np.ndarray)) else ""
                                          for s in frame["nvtx_stack"]])
     return frame.to_csv(index=False)
+

@@ -1,7 +1,8 @@
 """Headless Chromium over the DevTools protocol on a pipe (`--remote-debugging-pipe`): no driver,
-no websocket library, no port. Used by tests/test_browser.py, and to take the README screenshot:
+no websocket library, no port. Used by tests/test_browser.py and scripts/screenshots.py (the
+README's pictures), and for a quick look at one report:
 
-    python3 -m tests.chromium screenshot report.html docs/report.png [WIDTH HEIGHT]
+    python3 -m tests.chromium screenshot report.html shot.png [WIDTH HEIGHT]
 """
 import fcntl
 import json

@@ -1,5 +1,8 @@
 """The report in a real headless Chromium: no console errors, every figure drawn, and a capture
-whose names and NVTX messages hold markup and script shows them as text and runs none of it.
+whose names and NVTX messages hold markup and script shows them as text and runs none of it. At
+1440x900, as a person sees it: the verdict, the gap and the top kernels without scrolling sideways,
+tables that sort and filter, links and chart marks that lead to their kernels, and a comparison
+with the baseline on every chart.
 
 Needs Debian's `chromium` (apt-get install chromium); skipped without it only outside CI.
 """
@@ -92,6 +95,106 @@ def test_comparison_report_renders(browser, tmp_path):
     report.write_report(path, report.render_report(current, baseline))
     figures = _assert_renders(browser, path)
     assert "fig-v1-2" in {f["id"] for f in figures}  # baseline against current time
+
+
+def _screen(browser, path: Path):
+    """The report at 1440x900."""
+    session = _open(browser, path)
+    browser.call("Emulation.setDeviceMetricsOverride", {"width": 1440, "height": 900, "deviceScaleFactor": 1,
+                                                        "mobile": False}, session=session)
+    return session
+
+
+@pytest.fixture(scope="module")
+def demo_report(tmp_path_factory):
+    data = views_input(BUNDLED / "h200_targeted_raw.csv.gz", TARGETED_SHAPES, {"id": "demo", "name": "h200-demo"})
+    path = tmp_path_factory.mktemp("demo") / "demo.html"
+    report.write_report(path, report.render_report(data))
+    return path
+
+
+# Is an element's box inside the window sideways, and not hidden by the scroll box it sits in?
+VISIBLE_JS = """
+function shown(el) {
+  var r = el.getBoundingClientRect(), box = el.closest('.tw');
+  var clip = box ? box.getBoundingClientRect() : {left: 0, right: window.innerWidth};
+  return r.width > 0 && r.left >= Math.max(0, clip.left) - 1 && r.right <= Math.min(window.innerWidth, clip.right) + 1;
+}
+"""
+
+
+def test_the_first_things_a_person_reads_fit_1440_pixels(browser, demo_report):
+    session = _screen(browser, demo_report)
+    seen = browser.evaluate(session, VISIBLE_JS + """({
+      page: document.documentElement.scrollWidth <= window.innerWidth,
+      verdict: shown(document.querySelector('#verdict p.verdict')) && shown(document.querySelector('#verdict table')),
+      opportunities: document.querySelectorAll('#verdict ol.opps li').length,
+      gap: Array.from(document.querySelectorAll('#gap table.groups tbody tr')).slice(0, 5).map(function (tr) {
+             var heads = Array.from(tr.closest('table').tHead.rows[0].cells).map(function (c) { return c.textContent; });
+             return [0, 1, heads.indexOf('time'), heads.indexOf('SM active'), heads.indexOf('tensor pipe, elapsed')]
+                    .every(function (i) { return i >= 0 && shown(tr.cells[i]); }); }),
+      top: Array.from(document.querySelectorAll('#top table tbody tr')).slice(0, 5).map(function (tr) {
+             return [1, 2, 3].every(function (i) { return shown(tr.cells[i]); }); }),
+      sticky: (function () {  // scrolled sideways, the phase and role stay in view
+        var box = document.querySelector('#gap .tw'); box.scrollLeft = 600;
+        var ok = shown(box.querySelector('tbody tr').cells[0]) && shown(box.querySelector('tbody tr').cells[1]);
+        box.scrollLeft = 0; return ok; })()})""")
+    assert seen == {"page": True, "verdict": True, "opportunities": 5, "gap": [True] * 5, "top": [True] * 5,
+                    "sticky": True}
+    assert browser.errors(session) == []
+
+
+def test_a_click_on_a_heading_sorts_the_kernels(browser, demo_report):
+    session = _screen(browser, demo_report)
+    times = browser.evaluate(session, """(function () {
+      var table = document.getElementById('kernel-table');
+      var th = Array.from(table.tHead.rows[0].cells).filter(function (c) { return c.textContent === 'time'; })[0];
+      var first = function () { return table.tBodies[0].rows[0].cells[0].textContent; };
+      var before = first();
+      th.click(); var down = first();
+      th.click(); var up = first();
+      return [before, down, up, th.getAttribute('aria-sort')]; })()""")
+    data = views_input(BUNDLED / "h200_targeted_raw.csv.gz", TARGETED_SHAPES, {"id": "demo"}).kernels
+    longest = str(data.loc[data["time_ns"].idxmax(), "id"])
+    shortest = str(data.loc[data["time_ns"].idxmin(), "id"])
+    assert times == ["0", longest, shortest, "ascending"]
+
+
+def test_links_and_chart_marks_lead_to_their_kernels(browser, demo_report):
+    session = _screen(browser, demo_report)
+    shown = browser.evaluate(session, """(function () {
+      var rows = function () {
+        return Array.from(document.getElementById('kernel-table').tBodies[0].rows)
+          .filter(function (tr) { return tr.style.display !== 'none'; })
+          .map(function (tr) { return tr.cells[2].textContent + '|' + tr.cells[3].textContent; }); };
+      document.querySelector('#verdict ol.opps a.kl').click();
+      var link = rows();
+      document.getElementById('fig-gap').emit('plotly_click', {points: [{customdata: 'decode|qkv_proj'}]});
+      var bar = rows();
+      document.getElementById('kx').click();  // show all, then search
+      var search = document.getElementById('kq'); search.value = 'nvjet';
+      search.dispatchEvent(new Event('input'));
+      return {link: link, bar: bar, searched: rows().length, count: document.getElementById('kn').textContent,
+              at: Math.round(document.getElementById('kernels').getBoundingClientRect().top)}; })()""")
+    assert set(shown["link"]) == {"decode|elementwise"} and len(shown["link"]) == 34
+    assert set(shown["bar"]) == {"decode|qkv_proj"} and len(shown["bar"]) == 8
+    assert shown["searched"] == 48 and shown["count"] == "48 of 188 kernels shown"
+    assert 0 <= shown["at"] < 900  # the kernel table came into view
+
+
+def test_a_comparison_has_a_baseline_trace_on_every_chart(browser, tmp_path):
+    runs = DATA / "h200_runs"
+    baseline = views_input(runs / "llama-3.1-8b-b1-p512.csv.gz", None, {"id": "b1", "name": "llama-b1"})
+    current = views_input(runs / "llama-3.1-8b-b8-p512.csv.gz", None, {"id": "b8", "name": "llama-b8"})
+    path = tmp_path / "compare.html"
+    report.write_report(path, report.render_report(current, baseline))
+    _assert_renders(browser, path)
+    session = _screen(browser, path)
+    charts = browser.evaluate(session, """Array.from(document.querySelectorAll('div.fig')).map(function (el) {
+      var base = el.data.filter(function (t) { return (t.name || '').indexOf('baseline') === 0; });
+      var drawn = base.some(function (t) { return (t.x || []).concat(t.y || []).some(function (v) { return v !== null; }); });
+      return [el.id, base.length > 0 && drawn]; })""")
+    assert len(charts) >= 7 and all(has for _, has in charts), charts
 
 
 def test_hostile_names_render_as_text_and_run_nothing(browser, tmp_path):

@@ -86,8 +86,8 @@ def test_junit_names_the_regression_and_the_reason_the_gate_refused(results):
     root = ET.fromstring(to_junit(results["regression"]))
     failures = {(case.get("classname"), case.get("name")): case.find("failure")
                 for case in root.iter("testcase") if case.find("failure") is not None}
-    failure = failures[("smlens.gate.wave_efficiency", "decode/attention/cudnn_sdpa")]
-    assert failure.get("type") == "regression" and "baseline 0.242, current 0.121" in failure.get("message")
+    failure = failures[("smlens.gate.wave_efficiency", "decode/gate_up_proj/cublaslt_nvjet")]
+    assert failure.get("type") == "regression" and "baseline 1, current 0.848" in failure.get("message")
 
     refused = ET.fromstring(to_junit(results["broken input"]))
     errors = list(refused.iter("error"))
@@ -135,8 +135,8 @@ def test_markdown_renders_a_summary_table_and_the_findings(results):
                                                 "wave_efficiency", "dram_bytes"}
     regressions = [row for row in findings[1:] if row[0] == "regression"]
     assert len(regressions) == len(result.by_status("regression"))
-    assert ["regression", "wave_efficiency", "decode/attention/cudnn_sdpa", "0.242", "0.121",
-            "-50.0%"] in [row[:6] for row in regressions]
+    assert ["regression", "wave_efficiency", "decode/gate_up_proj/cublaslt_nvjet", "1", "0.848",
+            "-15.2%"] in [row[:6] for row in regressions]
     assert "## smlens gate: ❌ regression (exit 1)" in text
     assert "threshold alone decides" in text
     assert "**Kernels appeared**" in text and "`cublasLt::splitKreduce_kernel`" in text

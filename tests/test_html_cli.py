@@ -38,7 +38,7 @@ def test_demo_json_carries_the_views(tmp_path):
     assert out["bytes"] == (tmp_path / "d.html").stat().st_size
     assert len(out["views"]["kernels"]) == 188
     decode_qkv = [g for g in out["views"]["gap"] if g["phase"] == "decode" and g["role"] == "qkv_proj"][0]
-    assert decode_qkv["useful_vs_tensor"] == pytest.approx(0.5)  # shapes came with the demo
+    assert decode_qkv["fill_factor"] == pytest.approx(0.5)  # shapes came with the demo
 
 
 def test_report_of_a_run_against_a_baseline(store, tmp_path):

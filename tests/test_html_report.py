@@ -16,7 +16,7 @@ from tests.report_cases import (HOSTILE_NAME, HOSTILE_PHASE_MESSAGE, HOSTILE_ROL
                                 HOSTILE_RUN_NAME, hostile_capture, views_input)
 from views.vocabulary import STALL_FAMILIES
 
-SECTIONS = ["gap", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "kernels", "validation"]
+SECTIONS = ["verdict", "gap", "top", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "kernels", "validation"]
 
 
 class Page(HTMLParser):
@@ -127,6 +127,10 @@ def test_one_offline_file(targeted):
     policy = next(a["content"] for t, a in page.tags if t == "meta" and "http-equiv" in a)
     assert "default-src 'none'" in policy  # nothing may reach the network
     assert text.count("<script") == 3
+    # the two scripts that run are allowed by their hashes, and nothing else is (no 'unsafe-inline')
+    scripts = policy.split("script-src ")[1].split(";")[0].split()
+    code = re.findall(r"<script>(.*?)</script>", text, re.S)
+    assert len(code) == 2 and sorted(scripts) == sorted(report.script_hash(c) for c in code)
 
 
 def test_sections_come_in_order_gap_first(targeted):
@@ -141,13 +145,13 @@ def test_figures_are_valid_plotly_and_show_the_views_numbers(targeted):
     for figure in figures.values():
         go.Figure(figure)  # raises on anything plotly does not know
     gap = result.gap.set_index(["phase", "role"])
-    tensor = trace(figures["fig-gap"], "tensor pipe")
+    tensor = trace(figures["fig-gap"], "tensor pipe, elapsed")  # the steps: shares of elapsed time
     useful = trace(figures["fig-gap"], "useful tensor")
     decode_qkv = "decode \u00b7 qkv_proj"
-    assert tensor[decode_qkv] == pytest.approx(gap.loc[("decode", "qkv_proj"), "tensor_pipe_pct"], rel=1e-4)
+    assert tensor[decode_qkv] == pytest.approx(gap.loc[("decode", "qkv_proj"), "tensor_pipe_elapsed_pct"], rel=1e-4)
     # docs/VIEWS.md, seen: batch-4 decode GEMMs run 64x8 tiles, the token dimension in the 8: half useful.
     assert useful[decode_qkv] / tensor[decode_qkv] == pytest.approx(0.5, rel=0.01)
-    assert tensor[decode_qkv] < 10 < 80 < tensor["warm_prefill \u00b7 qkv_proj"]
+    assert tensor[decode_qkv] < 10 < 70 < tensor["warm_prefill \u00b7 qkv_proj"]
 
 
 def test_gap_table_gives_each_step_its_factor(targeted):
@@ -155,9 +159,13 @@ def test_gap_table_gives_each_step_its_factor(targeted):
     table = page.table("gap")
     row = table[(table["phase"] == "decode") & (table["role"] == "qkv_proj")].iloc[0]
     gap = result.gap.set_index(["phase", "role"]).loc[("decode", "qkv_proj")]
-    assert row["\u00d7 SM active / SM throughput"] == f"\u00d7{gap['active_vs_headline']:.3g}"
-    assert row["\u00d7 useful tensor / tensor pipe"] == "\u00d70.5"
-    assert row["fill (V3)"] == "0.5"
+    # every step a share of elapsed time, each factor at most 1; the headline beside, no step
+    assert row["SM throughput (headline, no step)"] == "6 %"
+    assert row["\u00d7 SM activity"] == f"\u00d7{gap['activity_factor']:.3g}" == "\u00d70.273"
+    assert row["\u00d7 MMA path"] == "\u00d71"
+    assert row["\u00d7 fill"] == "\u00d70.5"
+    assert row["fill (V3)"] == "0.50"
+    assert row["bound (V7)"] == "latency" and row["DRAM (V7)"] == "37.7 %"
     # a phase's `all` row only where the phase has several roles
     assert {r for p, r in zip(table["phase"], table["role"]) if r == "all" and p == "decode"} == {"all"}
     assert not ((table["phase"] == "other") & (table["role"] == "all")).any()
@@ -166,7 +174,7 @@ def test_gap_table_gives_each_step_its_factor(targeted):
 def test_validation_status_beside_each_figure(targeted):
     result, _, page = targeted
     summary = result.validation_summary().set_index("view")
-    expected = {"gap": ["V1", "V2", "V3", "V4", "V5", "V6"],
+    expected = {"gap": ["V1", "V2", "V3", "V4", "V5", "V6", "V7", "V8"],
                 **{f"v{i}": [f"V{i}"] for i in range(1, 9)}}
     for section, views in expected.items():
         asides = page.sections[section]["asides"]
@@ -195,9 +203,9 @@ def test_failures_are_listed_with_their_discrepancy(targeted):
 def test_roofline_has_the_devices_ceilings(targeted):
     _, text, _ = targeted
     names = [t["name"] for t in figures_of(text)["fig-v7"]["data"]]
-    # docs/VIEWS.md: the DRAM peak implied by the kernels, median 4796 GB/s; bf16 dense wgmma: 4096 ops
+    # docs/VIEWS.md: the DRAM peak from the memory attributes, 4.814 TB/s; bf16 dense wgmma: 4096 ops
     # per cycle per SM x 132 SMs x 1.98 GHz; mma.sync at 2/3 of that.
-    assert "DRAM 4.80 TB/s" in names
+    assert "DRAM 4.81 TB/s" in names
     assert f"tensor, wgmma {4096 * 132 * 1.98e9 / 1e12:,.0f} TFLOP/s" in names
     assert f"tensor, mma.sync {4096 * 2 / 3 * 132 * 1.98e9 / 1e12:,.0f} TFLOP/s" in names
 
@@ -257,13 +265,29 @@ def test_baseline_shows_delta_and_marks_regressions():
                 continue
             delta = (value - before) / before * 100
             cell_text, cell_html = page.raw_row(section, 0, phase=phase, role=role)[label]
-            assert f"({delta:+.1f} %)" in cell_text
+            assert f"{delta:+.1f} %" in cell_text
+            # the arrow says which way it moved; red marks worse, green better, by the catalog
+            if abs(delta) >= 0.05:
+                assert ("\u25b2" if delta > 0 else "\u25bc") in cell_text
             worse = delta < -5 if higher_is_better else delta > 5
-            assert ("\u25bc" in cell_text) == worse, (phase, role, figure, delta)
+            better = delta > 5 if higher_is_better else delta < -5
+            assert ("class=d bad" in cell_html) == worse, (phase, role, figure, delta)
+            assert ("class=d good" in cell_html) == better, (phase, role, figure, delta)
             checked += 1
     assert checked >= 6
-    # decode qkv: tensor pipe 4.31 % against 5.39 %: a regression
-    assert "\u25bc" in page.raw_row("v2", 0, phase="decode", role="qkv_proj")["tensor pipe"][0]
+    # decode qkv: tensor pipe 4.31 % against 5.39 %: a regression, marked red and pointing down
+    qkv = page.raw_row("v2", 0, phase="decode", role="qkv_proj")["tensor pipe"]
+    assert "\u25bc" in qkv[0] and "class=d bad" in qkv[1]
+    # a figure whose increase is a regression (time) gets a red up arrow, its decrease a green down one
+    marks = []
+    for (phase, role), value in cur["time_ns"].items():
+        delta = (value - base.loc[(phase, role), "time_ns"]) / base.loc[(phase, role), "time_ns"] * 100
+        cell = page.raw_row("v1", 0, phase=phase, role=role)["time"]
+        if abs(delta) > 5:
+            marks.append(("\u25b2" if delta > 0 else "\u25bc") in cell[0] and
+                         f"class=d {'bad' if delta > 0 else 'good'}" in cell[1])
+    assert len(marks) >= 4 and all(marks)  # decode12's decode is faster: green down arrows
+    assert "smlens report: decode12 against targeted" in "".join(page.text)
     assert "fig-v1-2" in figures_of(text)
 
 
@@ -288,8 +312,9 @@ def test_missing_metrics_are_dashes_not_zeros():
 
 
 ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "script", "body", "header", "h1", "h2",
-                "h4", "div", "nav", "a", "main", "section", "p", "aside", "span", "b", "ul", "li",
-                "table", "thead", "tbody", "tr", "th", "td", "code", "details", "summary", "footer"}
+                "h3", "h4", "div", "nav", "a", "main", "section", "p", "aside", "span", "b", "ul", "ol",
+                "li", "table", "thead", "tbody", "tr", "th", "td", "code", "details", "summary", "footer",
+                "input", "select", "option", "button"}
 
 
 def test_hostile_names_and_messages_stay_text(tmp_path):
@@ -327,6 +352,26 @@ def test_a_capture_with_only_times_draws_no_blank_figures():
     assert text.count(report.NO_FIGURE) == 6  # the gap, V3 to V7: none draws a blank figure
 
 
+def test_every_na_says_why_and_what_to_do(targeted, tmp_path):
+    _, _, page = targeted
+    v3 = dict(page.sections["v3"]["asides"])["V3"]
+    assert "120 n/a: not a GEMM" in v3  # does not apply: nothing to do
+    # a capture whose NVTX ranges carry no shapes, and none given: V3 says what to pass
+    from profiler.ingest.capture import read_capture
+    from views.registry import compute_views
+
+    kernels = read_capture(DATA / "sections_raw.csv").kernels
+    bare = Page(report.render_report(report.from_views(compute_views(kernels), {"id": "s"}, kernels)))
+    v3 = dict(bare.sections["v3"]["asides"])["V3"]
+    assert "48 n/a: no problem shape" in v3 and "--shapes" in v3
+    # and a missing figure of a group says why on hover: fill rests on V2's op counters, absent here
+    fill = bare.raw_row("v3", 0, phase="decode", role="qkv_proj")["fill"]
+    assert fill[0] == "\u2014" and "title=n/a: needs sm__pipe_tensor_cycles_active" in fill[1]
+    assert "profile with smlens" in fill[1]
+    v7 = dict(bare.sections["v7"]["asides"])["V7"]
+    assert "n/a: needs dram__bytes_read.sum" in v7 and "profile with smlens" in v7
+
+
 def test_stall_families_are_shares_of_stalled_cycles(targeted):
     result, text, page = targeted
     table = page.table("v6")
@@ -338,3 +383,28 @@ def test_stall_families_are_shares_of_stalled_cycles(targeted):
         assert row["memory stalls"] == f"{expected:.3g} %"
     stacked = figures_of(text)["fig-v6"]["data"]
     assert [t["name"] for t in stacked] == list(STALL_FAMILIES)
+
+
+def test_roofline_shows_the_useful_work_below_the_executed(targeted):
+    result, text, _ = targeted
+    useful = next(t for t in figures_of(text)["fig-v7"]["data"] if t["name"] == "useful FLOPs (open)")
+    k = result.kernels
+    padded = k[k["useful_work_flops"] < k["flops"]]
+    # the GEMMs that multiply padding: the 32 decode ones (fill 0.5) and prefill gate_up (0.948)
+    assert len(useful["x"]) == len(padded) == 36
+    assert set(padded["role"]) == {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
+    qkv = padded[(padded["phase"] == "decode") & (padded["role"] == "qkv_proj")]
+    # at half the executed intensity
+    for value in qkv["useful_intensity"]:  # the plot keeps 4 significant digits
+        assert min(abs(x - value) for x in useful["x"]) < 1e-3 * value
+    assert qkv["useful_intensity"].to_numpy() == pytest.approx(qkv["intensity"].to_numpy() / 2, rel=0.01)
+
+
+def test_a_groups_top_stall_and_bound_sit_in_their_views_tables(targeted):
+    _, _, page = targeted
+    stalls = page.table("v6")
+    o_proj = stalls[(stalls["phase"] == "cold_prefill") & (stalls["role"] == "o_proj")].iloc[0]
+    assert o_proj["top stall"] == "long_scoreboard"  # the largest of its time-weighted shares
+    memory = page.table("v7")
+    gate_up = memory[(memory["phase"] == "decode") & (memory["role"] == "gate_up_proj")].iloc[0]
+    assert gate_up["bound"] == "memory" and gate_up["DRAM"] == "67.9 %"

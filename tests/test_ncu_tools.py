@@ -56,21 +56,24 @@ def test_versions_not_seen_before_say_so(version, unseen):
 def test_metric_ncu_does_not_know_is_noted_and_its_view_is_na(tmp_path):
     """ncu 2025.3.1 on the H200 printed "n/a" for every kernel for a metric name it did not know
     (seen with `--metrics smlens__no_such_metric.sum`); here the tensor-pipe metric is given that
-    treatment in a real capture."""
+    treatment in a real capture (both its active and its elapsed share: V2 reads either)."""
     from views.registry import compute_views
 
     lines = (DATA / "decode12_raw.csv").read_text().splitlines()
     header = next(csv.reader([lines[0]]))
-    column = header.index("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")
+    columns = [header.index(name) for name in (
+        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed")]
     for number in range(2, len(lines)):
         cells = next(csv.reader([lines[number]]))
-        cells[column] = "n/a"
+        for column in columns:
+            cells[column] = "n/a"
         lines[number] = ",".join(f'"{c}"' for c in cells)
     path = tmp_path / "na.csv"
     path.write_text("\n".join(lines) + "\n")
     capture = read_capture(path)
-    assert any("n/a for every kernel in 1 metric" in n and header[column] in n for n in capture.notes)
-    assert capture.kernels[header[column]].isna().all()
+    assert any("n/a for every kernel in 2 metric(s)" in n and header[columns[0]] in n for n in capture.notes)
+    assert capture.kernels[header[columns[0]]].isna().all()
     figures = compute_views(capture.kernels).kernels
     assert figures["tensor_pipe_pct"].isna().all() and set(figures["validation_V2"]) == {"n/a"}
     assert set(figures["validation_V1"]) == {"pass"}  # every other view still works

@@ -113,7 +113,9 @@ OPTION_VALUES = {"model": ["--model", "tiny"], "layers": ["--layers", "3"], "bat
                  "dtype": ["--dtype", "fp16"], "phases": ["--phases", "decode"],
                  "dedup": ["--no-dedup"], "tokens": ["--tokens", "16"], "impl": ["--impl", "det"],
                  "nvtx_include": ["--nvtx-include", "app@decode/"], "launch_skip": ["--launch-skip", "1"],
-                 "launch_count": ["--launch-count", "5"], "kernel_name": ["--kernel-name", "gemm"]}
+                 "launch_count": ["--launch-count", "5"], "kernel_name": ["--kernel-name", "gemm"],
+                 "tp": ["--tp", "2"], "layer": ["--layer", "1"], "include": ["--include", "setup"],
+                 "annotate": ["--no-annotate"]}
 CHOOSE = {"decoder": [], "det-gemm": ["--workload", "det-gemm"], "program": []}
 PROGRAM_ARGS = ["--", "python3", "app.py"]
 
@@ -138,7 +140,7 @@ def test_each_workload_takes_its_options_and_refuses_the_others(workload, option
     code, out, err = smlens(*args)
     if own:
         assert code == 0, err
-        assert OPTION_VALUES[option][-1] in out or option == "dedup"
+        assert OPTION_VALUES[option][-1] in out or option in ("dedup", "annotate")
     else:
         assert code == 2 and err == f"smlens: {OPTION_VALUES[option][0]} is for {owners}\n"
 
@@ -186,7 +188,8 @@ def test_run_names():
     assert names(det) == ["det-gemm-llama-3.1-8b-det", "det-gemm-llama-3.1-8b-cublas_bf16"]
     assert names(program) == ["app"] and names(program, "x") == ["x"]
     (_, _, tags), _ = prof.planned_runs(program, repeat=2, tags={"ci": "yes"})
-    assert tags == {"workload": "command", "command": "python3 app.py", "repeat": "1", "ci": "yes"}
+    assert tags == {"workload": "command", "command": "python3 app.py", "annotate": "true",
+                    "dedup": "true", "layer": "0", "repeat": "1", "ci": "yes"}
 
 
 # --- running (fake ncu) ----------------------------------------------------------------------
@@ -223,7 +226,7 @@ def test_profile_builtin_workload(fake_env):
 def test_profile_a_program_repeated(fake_env):
     store = fake_env / "store"
     code, out, err = smlens("profile", "--store", store, "--format", "json", "--quiet", "--repeat", "2",
-                            "--metrics", "gpu__time_duration.sum", "--", *QUICK)
+                            "--metrics", "gpu__time_duration.sum", "--no-annotate", "--", *QUICK)
     assert code == 0, err
     outcomes = json.loads(out)
     assert [o["name"].rsplit("-", 1)[1] for o in outcomes] == ["r1", "r2"]
@@ -270,7 +273,7 @@ def test_workload_crash_keeps_what_was_profiled(fake_env):
     store = fake_env / "store"
     crash = [sys.executable, "-c", "import sys; print('CUDA error: an illegal memory access', "
              "file=sys.stderr); sys.exit(3)"]
-    code, _, err = smlens("profile", "--store", store, "--quiet", "--", *crash)
+    code, _, err = smlens("profile", "--store", store, "--quiet", "--no-annotate", "--", *crash)
     assert code == ncu.EXIT_WORKLOAD_FAILED
     one_line_error(err, "failed with exit code 3")
     assert "illegal memory access" in err and "marked partial" in err

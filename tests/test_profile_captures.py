@@ -100,8 +100,9 @@ def test_fill_from_the_shapes(capture):
         assert decode.max() <= 0.125 + 1e-9 and decode.min() > 0.1
     else:
         assert decode.min() > 0.85
-    useful = gemms["tensor_pipe_pct"] * gemms["fill"]
-    assert (gemms["useful_tensor_pct"] - useful).abs().max() < 1e-6
+    # on the elapsed basis, at the device's best rate (every GEMM here runs wgmma: the same rate)
+    useful = gemms["tensor_pipe_pct"] * gemms["sm_active_pct"] / 100 * gemms["fill"]
+    assert (gemms["useful_tensor_pct"] - useful).abs().max() < 0.02
 
 
 def _signature(k):

@@ -87,10 +87,20 @@ def test_fill_is_na_without_a_shape_or_for_attention(targeted, targeted_capture)
     assert gemm["validation_detail_V3"].str.contains("no problem shape").all()
 
 
-def test_useful_tensor_is_tensor_pipe_times_fill(targeted):
+def test_useful_tensor_is_a_share_of_elapsed_time(targeted):
     gemm = rows(targeted, kind="gemm")
-    assert gemm["useful_tensor_pct"].to_numpy() == pytest.approx(
-        (gemm["tensor_pipe_pct"] * gemm["fill"]).to_numpy())
+    # useful = the tensor pipe's busy share of *elapsed* cycles (not of active ones) x fill, on the
+    # device's best path (every GEMM here is wgmma: that factor is 1)
+    elapsed_share = gemm["tensor_pipe_pct"] * gemm["sm_active_pct"] / 100
+    assert gemm["tensor_pipe_elapsed_pct"].to_numpy() == pytest.approx(elapsed_share.to_numpy())
+    assert gemm["useful_tensor_pct"].to_numpy() == pytest.approx((elapsed_share * gemm["fill"]).to_numpy(),
+                                                                 rel=2e-3)
+    assert (gemm["useful_tensor_pct"] <= gemm["tensor_pipe_elapsed_pct"] + 1e-9).all()
+    assert (gemm["tensor_pipe_elapsed_pct"] <= gemm["sm_active_pct"]).all()
+    # the decode qkv GEMM: 5.4 % of active cycles is 1.47 % of elapsed ones (SMs active 27 %)
+    qkv = rows(targeted, phase="decode", role="qkv_proj", kind="gemm").iloc[0]
+    assert qkv["tensor_pipe_pct"] == pytest.approx(5.19) and qkv["sm_active_pct"] == pytest.approx(28.38, abs=0.01)
+    assert qkv["useful_tensor_pct"] == pytest.approx(5.19 * 0.2838 * 0.5, rel=2e-3)
     # kernels with no MMA ops do no useful tensor work: a measured zero, not a missing value
     idle = targeted.kernels[targeted.kernels["tensor_ops"] == 0]
     assert len(idle) == 128 and (idle["useful_tensor_pct"] == 0).all()
@@ -122,11 +132,16 @@ def test_elementwise_hfma2_mma_kernels_have_path_none(targeted, targeted_capture
     # the tensor pipe is busy (HFMA2.MMA) but no MMA op was counted: not a tensor-core kernel
     assert (elementwise["tensor_pipe_pct"] > 0).all()
     assert (elementwise["tensor_ops"] == 0).all()
-    assert (elementwise["mma_path"] == "none").all()
+    assert (elementwise["mma_path"] == "none").all() and (elementwise["tensor_dtype"] == "none").all()
     assert elementwise["tensor_ops_per_cycle_per_sm"].isna().all()
-    # and the pipe's activity is still accounted for: half a cycle per such instruction
-    assert (elementwise["validation_V2"] == "pass").all()
-    assert elementwise["validation_detail_V2"].str.contains("HFMA2.MMA").all()
+    # the pipe's activity is accounted for: half a cycle per such instruction, held to 3 %; below
+    # 0.17 % busy ncu's 0.01 % steps are too coarse for that, and the check says so
+    checked = elementwise[elementwise["tensor_pipe_pct"] >= 0.17]
+    assert len(checked) == 62 and (checked["validation_V2"] == "pass").all()
+    assert checked["validation_detail_V2"].str.contains("HFMA2.MMA").all()
+    coarse = elementwise[elementwise["tensor_pipe_pct"] < 0.17]
+    assert (coarse["validation_V2"] == "n/a").all()
+    assert coarse["validation_detail_V2"].str.startswith("under 0.17 % busy").all()
 
 
 def test_v2_validation_fails_when_ops_and_pipe_disagree(targeted_capture):
@@ -190,26 +205,32 @@ def test_stall_signature_of_a_decode_gemm(targeted):
 # --- V7 ------------------------------------------------------------------------------------------
 
 
-def test_implied_dram_peak_is_4_80_tb_per_s(targeted):
+def test_implied_dram_peak_agrees_with_the_memory_attributes(targeted):
     device = targeted.devices.iloc[0]
-    assert device["dram_peak_bytes_per_s"] == pytest.approx(4.80e12, rel=0.05)
-    assert device["dram_peak_bytes_per_s"] == pytest.approx(4.796e12, rel=1e-3)
-    assert device["dram_peak_source"] == "dram__throughput"
-    # memory clock x bus width agrees within 0.5 %
-    assert device["dram_peak_from_attributes_bytes_per_s"] == pytest.approx(4.8143e12, rel=1e-4)
+    # memory clock x bus width x 2: 3.201 GHz x 6016 bits x 2 / 8; the datasheet says 4.8 TB/s
+    assert device["dram_peak_bytes_per_s"] == pytest.approx(4.8143e12, rel=1e-4)
+    assert device["dram_peak_source"] == "device attributes"
+    assert device["dram_peak_published_bytes_per_s"] == 4.8e12
     implied = targeted.kernels["implied_dram_peak_bytes_per_s"].dropna()
     assert len(implied) == 112  # kernels at least 1 % DRAM-busy
-    assert implied.between(0.95 * 4.80e12, 1.05 * 4.80e12).all()
+    assert implied.median() == pytest.approx(4.796e12, rel=1e-3)  # 0.4 % under the attributes
+    assert implied.between(0.95 * 4.8143e12, 1.05 * 4.8143e12).all()
     assert status_counts(targeted, "V7")["fail"] == 0
 
 
-def test_decode_gemms_read_their_weights_and_are_memory_bound(targeted):
+def test_decode_gemms_are_below_the_ridge_and_bound_by_latency_or_memory(targeted):
     qkv = rows(targeted, phase="decode", role="qkv_proj", kind="gemm")
     assert (qkv["dram_read_bytes"] >= 3072 * 2048 * 2).all()  # 12.58 MB of bf16 weights
-    assert (qkv["bound"] == "memory").all()
+    # in the roofline's memory region, on executed and on useful FLOPs (half of them: fill 0.5)
+    assert (qkv["intensity"] < qkv["ridge_flops_per_byte"]).all()
+    assert qkv["useful_intensity"].to_numpy() == pytest.approx(qkv["intensity"].to_numpy() / 2, rel=0.01)
+    # but a 12.6 MB GEMM of 7 us keeps DRAM only 37 to 38 % busy: no unit reaches 60 %, latency-bound
+    assert (qkv["bound"] == "latency").all() and qkv["dram_pct"].between(36.9, 38.4).all()
+    gate_up = rows(targeted, phase="decode", role="gate_up_proj", kind="gemm")
+    assert (gate_up["bound"] == "memory").all() and gate_up["bound_pct"].between(66.2, 69.1).all()
     prefill = rows(targeted, phase="cold_prefill", role="gate_up_proj", kind="gemm")
-    assert (prefill["bound"] == "compute").all()
-    assert targeted.devices.iloc[0]["ridge_flops_per_byte_gmma"] == pytest.approx(223, rel=0.01)
+    assert (prefill["bound"] == "tensor").all() and (prefill["intensity"] > prefill["ridge_flops_per_byte"]).all()
+    assert targeted.devices.iloc[0]["ridge_flops_per_byte_gmma"] == pytest.approx(222.4, abs=0.05)
 
 
 def test_v7_fails_a_gemm_that_reads_less_than_its_weights(targeted_capture):
@@ -278,14 +299,21 @@ def test_selection_says_what_changed_from_prefill_to_decode(targeted):
 def test_gap_of_the_decode_qkv_projection(targeted):
     gap = targeted.gap
     qkv = gap[(gap["phase"] == "decode") & (gap["role"] == "qkv_proj")].iloc[0]
-    # docs/VIEWS.md: a batch-4 decode GEMM shows sm__throughput 6 %, tensor pipe 5 %, half of it useful
+    # docs/VIEWS.md: a batch-4 decode GEMM shows sm__throughput 6 %, tensor pipe 5 % of its active
+    # cycles, half of it useful; on the gap's one basis (elapsed cycles) the steps shrink in turn
     assert qkv["sm_throughput_pct"] == pytest.approx(6.0, abs=0.1)
-    assert qkv["tensor_pipe_pct"] == pytest.approx(5.39, abs=0.05)
-    assert qkv["useful_tensor_pct"] == pytest.approx(qkv["tensor_pipe_pct"] / 2)
-    assert qkv["useful_vs_tensor"] == pytest.approx(0.5) and qkv["fill"] == pytest.approx(0.5)
+    assert qkv["sm_active_pct"] == pytest.approx(27.31, abs=0.01)
+    assert qkv["tensor_pipe_elapsed_pct"] == pytest.approx(1.471, abs=0.001)
+    assert qkv["tensor_device_pct"] == pytest.approx(qkv["tensor_pipe_elapsed_pct"], rel=1e-3)
+    assert qkv["useful_tensor_pct"] == pytest.approx(qkv["tensor_device_pct"] / 2)
+    assert qkv["activity_factor"] == pytest.approx(0.2731, abs=1e-4)
+    assert qkv["tensor_issue_factor"] == pytest.approx(1.471 / 27.31, rel=1e-3)
+    assert qkv["path_factor"] == pytest.approx(1.0, abs=1e-3)
+    assert qkv["fill_factor"] == pytest.approx(0.5) and qkv["fill"] == pytest.approx(0.5)
     assert qkv["sm_coverage"] == pytest.approx(48 / 132)
     assert qkv["top_stall"] == "long_scoreboard"
-    assert qkv["kernels"] == 8
+    assert (qkv["bound"], round(qkv["bound_pct"], 1)) == ("latency", 37.7)
+    assert qkv["kernels"] == 8 and qkv["role_source"] == "nvtx"
 
 
 def test_groups_are_time_weighted(targeted, targeted_capture):
@@ -334,7 +362,12 @@ def test_sections_capture_gives_na_where_its_metrics_are_missing(sections):
     assert k["tensor_pipe_pct"].notna().all()
     assert k["fill"].isna().all() and k["useful_tensor_pct"].isna().all()
     # no DRAM bytes, no FP32 instruction counts
-    assert k["dram_bytes"].isna().all() and k["flops"].isna().all() and k["bound"].isna().all()
+    assert k["dram_bytes"].isna().all() and k["flops"].isna().all()
+    # so no bound can be named, except where the tensor pipe alone is past 60 % (prefill GEMMs):
+    # whatever DRAM and FP32 did, those are bound
+    bound = k[k["bound"].notna()]
+    assert len(bound) == 16 and (bound["bound"] == "tensor").all()
+    assert (bound["tensor_pipe_elapsed_pct"] >= 60).all() and (bound["kind"] == "gemm").all()
     assert k["issue_active_pct"].isna().all()
     for view in ("V1", "V2", "V3", "V6", "V7"):
         assert status_counts(sections, view)["n/a"] == 188, view
@@ -395,9 +428,11 @@ def test_required_metrics_come_from_the_view_modules():
 
 def test_the_targeted_capture_holds_the_metrics_the_views_read(targeted_capture):
     missing = set(required_metrics()) - set(targeted_capture.kernels.columns)
-    # the capture predates these: other input types' op counters and the HFMA2.MMA count
+    # the capture predates these: the per-type op counters (every path), other types' per-path
+    # ones, the whole tensor pipe's active share, and the HFMA2.MMA and IMMA instruction counts
     assert missing == {
         "sm__inst_executed_pipe_tensor_op_hmma_type_hfma2.sum",
+        "sm__inst_executed_pipe_tensor_op_imma.sum",
         "sm__ops_path_tensor_op_hgmma_src_fp16_sparsity_off.sum",
         "sm__ops_path_tensor_op_hgmma_src_tf32_dst_fp32_sparsity_off.sum",
         "sm__ops_path_tensor_op_igmma_src_int8_sparsity_off.sum",
@@ -405,7 +440,12 @@ def test_the_targeted_capture_holds_the_metrics_the_views_read(targeted_capture)
         "sm__ops_path_tensor_op_hmma_src_fp16_dst_fp32_sparsity_off.sum",
         "sm__ops_path_tensor_op_hmma_src_tf32_dst_fp32_sparsity_off.sum",
         "sm__ops_path_tensor_op_imma_src_int8_sparsity_off.sum",
+        "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
+        "sm__ops_path_tensor_src_fp16.sum",
         "sm__ops_path_tensor_src_fp8_sparsity_off.sum",
+        "sm__ops_path_tensor_src_int8.sum",
+        "sm__ops_path_tensor_src_tf32_dst_fp32.sum",
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
     }
 
 
@@ -446,7 +486,17 @@ def test_raw_and_details_exports_of_one_report_give_the_same_views(data_dir):
     raw = compute_views(read_capture(data_dir / "decode12_raw.csv").kernels).kernels
     details = compute_views(read_capture(data_dir / "decode12_details.csv").kernels).kernels
     for view in VIEWS:
-        assert list(raw[f"validation_{view}"]) == list(details[f"validation_{view}"]), view
+        if view != "V7":
+            assert list(raw[f"validation_{view}"]) == list(details[f"validation_{view}"]), view
+    # V7 holds each kernel's implied DRAM peak against the device's memory attributes: the raw
+    # page has them, the details page does not and names no product either. The three kernels
+    # with a peak and no weights check pass on one, are n/a on the other; the GEMMs pass on both
+    peak_only = raw["implied_dram_peak_bytes_per_s"].notna() & (raw["kind"] != "gemm")
+    assert peak_only.sum() == 3 and (raw.loc[peak_only, "validation_V7"] == "pass").all()
+    assert (details.loc[peak_only, "validation_V7"] == "n/a").all()
+    assert details.loc[peak_only, "validation_detail_V7"].str.startswith("no memory clock and bus width").all()
+    gemm = raw["kind"] == "gemm"
+    assert (raw.loc[gemm, "validation_V7"] == "pass").all() and (details.loc[gemm, "validation_V7"] == "pass").all()
     for column in ("mma_path", "tile", "kernel_family", "occupancy_limiter", "top_stall", "arch_path"):
         assert raw[column].astype(object).fillna("-").tolist() == details[column].astype(object).fillna("-").tolist()
     for column in ("fill", "tensor_ops", "sm_active_pct", "waves", "dram_bytes"):

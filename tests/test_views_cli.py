@@ -30,9 +30,13 @@ def store(tmp_path_factory) -> Path:
 def test_table_starts_with_the_gap_then_each_view(store):
     code, out, err = smlens("views", "targeted", "--store", store)
     assert code == 0, err
-    assert out.index("The gap") < out.index("Validations") < out.index("V1 Time and SM activity") \
-        < out.index("V8 Kernel selection")
-    assert "NVIDIA H200: CC 9.0, 132 SMs, 1.98 GHz, DRAM peak 4.8 TB/s (dram__throughput)" in out
+    assert out.index("Verdict") < out.index("The gap") < out.index("Validations") \
+        < out.index("V1 Time and SM activity") < out.index("V8 Kernel selection")
+    assert "1. decode · elementwise: up to 279 µs to win" in out  # the first opportunity
+    assert "Setup: 22 kernels outside any phase range" in out
+    assert "NVIDIA H200: CC 9.0, 132 SMs, 1.98 GHz, DRAM peak 4.81 TB/s (device attributes)" in out
+    # the roles no role range named (the capture's norms and copies) are marked as guessed
+    assert "  elementwise?" in out and "  qkv_proj?" not in out
     words = " ".join(out.split())  # the terminal wraps long cells
     # the one V6 failure is shown with its discrepancy
     assert "stall reasons add to 23.42 warps per issue, ncu counts 26.31 (-11.0 %)" in words
@@ -93,13 +97,32 @@ def test_no_store_is_exit_2(tmp_path):
     assert code == 2 and "no smlens store here" in err
 
 
-def test_printer_fits_80_columns(targeted_capture):
+def test_printer_fits_80_columns_and_cuts_nothing(targeted_capture):
     result = compute_views(targeted_capture.kernels)
     console = Console(width=80, record=True, file=io.StringIO())
     print_views(result, {"name": "targeted", "id": "abc"}, console=console)
-    lines = console.export_text().splitlines()
+    text = console.export_text()
+    lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80
     assert any(line.startswith("  qkv_proj") for line in lines)
+    assert "\u2026" not in text  # no cell, heading or name is cut to fit
+    # a table too wide for 80 columns goes on below, the phase and role repeated
+    assert "The gap (continued)" in text and "  gate_up_proj" in text and "long_scoreboard" in text
+    # every column of the gap has its heading and its one-line definition
+    for heading in ("time %", "SM throughput %", "tensor pipe %", "SM coverage %", "top stall", "fill"):
+        assert f"{heading}: " in text, heading
+
+
+def test_piped_output_is_as_wide_as_its_tables(store):
+    """Not a terminal (a pipe, CliRunner): no table is split or cut to 80 columns."""
+    code, out, err = smlens("views", "targeted", "--store", store, "--view", "V6")
+    assert code == 0, err
+    table = out[out.index("\nV6 Stall signature\n"):].splitlines()
+    assert "(continued)" not in out
+    header = next(line for line in table if line.startswith("phase / role")).split()
+    assert header[-1] == "checks" and "stall" in header  # headings wrap between words, never cut
+    down = next(line for line in table if line.startswith("  down_proj"))
+    assert down.split()[-1] == "8/0/0" and max(len(line) for line in out.splitlines()) > 80
 
 
 def test_number_and_name_formatting():

@@ -137,9 +137,26 @@ def test_role_ranges_carry_their_shapes(recorded):
         for role, shape in m.gemm_shapes(tokens).items():
             assert seen[(phase, role)] == {shape}
         assert seen[(phase, "attention")] == {(None, None, None)}
-    attention = [s[-1] for s in ann.opened if s[-1].startswith("smlens:attention")]
+    attention = [s[-1] for s in ann.opened if s[-1].startswith("smlens:attention ")]
     assert attention[0] == "smlens:attention B=2 H=4 KVH=2 Sq=6 Skv=6 D=16 causal=1"
     assert attention[-1] == "smlens:attention B=2 H=4 KVH=2 Sq=1 Skv=9 D=16 causal=0"
+
+
+def test_blocks_hold_their_roles(recorded):
+    """Projections and attention in the attention block, gate/up, activation and down in the MLP
+    block; norms and residual adds in neither (as a Hugging Face layer nests its modules)."""
+    config, ann, _, _ = recorded
+    blocks = {}
+    for stack in ann.opened:
+        parsed = nvtx_parse.classify(list(stack), "")
+        if parsed["role_source"] == "nvtx":
+            blocks.setdefault(parsed["role"], set()).add(parsed["block"])
+    assert blocks == {"qkv_proj": {"attention"}, "attention": {"attention"}, "o_proj": {"attention"},
+                      "gate_up_proj": {"mlp"}, "down_proj": {"mlp"},
+                      "elementwise": {None, "attention", "mlp"}}
+    mlp_elementwise = {s[-1] for s in ann.opened if s[-2:-1] == ("smlens:mlp_block",)
+                       and s[-1].startswith("smlens:elementwise")}
+    assert mlp_elementwise == {f"smlens:elementwise op={config.model.activation}_mul"}
 
 
 def test_every_compute_op_runs_in_a_role_range(recorded):

@@ -10,16 +10,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 # How a group of kernels (a phase and role, a kernel family) combines the figure.
 MEAN = "mean"  # weighted by kernel time
 SUM = "sum"  # extensive: time, bytes, ops
 RATIO = "ratio"  # a ratio of two sums (`ratio_of`), over the kernels that do some of the denominator
 MODE = "mode"  # a text figure: the value that holds the most kernel time
+# a text figure: which of several figures (`argmax_of`) is the largest in the group's time-weighted
+# means, so that a group's top stall or bound agrees with the group's own shares and percentages
+ARGMAX = "argmax"
 KERNEL = "kernel"  # per kernel only: an input of a validation, or a detail no group sums up
-AGGREGATES = (MEAN, SUM, RATIO, MODE, KERNEL)
+GROUP = "group"  # no kernel has it: computed from a group's other figures (the gap's factors)
+AGGREGATES = (MEAN, SUM, RATIO, MODE, ARGMAX, KERNEL, GROUP)
 
 HIGHER, LOWER, NEITHER = "higher", "lower", "neither"
 BETTER = (HIGHER, LOWER, NEITHER)
+
+# How far past a bound is still rounding, relative to the bound (to 1 for a bound of 0). A
+# percentage: 0.5 % of 100 (ncu prints to 0.01; seen on the H200: an L2 hit rate of 100.11 % on a
+# 14 us kernel, and 101.6 % to 823 % on short decode kernels, which fail). A share or ratio: 0.5 %.
+BOUND_SLACK = {"%": 0.005, "share": 0.005, "ratio": 0.005}
 
 # `%`: percent of a peak or of cycles; `share`: a part of a whole as a fraction 0..1 (shown as a
 # percentage); `ratio`: a plain ratio (shown as 0.50); `text` and `flag`: not numbers.
@@ -39,6 +50,15 @@ class Figure:
     # MODE: a value a group shows only when none of its kernels has another (mma_path's `none`: a
     # GEMM's range runs gmma even where its elementwise kernels take longer)
     mode_fallback: str | None = None
+    # ARGMAX: (value, figure column) pairs; the text is the value whose column is largest
+    argmax_of: tuple[tuple[str, str], ...] = ()
+    # ARGMAX: (floor, value): the text when even the largest is below the floor (a bound's `latency`)
+    argmax_floor: tuple[float, str] | None = None
+    # ARGMAX: the group column that receives the winning column's value (the top stall's share)
+    argmax_value: str | None = None
+    # the physical range (low, high; None: open): a value outside it beyond BOUND_SLACK fails the
+    # view's validation, and the raw value is kept (a hit rate of 140 %, a negative time)
+    bounds: tuple[float | None, float | None] | None = None
     rests_on: tuple[str, ...] = ()  # other views whose figures this one is computed from
     summary: bool = False  # one of the figures that sum up a kernel (every kernel's JSON carries it)
     view: str = ""  # the view that declares it; the registry fills it in
@@ -50,12 +70,29 @@ class Figure:
             raise ValueError(f"figure {self.column}: better {self.better!r} is none of {BETTER}")
         if self.unit not in UNITS:
             raise ValueError(f"figure {self.column}: unit {self.unit!r} is none of {UNITS}")
-        if (self.aggregate == RATIO) != (self.ratio_of is not None):
-            raise ValueError(f"figure {self.column}: a RATIO figure and only one names its ratio_of")
-        if (self.aggregate == MODE) and self.unit != "text":
-            raise ValueError(f"figure {self.column}: MODE combines text figures only")
+        if (self.aggregate in (RATIO, GROUP)) != (self.ratio_of is not None):
+            raise ValueError(f"figure {self.column}: a RATIO or GROUP figure and only one names its ratio_of")
+        if self.aggregate in (MODE, ARGMAX) and self.unit != "text":
+            raise ValueError(f"figure {self.column}: MODE and ARGMAX combine text figures only")
+        if (self.aggregate == ARGMAX) != bool(self.argmax_of):
+            raise ValueError(f"figure {self.column}: an ARGMAX figure and only one names its argmax_of")
         if self.mode_fallback is not None and self.aggregate != MODE:
             raise ValueError(f"figure {self.column}: only a MODE figure has a mode_fallback")
+
+    def outside(self, values):
+        """Where `values` lie outside the physical bounds by more than rounding (a boolean array)."""
+        values = np.asarray(values, dtype=float)
+        out = np.zeros(values.shape, dtype=bool)
+        if self.bounds is None:
+            return out
+        low, high = self.bounds
+        slack = BOUND_SLACK.get(self.unit, 0.0)
+        with np.errstate(invalid="ignore"):
+            if low is not None:
+                out |= values < low - slack * max(abs(low), 1.0)
+            if high is not None:
+                out |= values > high + slack * max(abs(high), 1.0)
+        return out
 
     @property
     def is_text(self) -> bool:

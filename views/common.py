@@ -82,6 +82,32 @@ def choose(conditions: Sequence[np.ndarray], labels: Sequence[str]) -> pd.Catego
     return categorical(codes, labels)
 
 
+def argmax_label(columns: Sequence[np.ndarray], labels: Sequence[str],
+                 floor: tuple[float, str] | None = None) -> tuple[pd.Categorical, np.ndarray]:
+    """Per row, the label of the largest column and its value. With `floor` (value, label): that
+    label where even the largest is below the value; a row missing a column is labelled only when
+    the columns it has already reach the floor (a missing one could be larger, but the row is bound
+    either way). Without a floor, a column missing everywhere (a counter the chip lacks) takes no
+    part and a row missing any other is null."""
+    n = len(columns[0]) if len(columns) else 0
+    present = [i for i, c in enumerate(columns) if floor is not None or not np.isnan(c).all()]
+    if not present:
+        return categorical(np.full(n, -1), list(labels)), np.full(n, np.nan)
+    table = np.column_stack([np.asarray(columns[i], dtype=float) for i in present])
+    complete = ~np.isnan(table).any(axis=1)
+    best = np.argmax(np.where(np.isnan(table), -np.inf, table), axis=1)
+    top = table[np.arange(n), best]
+    codes = np.asarray(present)[best]
+    names = list(labels)
+    if floor is None:
+        decided = complete
+    else:
+        decided = complete | (top >= floor[0])
+        names.append(floor[1])
+        codes = np.where(top < floor[0], len(labels), codes)
+    return categorical(np.where(decided, codes, -1), names), np.where(decided, top, np.nan)
+
+
 def _take(values, positions: np.ndarray):
     if isinstance(values, pd.Series):
         return values.iloc[positions].to_numpy()

@@ -70,7 +70,17 @@ def geometry(ctx: Context) -> pd.DataFrame:
 
 
 def _geometry(ctx: Context) -> pd.DataFrame:
-    return tiles.geometry(ctx.kernels, names(ctx), grid_blocks(ctx))
+    return tiles.geometry(ctx.kernels, names(ctx), grid_blocks(ctx), split_k(ctx))
+
+
+def split_k(ctx: Context) -> np.ndarray:
+    """A GEMM whose name says split-K, or that a split-K reduce follows in the same range."""
+    return ctx.once(_split_k)
+
+
+def _split_k(ctx: Context) -> np.ndarray:
+    parsed = names(ctx)
+    return np.asarray(parsed["name_split_k"], dtype=bool) | tiles.reduce_follows(ctx.kernels, parsed["kernel_family"])
 
 
 def shapes(ctx: Context) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,9 +1,10 @@
 """Device constants for every kernel row: from the capture's own counters first (`launch__sm_count`,
-`device__attribute_*`), from a small per-compute-capability table second.
+`device__attribute_*`), from small per-compute-capability tables second.
 
-The table holds only what the architecture fixes (warps per SM, FP32 lanes, tensor ops per cycle);
-what varies by product (SM count, clocks, memory) must come from the counters, and is NaN without
-them. The per-kernel DRAM peak implied by `dram__throughput` lives in V7, which measures it.
+The tables hold what the architecture fixes (warps, registers and shared memory per SM, FP32 lanes,
+tensor ops per cycle by path and input type); what varies by product (SM count, clocks, memory)
+comes from the counters, and the DRAM peak from the memory attributes or, for a capture without
+them, the product's published peak. docs/VIEWS.md says where every number comes from.
 """
 from __future__ import annotations
 
@@ -13,32 +14,93 @@ import pandas as pd
 from views.common import categorical, first_metric, group_codes, metric
 from views.context import Context
 
-# Tensor ops (1 op = 1 FLOP) per tensor-pipe-active cycle per SM, dense 16-bit inputs (bf16, fp16)
-# with fp32 accumulate, by the path the MMA took. 9.0 gmma: 4096, seen on the H200 (4092 to 4101 on
-# every wgmma kernel). 9.0 hmma: an Ampere-style mma.sync kernel on Hopper fills the pipe at 2/3 of
-# that, seen (the decode SDPA kernel: 2731). 8.0: A100's 312 TFLOP/s over 108 SMs at 1.41 GHz.
-ARCH = {
-    "8.0": {"max_warps_per_sm": 64, "fp32_flops_per_cycle_per_sm": 128, "max_clock_hz": 1.41e9,
-            "tensor_ops_per_cycle_per_sm": {"hmma": 2048.0}},
-    "8.6": {"max_warps_per_sm": 48, "fp32_flops_per_cycle_per_sm": 256},
-    "8.9": {"max_warps_per_sm": 48, "fp32_flops_per_cycle_per_sm": 256},
-    "9.0": {"max_warps_per_sm": 64, "fp32_flops_per_cycle_per_sm": 256, "max_clock_hz": 1.98e9,
-            "tensor_ops_per_cycle_per_sm": {"gmma": 4096.0, "hmma": 4096.0 * 2 / 3},
-            "hfma2_mma_inst_per_cycle_per_sm": 2.0},
+# Tensor ops (1 op = 1 FLOP; an int8 op is one multiply or one add) per tensor-pipe-busy cycle per
+# SM, dense, by compute capability, MMA path and input type. The published peaks below are dense
+# (no 2:4 sparsity) and divided by SMs x boost clock; "seen" is the measured ops per busy cycle per
+# SM on the H200 (tests/data/h200_dtypes_raw.csv, tests/data/targeted_raw.csv).
+#   8.0 A100 (datasheet: 312 TFLOP/s bf16/fp16, 156 tf32, 624 TOPS int8; 108 SMs at 1.41 GHz).
+#   8.6 A40/A10 (GA102 whitepaper, A40: 149.7 TFLOP/s fp16 with fp32 accumulate, 74.8 tf32,
+#       299.3 TOPS int8; 84 SMs at 1.74 GHz). GeForce GA10x parts halve fp32-accumulate MMA.
+#   8.9 L4/L40S (Ada whitepaper, L4: 121 TFLOP/s bf16, 60 tf32, 242 fp8, 242 TOPS int8; 58 SMs at
+#       2.04 GHz). GeForce Ada parts halve fp32-accumulate MMA.
+#   9.0 H100 SXM (datasheet: 989 TFLOP/s bf16, 495 tf32, 1979 fp8, 1979 TOPS int8; 132 SMs at
+#       1.83 GHz). Seen on the H200: wgmma bf16 4096, tf32 2048, fp8 8192. The warp-level paths
+#       (mma.sync: HMMA, IMMA), kept for sm80 kernels, run at 2/3 of wgmma: seen bf16 2731 (cuDNN's
+#       sm80 SDPA) and int8 5461 (CUTLASS's sm80 IMMA GEMM); other types on them are not measured.
+#   10.0 B200 (HGX B200 datasheet, per GPU: 2.25 PFLOP/s bf16, 1.1 tf32, 4.5 fp8, 4.5 POPS int8;
+#       148 SMs, about 1.86 GHz): twice sm90 per SM per cycle, on tcgen05. Not measured here.
+#   12.0 RTX 5090 (419 TFLOP/s fp16/bf16 dense; 170 SMs at 2.41 GHz): mma.sync bf16 1024. The
+#       public capture (tests/data/public) agrees: 12.5 G ops in 224,652 cycles on 170 SMs are 32.05 %
+#       of 1024, its sm__throughput says 32.10 %. Its other types are not taken from a source here.
+TENSOR_RATES = {
+    "8.0": {"hmma": {"bf16": 2048.0, "fp16": 2048.0, "tf32": 1024.0}, "imma": {"int8": 4096.0}},
+    "8.6": {"hmma": {"bf16": 1024.0, "fp16": 1024.0, "tf32": 512.0}, "imma": {"int8": 2048.0}},
+    "8.9": {"hmma": {"bf16": 1024.0, "fp16": 1024.0, "tf32": 512.0, "fp8": 2048.0},
+            "imma": {"int8": 2048.0}},
+    "9.0": {"gmma": {"bf16": 4096.0, "fp16": 4096.0, "tf32": 2048.0, "fp8": 8192.0, "int8": 8192.0},
+            "hmma": {"bf16": 4096.0 * 2 / 3, "fp16": 4096.0 * 2 / 3},
+            "imma": {"int8": 8192.0 * 2 / 3}},
+    "10.0": {"tcgen05": {"bf16": 8192.0, "fp16": 8192.0, "tf32": 4096.0, "fp8": 16384.0,
+                         "int8": 16384.0}},
+    "12.0": {"hmma": {"bf16": 1024.0, "fp16": 1024.0}},
 }
-# max_clock_hz: the highest boost clock of the family's data-centre parts (A100; H100 SXM, H200), a
-# ceiling for captures that carry no device__attribute_max_gpu_frequency_khz (a details export).
+# The path an op counter without a path of its own (sm__ops_path_tensor_src_fp8, or any type where
+# the capture has no per-path counter) ran on: the device's native one.
+NATIVE_PATH = {"9.0": "gmma", "10.0": "tcgen05"}
+
+# Per compute capability, from the CUDA C++ Programming Guide's table of technical specifications
+# per compute capability: registers per SM, shared memory per SM (bytes), warps and blocks per SM,
+# FP32 FLOPs per cycle per SM (2 x FP32 lanes), the highest boost clock of the family's data-centre
+# parts (a ceiling for captures without device__attribute_max_gpu_frequency_khz).
+ARCH = {
+    "7.0": {"registers_per_sm": 65536, "shared_mem_per_sm": 98304, "max_warps_per_sm": 64,
+            "max_blocks_per_sm": 32, "fp32_flops_per_cycle_per_sm": 128},
+    "7.5": {"registers_per_sm": 65536, "shared_mem_per_sm": 65536, "max_warps_per_sm": 32,
+            "max_blocks_per_sm": 16, "fp32_flops_per_cycle_per_sm": 128},
+    "8.0": {"registers_per_sm": 65536, "shared_mem_per_sm": 167936, "max_warps_per_sm": 64,
+            "max_blocks_per_sm": 32, "fp32_flops_per_cycle_per_sm": 128, "max_clock_hz": 1.41e9},
+    "8.6": {"registers_per_sm": 65536, "shared_mem_per_sm": 102400, "max_warps_per_sm": 48,
+            "max_blocks_per_sm": 16, "fp32_flops_per_cycle_per_sm": 256},
+    "8.9": {"registers_per_sm": 65536, "shared_mem_per_sm": 102400, "max_warps_per_sm": 48,
+            "max_blocks_per_sm": 24, "fp32_flops_per_cycle_per_sm": 256},
+    "9.0": {"registers_per_sm": 65536, "shared_mem_per_sm": 233472, "max_warps_per_sm": 64,
+            "max_blocks_per_sm": 32, "fp32_flops_per_cycle_per_sm": 256, "max_clock_hz": 1.98e9,
+            "hfma2_mma_inst_per_cycle_per_sm": 2.0},
+    "10.0": {"registers_per_sm": 65536, "shared_mem_per_sm": 233472, "max_warps_per_sm": 64,
+             "max_blocks_per_sm": 32, "fp32_flops_per_cycle_per_sm": 256},
+    "12.0": {"registers_per_sm": 65536, "shared_mem_per_sm": 102400, "max_warps_per_sm": 48,
+             "max_blocks_per_sm": 24, "fp32_flops_per_cycle_per_sm": 256},
+}
 # hfma2_mma_inst_per_cycle_per_sm: a non-MMA instruction on the tensor pipe (HFMA2.MMA, issued by
 # bf16 elementwise code) keeps it busy half a cycle. Seen on the H200: 0.497 busy cycles per
 # instruction, median over 94 kernels with no MMA ops.
 
-# Input type -> ops per cycle relative to 16-bit (tf32 runs at half rate, fp8 and int8 at double).
-DTYPE_RATE = {"16bit": 1.0, "tf32": 0.5, "8bit": 2.0}
+# How registers and shared memory are handed out (CUDA occupancy calculator, compute capability 7.0
+# and later): registers per warp in units of 256, per SM sub-partition (4 per SM); shared memory per
+# block in units of 128 bytes, the driver's reserved 1 KB per block included.
+REGISTER_UNIT = 256
+SUB_PARTITIONS = 4
+SHARED_MEM_UNIT = 128
+RESERVED_SHARED_MEM_PER_BLOCK = 1024
+# Named barriers: seen on the H200, ncu's barrier limit is floor(64 / barriers per block).
+BARRIERS_PER_SM = 64
+
+# Published DRAM peaks (bytes/s) by the product name ncu gives (device__attribute_display_name), for
+# captures without the memory clock and bus width: NVIDIA's datasheets.
+PUBLISHED_DRAM_PEAK = {
+    "H200": 4.8e12, "H100 NVL": 3.9e12, "H100 PCIe": 2.0e12, "H100 80GB HBM3": 3.35e12,
+    "H100 SXM": 3.35e12, "A100-SXM4-80GB": 2.039e12, "A100 80GB PCIe": 1.935e12,
+    "A100-SXM4-40GB": 1.555e12, "A100-PCIE-40GB": 1.555e12, "B200": 8.0e12, "L40S": 0.864e12,
+    "L4": 0.3e12, "A40": 0.696e12, "A10": 0.6e12, "RTX 4090": 1.008e12, "RTX 5090": 1.792e12,
+}
 
 DEVICE_METRICS = [
     "launch__sm_count",
     "device__attribute_multiprocessor_count",
     "device__attribute_max_warps_per_multiprocessor",
+    "device__attribute_max_blocks_per_multiprocessor",
+    "device__attribute_max_registers_per_multiprocessor",
+    "device__attribute_max_shared_memory_per_multiprocessor",
     "device__attribute_max_gpu_frequency_khz",
     "device__attribute_clock_rate",
     "device__attribute_memory_clock_rate",
@@ -102,11 +164,20 @@ def cc_number(ctx: Context) -> np.ndarray:
     return np.array([_cc_part(n, 0) * 10 + _cc_part(n, 1) for n in names])[codes]
 
 
-def _arch_lookup(ctx: Context, pick) -> np.ndarray:
-    """A per-CC table value per row, NaN for capabilities the table does not know."""
+def _per_cc(ctx: Context, pick) -> np.ndarray:
+    """`pick(compute capability)` per row (a number; NaN for an unknown capability)."""
     codes, names = _cc_codes(ctx)
-    values = np.array([float(pick(ARCH.get(n, {}))) for n in names])
-    return values[codes]
+    return np.array([float(pick(n)) for n in names])[codes]
+
+
+def _arch_lookup(ctx: Context, key: str) -> np.ndarray:
+    """A per-CC table value per row, NaN for capabilities the table does not know."""
+    return _per_cc(ctx, lambda n: ARCH.get(n, {}).get(key, np.nan))
+
+
+def _counted_else_table(ctx: Context, attribute: str, key: str) -> np.ndarray:
+    counted = metric(ctx.kernels, attribute)
+    return np.where(np.isnan(counted), _arch_lookup(ctx, key), counted)
 
 
 def sm_count(ctx: Context) -> np.ndarray:
@@ -118,9 +189,20 @@ def _sm_count(ctx: Context) -> np.ndarray:
 
 
 def max_warps_per_sm(ctx: Context) -> np.ndarray:
-    counted = metric(ctx.kernels, "device__attribute_max_warps_per_multiprocessor")
-    table = _arch_lookup(ctx, lambda a: a.get("max_warps_per_sm", np.nan))
-    return np.where(np.isnan(counted), table, counted)
+    return _counted_else_table(ctx, "device__attribute_max_warps_per_multiprocessor", "max_warps_per_sm")
+
+
+def max_blocks_per_sm(ctx: Context) -> np.ndarray:
+    return _counted_else_table(ctx, "device__attribute_max_blocks_per_multiprocessor", "max_blocks_per_sm")
+
+
+def registers_per_sm(ctx: Context) -> np.ndarray:
+    return _counted_else_table(ctx, "device__attribute_max_registers_per_multiprocessor", "registers_per_sm")
+
+
+def shared_mem_per_sm(ctx: Context) -> np.ndarray:
+    return _counted_else_table(ctx, "device__attribute_max_shared_memory_per_multiprocessor",
+                               "shared_mem_per_sm")
 
 
 def max_clock_hz(ctx: Context) -> np.ndarray:
@@ -130,7 +212,7 @@ def max_clock_hz(ctx: Context) -> np.ndarray:
 def _max_clock_hz(ctx: Context) -> np.ndarray:
     counted = _to_hz(first_metric(ctx.kernels, "device__attribute_max_gpu_frequency_khz",
                                   "device__attribute_clock_rate"))
-    return np.where(np.isnan(counted), _arch_lookup(ctx, lambda a: a.get("max_clock_hz", np.nan)), counted)
+    return np.where(np.isnan(counted), _arch_lookup(ctx, "max_clock_hz"), counted)
 
 
 def dram_peak_from_attributes(ctx: Context) -> np.ndarray:
@@ -141,17 +223,58 @@ def dram_peak_from_attributes(ctx: Context) -> np.ndarray:
     return clock * width_bits * 2 / 8
 
 
-def tensor_rate(ctx: Context, path: str) -> np.ndarray:
-    """16-bit tensor ops per active cycle per SM on `path` ("gmma" or "hmma"), NaN if unknown."""
-    return _arch_lookup(ctx, lambda a: a.get("tensor_ops_per_cycle_per_sm", {}).get(path, np.nan))
+def published_dram_peak(ctx: Context) -> np.ndarray:
+    """The product's published DRAM peak (bytes/s) from its name; NaN for a name the table lacks
+    (the longest matching product name wins: "H100 NVL" before "H100")."""
+    if "device__attribute_display_name" not in ctx.kernels.columns:
+        return np.full(len(ctx.kernels), np.nan)
+    codes, names = pd.factorize(ctx.kernels["device__attribute_display_name"], use_na_sentinel=True)
+
+    def lookup(name) -> float:
+        found = [k for k in PUBLISHED_DRAM_PEAK if isinstance(name, str) and k in name]
+        return PUBLISHED_DRAM_PEAK[max(found, key=len)] if found else np.nan
+
+    values = np.array([lookup(n) for n in names] + [np.nan])
+    return values[np.where(codes < 0, len(names), codes)]
+
+
+# --- tensor rates ------------------------------------------------------------------------------------
+
+
+def tensor_rate(ctx: Context, path: str, dtype: str) -> np.ndarray:
+    """Dense tensor ops per busy cycle per SM on `path` for input type `dtype`, NaN if unknown."""
+    return ctx.once(_tensor_rate, path, dtype)
+
+
+def _tensor_rate(ctx: Context, path: str, dtype: str) -> np.ndarray:
+    return _per_cc(ctx, lambda n: TENSOR_RATES.get(n, {}).get(path, {}).get(dtype, np.nan))
+
+
+def best_tensor_rate(ctx: Context, dtype: str) -> np.ndarray:
+    """The device's fastest path for `dtype`: ops per busy cycle per SM, NaN if unknown."""
+    return ctx.once(_best_tensor_rate, dtype)
+
+
+def _best_tensor_rate(ctx: Context, dtype: str) -> np.ndarray:
+    def best(name: str) -> float:
+        rates = [paths[dtype] for paths in TENSOR_RATES.get(name, {}).values() if dtype in paths]
+        return max(rates) if rates else np.nan
+    return _per_cc(ctx, best)
+
+
+def native_path_codes(ctx: Context, paths: tuple[str, ...], warp_path: str) -> np.ndarray:
+    """Per row, the index into `paths` of the path an op counter without a path of its own ran on:
+    the device's native asynchronous path (9.0 gmma, 10.0 tcgen05), else `warp_path`."""
+    codes, names = _cc_codes(ctx)
+    return np.array([paths.index(NATIVE_PATH.get(n, warp_path)) for n in names])[codes]
 
 
 def hfma2_rate(ctx: Context) -> np.ndarray:
-    return _arch_lookup(ctx, lambda a: a.get("hfma2_mma_inst_per_cycle_per_sm", np.nan))
+    return _arch_lookup(ctx, "hfma2_mma_inst_per_cycle_per_sm")
 
 
 def fp32_flops_per_cycle_per_sm(ctx: Context) -> np.ndarray:
-    return _arch_lookup(ctx, lambda a: a.get("fp32_flops_per_cycle_per_sm", np.nan))
+    return _arch_lookup(ctx, "fp32_flops_per_cycle_per_sm")
 
 
 def device_key(ctx: Context) -> np.ndarray:

@@ -9,7 +9,8 @@ reduction kernel's). Sums follow the same rule; ratios (fill, intensity) are rat
 the kernels that did some of the denominator's work.
 
 The kernel rows are reduced once to per-(phase, role) sums (`partials`); the per-phase totals are
-sums of those, so a million rows are read once.
+sums of those, so a million rows are read once. A tensor-parallel run (kernels that name their
+`rank`) is grouped per rank as well, and its time shares are of each rank's own time.
 """
 from __future__ import annotations
 
@@ -18,12 +19,19 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from views.common import STATUSES, group_codes
+from views.common import STATUSES, argmax_label, group_codes
 from views.vocabulary import KERNEL_ROLES, PHASE_ORDER
 
 ALL = "all"
 ROLE_ORDER = (*KERNEL_ROLES, ALL)
 KEYS = ["phase", "role"]
+RANK = "rank"  # an extra key, only for runs whose kernels name their rank
+
+
+def keys_of(kernels: pd.DataFrame) -> list[str]:
+    """phase and role, and rank when some kernel names one (a single-GPU run has none)."""
+    ranked = RANK in kernels.columns and bool(kernels[RANK].notna().any())
+    return KEYS + [RANK] if ranked else list(KEYS)
 
 
 @dataclass
@@ -35,6 +43,8 @@ class GroupSpec:
     ratios: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (numerator, denominator)
     # text: the value holding the most time; name -> a value that counts only where no other occurs
     modes: dict[str, str | None] = field(default_factory=dict)
+    # text: the largest of several means; name -> ((value, mean column), ...), floor, value column
+    argmaxes: dict[str, tuple] = field(default_factory=dict)
 
 
 def _codes(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, pd.DataFrame]:
@@ -56,10 +66,11 @@ def _with(labels: pd.DataFrame, columns: dict[str, np.ndarray]) -> pd.DataFrame:
     return pd.concat([labels, pd.DataFrame(columns, index=labels.index)], axis=1)
 
 
-def partials(kernels: pd.DataFrame, spec: GroupSpec, view_ids: list[str]) -> pd.DataFrame:
-    """Per (phase, role): kernel count, time, Σ time·figure, sums, ratio parts, time per text
-    value, status counts."""
-    codes, labels = _codes(kernels, KEYS)
+def partials(kernels: pd.DataFrame, spec: GroupSpec, view_ids: list[str], keys: list[str] = KEYS
+             ) -> pd.DataFrame:
+    """Per (phase, role[, rank]): kernel count, time, Σ time·figure, sums, ratio parts, time per
+    text value, status counts."""
+    codes, labels = _codes(kernels, keys)
     size = len(labels)
     weight = kernels["time_ns"].to_numpy(dtype=float)
     out = {"kernels": np.bincount(codes, minlength=size), "time_ns": _bin(codes, weight, size)}
@@ -105,15 +116,17 @@ def rollup(parts: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     counts = ("kernels", *(c for c in parts.columns if c.endswith(tuple(f"_{s}" for s in STATUSES))))
     out = {}
     for column in parts.columns:
-        if column not in KEYS:
+        if column not in KEYS and column != RANK:
             out[column] = _bin(codes, parts[column].to_numpy(dtype=float), size)
             if column in counts:
                 out[column] = out[column].astype(int)
     return _with(labels, out)
 
 
-def finish(parts: pd.DataFrame, total_time: float, modes: dict[str, str | None]) -> pd.DataFrame:
-    """Partials -> figures: means, shares, ratios and the text value holding the most time."""
+def finish(parts: pd.DataFrame, total_time: float, modes: dict[str, str | None],
+           argmaxes: dict[str, tuple] | None = None) -> pd.DataFrame:
+    """Partials -> figures: means, shares, ratios, the text value holding the most time, and the
+    text naming the largest of several means (with that mean)."""
     time_ns = parts["time_ns"].to_numpy(dtype=float)
     positive = np.where(time_ns > 0, time_ns, np.nan)
     out = {"time_share_pct": 100 * time_ns / total_time if total_time and total_time > 0
@@ -139,6 +152,14 @@ def finish(parts: pd.DataFrame, total_time: float, modes: dict[str, str | None])
         best = ranked.argmax(axis=1)
         out[name] = np.where(found, values[best], None)
         out[f"{name}_time_share"] = np.where(found, times[np.arange(len(times)), best] / positive, np.nan)
+    for name, (candidates, floor, value_column) in (argmaxes or {}).items():
+        columns = [(label, out[column]) for label, column in candidates if column in out]
+        if not columns:
+            continue
+        labels, top = argmax_label([c for _, c in columns], [label for label, _ in columns], floor)
+        out[name] = np.array([None if pd.isna(v) else v for v in labels.astype(object)], dtype=object)
+        if value_column:
+            out[value_column] = top
     return _with(parts[[c for c in parts.columns if "__" not in c]], out)
 
 
@@ -149,18 +170,28 @@ def order(groups: pd.DataFrame) -> pd.DataFrame:
     phase_rank = groups["phase"].map({p: i for i, p in enumerate(PHASE_ORDER)}).fillna(len(PHASE_ORDER))
     role_rank = groups["role"].map({r: i for i, r in enumerate(ROLE_ORDER)}).fillna(len(ROLE_ORDER))
     ranked = groups.assign(_p=phase_rank.to_numpy(), _r=role_rank.to_numpy())
-    return (ranked.sort_values(["_p", "_r", "phase", "role"], kind="stable")
+    by = ["_p", "_r", "phase", "role"] + ([RANK] if RANK in groups.columns else [])
+    return (ranked.sort_values(by, kind="stable")
             .drop(columns=["_p", "_r"]).reset_index(drop=True))
 
 
 def groups_and_phases(kernels: pd.DataFrame, spec: GroupSpec, view_ids: list[str],
-                      total_time_ns: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(per phase and role, per phase with role 'all'), both in display order. Time shares are of
-    `total_time_ns`, the whole run's (these kernels may be a selection of it)."""
+                      total_time_ns: float, rank_time_ns: dict | None = None
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per phase and role, per phase with role 'all'), both in display order, and per rank for a
+    run with ranks. Time shares are of `total_time_ns`, the whole run's (these kernels may be a
+    selection of it), or per rank of `rank_time_ns[rank]`, that rank's whole time."""
+    keys = keys_of(kernels)
     if kernels.empty:
-        empty = pd.DataFrame(columns=KEYS + ["kernels", "time_ns", "time_share_pct"])
+        empty = pd.DataFrame(columns=keys + ["kernels", "time_ns", "time_share_pct"])
         return empty, empty.copy()
-    parts = partials(kernels, spec, view_ids)
-    per_phase = rollup(parts, ["phase"])
+    parts = partials(kernels, spec, view_ids, keys)
+    per_phase = rollup(parts, [k for k in keys if k != "role"])
     per_phase.insert(1, "role", ALL)
-    return order(finish(parts, total_time_ns, spec.modes)), order(finish(per_phase, total_time_ns, spec.modes))
+    groups = finish(parts, total_time_ns, spec.modes, spec.argmaxes)
+    phases = finish(per_phase, total_time_ns, spec.modes, spec.argmaxes)
+    if RANK in keys and rank_time_ns:
+        for frame in (groups, phases):
+            base = frame[RANK].map(rank_time_ns).to_numpy(dtype=float, na_value=np.nan)
+            frame["time_share_pct"] = 100 * frame["time_ns"].to_numpy(dtype=float) / base
+    return order(groups), order(phases)

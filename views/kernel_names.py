@@ -26,7 +26,11 @@ FAMILIES = ("cublaslt_nvjet", "cublas", "cutlass", "cudnn_sdpa", "cudnn", "flash
 # decides, so the specific ones come first. cuDNN's `lean_reduction_kernel` is its SDPA's split-KV
 # reduction (it runs inside the attention range, seen on the H200).
 _KIND_PATTERNS = [
-    ("splitk_reduce", re.compile(r"splitkreduce|splitk_reduce|split_k_reduce|reduce_splitk", re.I)),
+    ("splitk_reduce", re.compile(r"splitkreduce|splitk_reduce|split_k_reduce|reduce_splitk|"
+                                 r"execute_split_k_kernel", re.I)),
+    # collectives between GPUs: NCCL's kernels, vLLM's custom all-reduce
+    ("communication", re.compile(r"^nccl|cross_device_reduce|all_?reduce|all_?gather|reduce_?scatter|"
+                                 r"all_?to_?all", re.I)),
     ("attention", re.compile(r"flash|fmha|sdpa|attention|attn|cudnn::lean_reduction|paged_?attention", re.I)),
     ("gemm", re.compile(r"nvjet|gemm|cutlass|xmma|matmul|\bmm_|_mm\b|gemv|dot_kernel", re.I)),
     ("elementwise", re.compile(
@@ -40,7 +44,8 @@ FAMILY_KIND = {"cublaslt_nvjet": "gemm", "cublas": "gemm", "cutlass": "gemm",
                "flashinfer": "attention", "splitk_reduce": "splitk_reduce", "aten": "elementwise",
                "triton": "elementwise"}
 # The MMA instruction family a name claims -> the tensor path the counters should show (V8a).
-MMA_PATH = {"wgmma": "gmma", "wmma": "hmma", "hmma": "hmma"}
+MMA_PATH = {"wgmma": "gmma", "wmma": "hmma", "hmma": "hmma", "imma": "imma", "tcgen05": "tcgen05",
+            "ffma": "none"}
 
 COLUMNS = ("kind", "kernel_family", "tile", "tile_m", "tile_n", "tile_k", "cluster_m", "cluster_n",
            "name_split_k", "persistent", "name_arch", "name_mma")
@@ -52,7 +57,10 @@ _LEGACY_CUBLAS = re.compile(r"\b(volta|turing|ampere|ada|hopper)_(?:[a-z0-9]+_)?
 _STAGES = re.compile(r"stages_(\d+)x\d+")
 _ARCH_WORD = {"volta": "sm70", "turing": "sm75", "ampere": "sm80", "ada": "sm89", "hopper": "sm90"}
 _CUTLASS3X = re.compile(r"cutlass3x_(sm\d+)_\w*?_(\d+)x(\d+)x(\d+)_(\d+)x(\d+)x(\d+)_")
-_CUTLASS2X = re.compile(r"cutlass_(\d{2,3})_(wmma_)?tensorop_\w*?_(\d+)x(\d+)_(\d+)x(\d+)_")
+_CUTLASS2X = re.compile(r"cutlass_(\d{2,3})_(wmma_)?tensorop_(\w*?)_(\d+)x(\d+)_(\d+)x(\d+)_")
+# An integer MMA: CUTLASS 2.x's `i16832gemm_s8`, or a templated tensor-op GEMM on 8-bit integers
+_INTEGER_OP = re.compile(r"^(?:\w*_)?i\d{4,5}gemm")
+_INTEGER_TENSOR_OP = re.compile(r"MmaTensorOp<\s*cutlass::gemm::GemmShape<[^>]*>,\s*(?:signed|unsigned) char")
 _GEMM_SHAPE = re.compile(r"GemmShape<\s*(\d+),\s*(\d+),\s*(\d+)\s*>")
 _CUTE_TUPLE = re.compile(r"cute::tuple<\s*cute::C<(\d+)>,\s*cute::C<(\d+)>,\s*cute::C<(\d+)>\s*>")
 _SM_TEMPLATE = re.compile(r"[Ss]m(\d{2,3})\b|Sm(\d{2,3})[A-Z_]")
@@ -62,7 +70,8 @@ _MMA_WORD = re.compile(r"_(wgmma|wmma|hmma|mma)_")
 _FA2_TRAITS = re.compile(r"Flash_(?:fwd|bwd)_kernel_traits\w*<\s*(\d+),\s*(\d+),\s*(\d+)")
 _FMHA = re.compile(r"fmha_cutlass[FB]_\w*?_(\d+)x(\d+)_\w*?(sm\d+)")
 _SM_WORD = re.compile(r"(?<![a-z])sm_?(\d{2,3})(?![0-9])")
-_SPLITK_REDUCE = re.compile(r"splitKreduce|splitk_reduce|split_k_reduce", re.I)
+# cuBLAS's xmma split-K GEMM is `..._execute_kernel`, its reduce `..._execute_split_k_kernel`
+_SPLITK_REDUCE = re.compile(r"splitKreduce|splitk_reduce|split_k_reduce|execute_split_k_kernel", re.I)
 
 
 def _arch_mma(arch: str | None, explicit: str | None = None) -> str | None:
@@ -72,9 +81,9 @@ def _arch_mma(arch: str | None, explicit: str | None = None) -> str | None:
     if not arch:
         return None
     number = int(arch[2:])
-    if number >= 100:
-        return "tcgen05"  # Blackwell's MMA: none of the hgmma/hmma counters see it
-    return "wgmma" if number == 90 else "hmma"
+    if 100 <= number < 120:
+        return "tcgen05"  # data-centre Blackwell's MMA: none of the hgmma/hmma counters see it
+    return "wgmma" if number == 90 else "hmma"  # GeForce Blackwell (sm120) has mma.sync only
 
 
 def _row(family, tile=None, cluster=(None, None), split_k=False, persistent=False, arch=None,
@@ -102,7 +111,8 @@ def _cublas(name: str):
     m = _XMMA.search(name)
     if m:
         arch = m.group(1)
-        mma = "wgmma" if "warpgroup" in name else _arch_mma(arch)
+        # an `_ffma_` xmma kernel multiplies on the FP32 CUDA cores: it claims no tensor path
+        mma = "wgmma" if "warpgroup" in name else "ffma" if "_ffma_" in name else _arch_mma(arch)
         split = bool(re.search(r"splitk|segment_k_on", name, re.I))
         return _row("cublas", tuple(int(g) for g in m.groups()[1:4]), split_k=split, arch=arch, mma=mma)
     m = _LEGACY_CUBLAS.search(name)
@@ -142,9 +152,9 @@ def _cutlass(name: str):
     m = _CUTLASS2X.search(name)
     if m:
         arch = f"sm{m.group(1)}"
-        return _row("cutlass", (int(m.group(3)), int(m.group(4)), int(m.group(5))),
-                    arch=arch, mma="wmma" if m.group(2) else _arch_mma(arch),
-                    split_k="splitk" in name.lower())
+        mma = "wmma" if m.group(2) else "imma" if _INTEGER_OP.search(m.group(3)) else _arch_mma(arch)
+        return _row("cutlass", (int(m.group(4)), int(m.group(5)), int(m.group(6))),
+                    arch=arch, mma=mma, split_k="splitk" in name.lower())
     if "cutlass" not in name:
         return None
     arch_match = _SM_TEMPLATE.search(name)
@@ -153,7 +163,8 @@ def _cutlass(name: str):
     shape = _GEMM_SHAPE.search(name)
     if tile is None and shape:
         tile = tuple(int(x) for x in shape.groups())
-    mma = "wgmma" if "Gmma" in name or "GMMA" in name else _arch_mma(arch)
+    mma = ("wgmma" if "Gmma" in name or "GMMA" in name else
+           "imma" if _INTEGER_TENSOR_OP.search(name) else _arch_mma(arch))
     return _row("cutlass", tile, cluster, arch=arch, mma=mma,
                 persistent=bool(re.search(r"Cooperative|Pingpong|Persistent", name)),
                 split_k=bool(re.search(r"SplitK|StreamK", name)))

@@ -20,20 +20,25 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from views.catalog import MEAN, MODE, RATIO, SUM, Figure
-from views.common import STATUSES, metric
+from views.catalog import ARGMAX, MEAN, MODE, RATIO, SUM, Figure
+from views.common import STATUSES, Checks, combine, metric
 from views.context import Context, names
-from views import (device, gap as gap_module, grouping, v1_time, v2_tensor, v3_fill, v4_occupancy,
-                   v5_waves, v6_stalls, v7_memory, v8_selection)
+from views import (device, gap as gap_module, grouping, mlp, ranks, v1_time, v2_tensor, v3_fill,
+                   v4_occupancy, v5_waves, v6_stalls, v7_memory, v8_selection)
 
 VIEWS = {m.ID: m for m in (v1_time, v2_tensor, v3_fill, v4_occupancy, v5_waves, v6_stalls,
                            v7_memory, v8_selection)}
 
-IDENTITY = ("kernel_id", "kernel_name", "nvtx_stack", "phase", "role", "role_source", "kind", "shape_m",
-            "shape_n", "shape_k", "attn_batch", "attn_heads", "attn_q_len", "attn_kv_len", "attn_head_dim",
-            "attn_causal", "grid_blocks", "block_threads", "device", "cc", "process_id", "run_id")
+IDENTITY = ("kernel_id", "kernel_name", "nvtx_stack", "phase", "role", "role_source", "kind", "block",
+            "shape_m", "shape_n", "shape_k", "attn_batch", "attn_heads", "attn_kv_heads", "attn_q_len",
+            "attn_kv_len", "attn_head_dim", "attn_causal", "grid_blocks", "block_threads", "device", "cc",
+            "process_id", "run_id", "rank", "time_source", "comm_bytes", "comm_samples")
 # The identity every kernel's JSON record opens with (kernel_id and kernel_name under short names).
-JSON_IDENTITY = {"id": "kernel_id", "name": "kernel_name", "phase": "phase", "role": "role", "kind": "kind"}
+JSON_IDENTITY = {"id": "kernel_id", "name": "kernel_name", "phase": "phase", "role": "role",
+                 "role_source": "role_source", "kind": "kind"}
+# How a group tells where its role came from: the source holding the most of its time (`nvtx`, a
+# role range; `order`, an eager run's order; `name`, guessed from kernel names).
+GROUP_TEXT_IDENTITY = ("role_source",)
 # V8's per phase and role summary of what ran (ViewsResult.selection).
 SELECTION_VIEW = v8_selection.ID
 
@@ -70,12 +75,17 @@ def json_kernel_keys() -> tuple[str, ...]:
     return (*JSON_IDENTITY, *(c for c, f in figures().items() if f.summary))
 
 
+def gap_figures() -> Mapping[str, Figure]:
+    """The gap's own figures (its factors), computed per group from the views' figures."""
+    return MappingProxyType({f.column: replace(f, view="gap") for f in gap_module.FIGURES})
+
+
 def gap_views() -> list[str]:
     """The views whose figures the gap (headline -> useful) reads: they are computed whatever is
     asked."""
     catalog = figures()
-    owners = {v for c in gap_module.STEPS + gap_module.EXPLAINERS if c in catalog
-              for v in catalog[c].vouched_by}
+    read = (gap_module.HEADLINE, *gap_module.STEPS, *gap_module.MEMORY, *gap_module.EXPLAINERS)
+    owners = {v for c in read if c in catalog for v in catalog[c].vouched_by}
     return [v for v in VIEWS if v in owners]
 
 
@@ -107,7 +117,8 @@ def input_columns(view_ids_=None) -> list[str]:
     """The kernels-table columns the views (and the gap) read: identity, metrics, device attributes.
     A store reads only these (the others of a `--set full` capture are thousands)."""
     ids = sorted(set(view_ids(view_ids_)) | set(gap_views()))
-    return list(dict.fromkeys(list(IDENTITY) + required_metrics(ids) + device.DEVICE_METRICS))
+    fallbacks = [name for view in ids for name in getattr(VIEWS[view], "FALLBACK_METRICS", ())]
+    return list(dict.fromkeys(list(IDENTITY) + required_metrics(ids) + fallbacks + device.DEVICE_METRICS))
 
 
 def _json_value(value):
@@ -137,19 +148,31 @@ class ViewsResult:
     devices: pd.DataFrame  # the device constants the views used, and where they came from
     view_ids: list[str] = field(default_factory=list)
     total_time_ns: float = float("nan")  # of the whole run: time shares stay shares of it after filter()
+    # Tensor parallel (views.ranks), empty for a single-GPU run: the collectives timed without
+    # replay, compute against communication per phase and rank, and the imbalance between ranks.
+    timed: pd.DataFrame = field(default_factory=pd.DataFrame)
+    communication: pd.DataFrame = field(default_factory=pd.DataFrame)
+    imbalance: pd.DataFrame = field(default_factory=pd.DataFrame)
+    rank_time_ns: dict = field(default_factory=dict)  # each rank's whole time: its shares' base
+    mlp: pd.DataFrame = field(default_factory=pd.DataFrame)  # the activation's share of MLP time per phase
 
     def filter(self, phase=None, role=None, kernel=None) -> "ViewsResult":
         """The kernels of some phases, roles or names (a regular expression), with groups, gap and
         selection recomputed over them; per-kernel figures keep the whole capture's references."""
-        mask = np.ones(len(self.kernels), dtype=bool)
-        if phase:
-            mask &= self.kernels["phase"].isin(_as_list(phase)).to_numpy()
-        if role:
-            mask &= self.kernels["role"].isin(_as_list(role)).to_numpy()
-        if kernel:
-            pattern = re.compile(kernel)
-            mask &= self.kernels["kernel_name"].astype(str).str.contains(pattern, na=False).to_numpy()
-        return _assemble(self.kernels[mask], self.view_ids, self.devices, self.total_time_ns)
+        def selected(frame: pd.DataFrame) -> pd.DataFrame:
+            mask = np.ones(len(frame), dtype=bool)
+            if phase:
+                mask &= frame["phase"].isin(_as_list(phase)).to_numpy()
+            if role:
+                mask &= frame["role"].isin(_as_list(role)).to_numpy()
+            if kernel:
+                pattern = re.compile(kernel)
+                mask &= frame["kernel_name"].astype(str).str.contains(pattern, na=False).to_numpy()
+            return frame[mask]
+
+        timed = selected(self.timed) if not self.timed.empty else self.timed
+        return _assemble(selected(self.kernels), self.view_ids, self.devices, self.total_time_ns,
+                         timed, self.rank_time_ns)
 
     def validation_summary(self) -> pd.DataFrame:
         rows = []
@@ -182,9 +205,15 @@ class ViewsResult:
         for record, (_, row) in zip(groups, self.groups.iterrows()):
             record["validations"] = {v: {s: int(row[f"{v}_{s}"]) for s in STATUSES}
                                      for v in self.view_ids if f"{v}_pass" in row}
-        return {"run": run, "views": {v: VIEWS[v].TITLE for v in self.view_ids},
-                "devices": _records(self.devices), "kernels": kernels, "groups": groups,
-                "gap": _records(self.gap), "selection": _records(self.selection)}
+        out = {"run": run, "views": {v: VIEWS[v].TITLE for v in self.view_ids},
+               "devices": _records(self.devices), "kernels": kernels, "groups": groups,
+               "gap": _records(self.gap), "selection": _records(self.selection),
+               "mlp": _records(self.mlp)}
+        if not self.timed.empty or not self.imbalance.empty:  # tensor parallel only
+            out["timed"] = _records(self.timed.drop(columns=["nvtx_stack"], errors="ignore"))
+            out["communication"] = _records(self.communication)
+            out["imbalance"] = _records(self.imbalance)
+        return out
 
     def to_json(self, run=None, indent=None) -> str:
         return json.dumps(self.to_dict(run), indent=indent, allow_nan=False)
@@ -203,22 +232,41 @@ def _computed_views(ids: list[str]) -> list[str]:
 def _group_spec(ids: list[str]) -> grouping.GroupSpec:
     computed = _computed_views(ids)
     shown = [f for f in figures().values() if f.view in computed]
-    return grouping.GroupSpec(means=[f.column for f in shown if f.aggregate == MEAN],
+    argmaxes = {f.column: (f.argmax_of, f.argmax_floor, f.argmax_value) for f in shown
+                if f.aggregate == ARGMAX}
+    # the figures an ARGMAX chooses among are averaged too, even those no table shows
+    compared = [column for candidates, _, _ in argmaxes.values() for _, column in candidates]
+    return grouping.GroupSpec(means=list(dict.fromkeys([f.column for f in shown if f.aggregate == MEAN]
+                                                       + compared)),
                               sums=[f.column for f in shown if f.aggregate == SUM],
                               ratios={f.column: f.ratio_of for f in shown if f.aggregate == RATIO},
-                              modes={f.column: f.mode_fallback for f in shown if f.aggregate == MODE})
+                              modes={**{f.column: f.mode_fallback for f in shown if f.aggregate == MODE},
+                                     **{c: None for c in GROUP_TEXT_IDENTITY}},
+                              argmaxes=argmaxes)
 
 
 def _assemble(kernels: pd.DataFrame, ids: list[str], devices: pd.DataFrame,
-              total_time_ns: float | None = None) -> ViewsResult:
+              total_time_ns: float | None = None, timed: pd.DataFrame | None = None,
+              rank_time_ns: dict | None = None) -> ViewsResult:
+    timed = timed if timed is not None else pd.DataFrame()
     if total_time_ns is None:
         time_ns = kernels["time_ns"].to_numpy(dtype=float)
+        if not timed.empty:
+            time_ns = np.concatenate([time_ns, timed["time_ns"].to_numpy(dtype=float)])
         total_time_ns = float(time_ns.sum()) if len(time_ns) and not np.isnan(time_ns).any() else float("nan")
-    groups, phases = grouping.groups_and_phases(kernels, _group_spec(ids), ids, total_time_ns)
+    if rank_time_ns is None:
+        rank_time_ns = ranks.rank_times(kernels, timed) if not timed.empty or ranks.has_ranks(kernels) else {}
+    groups, phases = grouping.groups_and_phases(kernels, _group_spec(ids), ids, total_time_ns,
+                                                rank_time_ns)
+    groups, phases = ranks.with_timed(groups, phases, timed, total_time_ns, rank_time_ns)
     gap = gap_module.gap(grouping.order(pd.concat([groups, phases], ignore_index=True)))
     selection = (v8_selection.selection(kernels) if SELECTION_VIEW in ids else
                  pd.DataFrame(columns=v8_selection.SELECTION_COLUMNS))
-    return ViewsResult(kernels, groups, gap, selection, devices, ids, total_time_ns)
+    tp = not timed.empty or ranks.has_ranks(kernels)
+    return ViewsResult(kernels, grouping.order(groups), gap, selection, devices, ids, total_time_ns,
+                       timed, ranks.communication(kernels, timed) if tp else pd.DataFrame(),
+                       ranks.imbalance(kernels, timed) if tp else pd.DataFrame(), rank_time_ns,
+                       mlp.activation_share(kernels))
 
 
 def _devices(ctx: Context, result: pd.DataFrame) -> pd.DataFrame:
@@ -237,9 +285,12 @@ def _devices(ctx: Context, result: pd.DataFrame) -> pd.DataFrame:
         "sm_count": device.sm_count(sub),
         "max_clock_hz": device.max_clock_hz(sub),
         "max_warps_per_sm": device.max_warps_per_sm(sub),
-        "tensor_ops_per_cycle_per_sm_gmma": device.tensor_rate(sub, "gmma"),
-        "tensor_ops_per_cycle_per_sm_hmma": device.tensor_rate(sub, "hmma"),
+        # bf16, the type LLM inference runs; every path and type in tensor_rates
+        "tensor_ops_per_cycle_per_sm_gmma": device.tensor_rate(sub, "gmma", "bf16"),
+        "tensor_ops_per_cycle_per_sm_hmma": device.tensor_rate(sub, "hmma", "bf16"),
+        "tensor_rates": [device.TENSOR_RATES.get(str(c)) for c in device.cc(sub)],
         "dram_peak_from_attributes_bytes_per_s": device.dram_peak_from_attributes(sub),
+        "dram_peak_published_bytes_per_s": device.published_dram_peak(sub),
     })
     if "dram_peak_bytes_per_s" in result:
         implied = result["implied_dram_peak_bytes_per_s"].to_numpy()
@@ -278,17 +329,61 @@ def compute_views(kernels: pd.DataFrame, view_ids_=None) -> ViewsResult:
     ids = view_ids(view_ids_)
     if "kernel_name" not in kernels.columns:
         raise ValueError("the kernels table has no kernel_name column: not an smlens kernels table")
-    return _compute(Context(_text_as_category(kernels.reset_index(drop=True))), ids)
+    kernels = _text_as_category(kernels.reset_index(drop=True))
+    timed_mask = ranks.timed_rows(kernels)
+    timed = ranks.timed_frame(kernels[timed_mask]) if timed_mask.any() else None
+    if timed is not None:  # collectives timed without replay: no counters to compute views from
+        kernels = kernels[~timed_mask].reset_index(drop=True)
+    return _compute(Context(kernels), ids, timed)
 
 
-def _compute(ctx: Context, ids: list[str]) -> ViewsResult:
+def _bound_text(figure: Figure, value: float) -> str:
+    low, high = figure.bounds
+    side = f"below {low:g}" if low is not None and value < low else f"above {high:g}"
+    unit = " %" if figure.unit == "%" else ""
+    return (f"{figure.column} {value:.4g}{unit} is {side}{unit}: physically impossible, a counter "
+            "is wrong (the raw value is kept)")
+
+
+def bounds_checks(figures: pd.DataFrame, declared) -> dict[str, pd.DataFrame]:
+    """Per declared figure that leaves its physical bounds somewhere (a hit rate of 140 %, a
+    negative time), a check failing those kernels; empty when every value is in range."""
+    out = {}
+    for figure in declared:
+        if figure.bounds is None or figure.column not in figures:
+            continue
+        values = figures[figure.column].to_numpy(dtype=float)
+        outside = figure.outside(values)
+        if outside.any():
+            checks = Checks(len(values))
+            checks.failed(outside, lambda v, f=figure: _bound_text(f, v), values)
+            out[figure.column] = checks.frame(figures.index, leftover="")
+    return out
+
+
+def failed_for(kernels: pd.DataFrame, view: str, figure: str) -> np.ndarray:
+    """The kernels on which `view` fails to vouch for `figure`: its cross-checks failed, or the
+    figure itself left its physical bounds. Another figure out of bounds (an impossible L2 hit
+    rate) fails the view's validation but says nothing against this one (DRAM bytes)."""
+    checks = kernels.get(f"validation_checks_{view}", kernels.get(f"validation_{view}"))
+    if checks is None:
+        return np.zeros(len(kernels), dtype=bool)
+    failed = (checks == "fail").to_numpy(dtype=bool, na_value=False)
+    if "out_of_bounds" in kernels:
+        named = kernels["out_of_bounds"].astype(object).to_numpy()
+        failed = failed | np.array([isinstance(n, str) and figure in n.split(", ") for n in named], dtype=bool)
+    return failed
+
+
+def _compute(ctx: Context, ids: list[str], timed: pd.DataFrame | None = None) -> ViewsResult:
     kernels = ctx.kernels
     parts = {c: kernels[c] for c in IDENTITY if c in kernels.columns}
     if "kind" not in parts:
         parts["kind"] = pd.Series(names(ctx)["kind"], index=kernels.index)
-    parts["time_ns"] = pd.Series(metric(kernels, "gpu__time_duration.sum"), index=kernels.index)
+    parts["time_ns"] = pd.Series(v1_time.time_ns(ctx), index=kernels.index)
 
     figure_frames, validation = [], {}
+    out_of_bounds = np.full(len(kernels), None, dtype=object)  # the figures out of range, by name
     # the gap's views always run (their figures feed it); only the requested ones are validated
     for view in _computed_views(ids):
         module = VIEWS[view]
@@ -297,6 +392,13 @@ def _compute(ctx: Context, ids: list[str]) -> ViewsResult:
         if view not in ids:
             continue
         checked = module.validate(ctx, figures)
+        outside = bounds_checks(figures, module.FIGURES)
+        if outside:
+            validation[f"validation_checks_{view}"] = checked["status"]  # the cross-checks alone
+            checked = combine(kernels.index, checked, *outside.values())
+            for name, check in outside.items():
+                rows = np.flatnonzero((check["status"] == "fail").to_numpy())
+                out_of_bounds[rows] = [f"{o}, {name}" if o else name for o in out_of_bounds[rows]]
         validation[f"validation_{view}"] = checked["status"]
         validation[f"validation_detail_{view}"] = checked["detail"]
     columns = dict(parts)
@@ -304,6 +406,7 @@ def _compute(ctx: Context, ids: list[str]) -> ViewsResult:
         for name in frame.columns:
             columns.setdefault(name, frame[name])
     columns.update(validation)
+    columns["out_of_bounds"] = pd.Series(out_of_bounds, index=kernels.index)
     # copy=False: a million rows of ~100 figures are not copied into one block
     result = pd.DataFrame(columns, index=kernels.index, copy=False)
-    return _assemble(result, ids, _devices(ctx, result))
+    return _assemble(result, ids, _devices(ctx, result), timed=timed)

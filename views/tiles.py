@@ -23,13 +23,32 @@ def _padded(extent, tile, cluster):
     return np.ceil(extent / group) * group
 
 
-def geometry(kernels: pd.DataFrame, names: pd.DataFrame, grid_blocks: np.ndarray) -> pd.DataFrame:
-    """GEOMETRY per row; NaN where the tile or the shape is unknown."""
+def reduce_follows(kernels: pd.DataFrame, family: pd.Categorical) -> np.ndarray:
+    """True where the next kernel launched (same process, phase and role) is a split-K reduce."""
+    order = (np.argsort(kernels["kernel_id"].to_numpy(), kind="stable") if "kernel_id" in kernels
+             else np.arange(len(kernels)))
+    is_reduce = np.asarray(family == "splitk_reduce", dtype=bool)[order]
+    same = np.ones(max(len(order) - 1, 0), dtype=bool)
+    for column in ("process_id", "phase", "role"):
+        if column in kernels.columns:
+            codes = pd.factorize(kernels[column], use_na_sentinel=False)[0][order]
+            same &= codes[1:] == codes[:-1]
+    follows = np.zeros(len(order), dtype=bool)
+    follows[:-1] = same & is_reduce[1:]
+    out = np.zeros(len(order), dtype=bool)
+    out[order] = follows
+    return out
+
+
+def geometry(kernels: pd.DataFrame, names: pd.DataFrame, grid_blocks: np.ndarray,
+             split_k: np.ndarray | None = None) -> pd.DataFrame:
+    """GEOMETRY per row; NaN where the tile or the shape is unknown. `split_k`: the kernels known
+    to split K (the name says so, or a split-K reduce follows); default: the name's word."""
     m, n, k = (metric(kernels, c) for c in ("shape_m", "shape_n", "shape_k"))
     tm, tn, tk = (metric(names, c) for c in ("tile_m", "tile_n", "tile_k"))
     # no cluster in the name: one block
     cm, cn = (np.where(np.isnan(c), 1.0, c) for c in (metric(names, "cluster_m"), metric(names, "cluster_n")))
-    split_named = np.asarray(names["name_split_k"], dtype=bool)
+    split_named = np.asarray(names["name_split_k"] if split_k is None else split_k, dtype=bool)
 
     # orientation A: tile_m along N; B: tile_m along M
     pad_n_a, pad_m_a = _padded(n, tm, cm), _padded(m, tn, cn)

@@ -16,6 +16,7 @@ from views.context import Context
 
 ID = "V1"
 TITLE = "Time and SM activity"
+ELAPSED_RATE = "sm__cycles_elapsed.avg.per_second"
 METRICS = [
     "gpu__time_duration.sum",
     "sm__cycles_active.avg",
@@ -24,17 +25,21 @@ METRICS = [
     "device__attribute_max_gpu_frequency_khz",
     "device__attribute_clock_rate",
 ]
+# Read when a capture has them, never asked of ncu (an old details export has no duration).
+FALLBACK_METRICS = [ELAPSED_RATE]
 FIGURES = (
-    Figure("time_ns", "time", "ns", LOWER, SUM, "gpu__time_duration.sum: the kernel's duration",
-           summary=True),
+    Figure("time_ns", "time", "ns", LOWER, SUM, "gpu__time_duration.sum: the kernel's duration "
+           f"(a capture without it: sm__cycles_elapsed.avg / {ELAPSED_RATE})", summary=True,
+           bounds=(0, None)),
     Figure("sm_throughput_pct", "SM throughput", "%", HIGHER, MEAN,
            "sm__throughput.avg.pct_of_peak_sustained_elapsed: the headline, what tools call SM "
-           "utilization (the busiest of many SM unit throughputs)", summary=True),
+           "utilization (the busiest of many SM unit throughputs)", summary=True, bounds=(0, 100)),
     Figure("sm_active_pct", "SM active", "%", HIGHER, MEAN,
            "100 x sm__cycles_active.avg / sm__cycles_elapsed.avg: how much of the elapsed time the "
-           "SMs had any work", summary=True),
+           "SMs had any work", summary=True, bounds=(0, 100)),
     Figure("sm_clock_ghz", "SM clock", "GHz", NEITHER, MEAN,
-           "sm__cycles_elapsed.avg / gpu__time_duration.sum: the SM clock the kernel ran at"),
+           "sm__cycles_elapsed.avg / gpu__time_duration.sum: the SM clock the kernel ran at",
+           bounds=(0, None)),
 )
 
 # The SM clock must lie between this share of the device's boost clock and the boost clock itself
@@ -44,15 +49,28 @@ CLOCK_FLOOR_SHARE = 0.3
 CLOCK_CEILING_SHARE = 1.02
 
 
+def time_ns(ctx: Context) -> np.ndarray:
+    """gpu__time_duration.sum; a capture without it (an old details export): elapsed cycles over
+    their rate."""
+    return ctx.once(_time_ns)
+
+
+def _time_ns(ctx: Context) -> np.ndarray:
+    kernels = ctx.kernels
+    counted = metric(kernels, "gpu__time_duration.sum")
+    derived = 1e9 * safe_div(metric(kernels, "sm__cycles_elapsed.avg"), metric(kernels, ELAPSED_RATE))
+    return np.where(np.isnan(counted), derived, counted)
+
+
 def compute(ctx: Context) -> pd.DataFrame:
     kernels = ctx.kernels
-    time_ns = metric(kernels, "gpu__time_duration.sum")
     elapsed = metric(kernels, "sm__cycles_elapsed.avg")
     return pd.DataFrame({
-        "time_ns": time_ns,
+        "time_ns": time_ns(ctx),
         "sm_throughput_pct": metric(kernels, "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
         "sm_active_pct": 100 * safe_div(metric(kernels, "sm__cycles_active.avg"), elapsed),
-        "sm_clock_ghz": safe_div(elapsed, time_ns),
+        # the clock needs a measured time: one derived from the cycles would give back their rate
+        "sm_clock_ghz": safe_div(elapsed, metric(kernels, "gpu__time_duration.sum")),
     }, index=kernels.index, copy=False)
 
 
@@ -62,6 +80,9 @@ def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     top = device.max_clock_hz(ctx) / 1e9
     low, high = CLOCK_FLOOR_SHARE * top, CLOCK_CEILING_SHARE * top
     checks = Checks(len(kernels))
+    checks.na(np.isnan(clock) & ~np.isnan(metric(kernels, ELAPSED_RATE)),
+              f"no gpu__time_duration.sum: the time comes from the cycles and {ELAPSED_RATE}, which "
+              "cannot check the clock they give")
     checks.na(np.isnan(clock), "needs sm__cycles_elapsed.avg and gpu__time_duration.sum")
     checks.na(np.isnan(top), "the device's boost clock is unknown (no device__attribute_max_gpu_frequency_khz, "
                              "and its compute capability is not in the table)")

@@ -4,7 +4,8 @@ fill = useful FLOPs (2·M·N·K for a GEMM; 4·B·H·Sq·Skv·D for attention, h
 tensor ops counted. Tensor cores work in whole tiles, so a batch-4 decode GEMM on an 8-wide tile
 multiplies padding half the time. The validation predicts the fill from the tile in the kernel's
 name (tiles.py) and the problem shape alone.
-`useful_tensor_pct` = tensor_pipe_pct · fill is the figure the headline should have been.
+`useful_tensor_pct` = tensor_device_pct · fill: the useful MMA work as a share of what the device's
+best path for its input type could do in the elapsed time, the figure the headline should have been.
 """
 from __future__ import annotations
 
@@ -18,20 +19,21 @@ from views.context import Context, geometry, kind_is, names, shapes
 
 ID = "V3"
 TITLE = "Fragment fill"
-METRICS = [v2_tensor.TENSOR_PIPE, "launch__grid_size"] + [c for c, _, _ in v2_tensor.OPS_COUNTERS]
+METRICS = [v2_tensor.TENSOR_PIPE, "launch__grid_size"] + v2_tensor.OPS_METRICS
 FIGURES = (
     Figure("useful_flops", "useful FLOPs", "FLOP", NEITHER, KERNEL,
            "2·M·N·K for a GEMM; 4·B·H·Sq·Skv·D for attention (halved when causal); from the NVTX "
-           "shapes"),
+           "shapes", bounds=(0, None)),
     Figure("fill", "fill", "ratio", HIGHER, RATIO, "useful FLOPs / tensor ops: the share of the "
            "tensor work that was not padding", ratio_of=("useful_flops", "tensor_ops"),
-           rests_on=("V2",), summary=True),
+           rests_on=("V2",), summary=True, bounds=(0, 1)),
     Figure("predicted_fill", "predicted fill", "ratio", NEITHER, KERNEL,
            "M·N·K / the problem padded to whole tiles of the kernel's name: what the validation "
            "expects of a GEMM's fill"),
     Figure("useful_tensor_pct", "useful tensor", "%", HIGHER, MEAN,
-           "tensor pipe x fill: the tensor work that was useful, the figure the headline should "
-           "have been", rests_on=("V2",), summary=True),
+           "tensor_device_pct x fill: the useful MMA work against what the device's best path for "
+           "its input type does in the elapsed time, the figure the headline should have been",
+           rests_on=("V1", "V2"), summary=True, bounds=(0, 100)),
 )
 
 TOLERANCE = 0.05
@@ -44,15 +46,27 @@ def attention_flops(kernels: pd.DataFrame) -> np.ndarray:
     return 4 * b * h * sq * skv * d * np.where(causal == 1, 0.5, 1.0)
 
 
+def useful_flops(ctx: Context) -> np.ndarray:
+    """2·M·N·K for a GEMM, attention_flops for an attention kernel with MMA ops; NaN otherwise or
+    without a shape."""
+    return ctx.once(_useful_flops)
+
+
+def _useful_flops(ctx: Context) -> np.ndarray:
+    m, n, k = shapes(ctx)
+    # the attention's matrix work sits in its tensor kernel; a flash-decoding reduce has no MMA ops
+    attention = kind_is(ctx, "attention") & (v2_tensor.tensor_ops(ctx) > 0)
+    return np.where(kind_is(ctx, "gemm"), 2 * m * n * k,
+                    np.where(attention, attention_flops(ctx.kernels), np.nan))
+
+
 def compute(ctx: Context) -> pd.DataFrame:
     kernels = ctx.kernels
     ops = v2_tensor.tensor_ops(ctx)
-    pipe = metric(kernels, v2_tensor.TENSOR_PIPE)
+    at_best = v2_tensor.tensor_device_pct(ctx)
     m, n, k = shapes(ctx)
     gemm = kind_is(ctx, "gemm")
-    # the attention's matrix work sits in its tensor kernel; a flash-decoding reduce has no MMA ops
-    attention = kind_is(ctx, "attention") & (ops > 0)
-    useful = np.where(gemm, 2 * m * n * k, np.where(attention, attention_flops(kernels), np.nan))
+    useful = useful_flops(ctx)
     geo = geometry(ctx)
     padded = geo["padded_m"].to_numpy() * geo["padded_n"].to_numpy() * geo["padded_k"].to_numpy()
     fill = safe_div(useful, ops)
@@ -61,7 +75,7 @@ def compute(ctx: Context) -> pd.DataFrame:
         "fill": fill,
         "predicted_fill": np.where(gemm, safe_div(m * n * k, padded), np.nan),
         # no MMA ops: no useful tensor work, a measured zero (a GEMM on CUDA cores, an elementwise kernel)
-        "useful_tensor_pct": np.where(ops == 0, np.where(np.isnan(pipe), np.nan, 0.0), pipe * fill),
+        "useful_tensor_pct": np.where(ops == 0, 0.0, at_best * fill),
     }, index=kernels.index, copy=False)
 
 

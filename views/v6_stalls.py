@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from views.catalog import HIGHER, KERNEL, MEAN, MODE, NEITHER, Figure
+from views.catalog import ARGMAX, HIGHER, KERNEL, MEAN, NEITHER, Figure
 from views.common import Checks, categorical, metric, safe_div
 from views.context import Context
 from views.vocabulary import STALL_FAMILIES as FAMILIES
@@ -37,13 +37,19 @@ FIGURES = (
     Figure("stall_sum", "stall sum", "warps/issue", NEITHER, KERNEL,
            "the sum of the stall reasons: what the validation holds against ncu's warps per issue"),
     *(Figure(f"stall_{family}_share", f"{family} stalls", "share", NEITHER, MEAN,
-             f"the {family} reasons ({', '.join(reasons)}) as a share of the stall sum")
+             f"the {family} reasons ({', '.join(reasons)}) as a share of the stall sum", bounds=(0, 1))
       for family, reasons in FAMILIES.items()),
-    # a group's top stall is the one that tops the most of its time
-    Figure("top_stall", "top stall", "text", NEITHER, MODE,
-           "the reason most warps waited on (selected, the warp that issued, left out)", summary=True),
+    # per reason: a group's top stall is the largest of their time-weighted means
+    *(Figure(f"stall_{reason}_share", f"{reason} stalls", "share", NEITHER, KERNEL,
+             f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio as a share of the "
+             "stall sum", bounds=(0, 1)) for reason in REASONS),
+    Figure("top_stall", "top stall", "text", NEITHER, ARGMAX,
+           "the reason most warps waited on (selected, the warp that issued, left out); a group's: "
+           "the largest of its time-weighted reason shares", summary=True,
+           argmax_of=tuple((r, f"stall_{r}_share") for r in REASONS if r != NOT_A_STALL),
+           argmax_value="top_stall_share"),
     Figure("top_stall_share", "top stall share", "share", NEITHER, KERNEL,
-           "the top stall's share of the stall sum"),
+           "the top stall's share of the stall sum", bounds=(0, 1)),
     *(figure for rank, word in ((2, "second"), (3, "third")) for figure in (
         Figure(f"stall_{rank}", f"{word} stall", "text", NEITHER, KERNEL, f"the {word} most waited-on reason"),
         Figure(f"stall_{rank}_share", f"{word} stall share", "share", NEITHER, KERNEL,
@@ -85,6 +91,8 @@ def compute(ctx: Context) -> pd.DataFrame:
     out = {"issue_active_pct": metric(kernels, ISSUE_ACTIVE), "stall_sum": total}
     for family, family_sum in family_sums.items():
         out[f"stall_{family}_share"] = family_sum / denominator if family_sum is not None else np.full(n, np.nan)
+    for reason in REASONS:
+        out[f"stall_{reason}_share"] = values[reason] / denominator if reason in values else np.full(n, np.nan)
     # the top three stalls ('selected' aside): repeated argmax over a float32 block of rows at a
     # time, small enough to stay in cache (a million rows at once is slower on a small machine)
     stalls = [r for r in present if r != NOT_A_STALL]

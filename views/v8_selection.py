@@ -15,14 +15,16 @@ import pandas as pd
 
 from views import device, v2_tensor, v4_occupancy
 from views.catalog import KERNEL, NEITHER, Figure
-from views.common import Checks, combine, metric
-from views.context import Context, geometry, grid_blocks, kind_is, names, shapes
+from views.common import Checks, combine, metric, safe_div
+from views.context import Context, geometry, grid_blocks, kind_is, names, shapes, split_k
 from views.vocabulary import PHASE_ORDER
 
 ID = "V8"
+IMMA_INST = "sm__inst_executed_pipe_tensor_op_imma.sum"
 TITLE = "Kernel selection"
-METRICS = [v2_tensor.GMMA_INST, v2_tensor.HMMA_INST, "launch__grid_size", "launch__cluster_size",
-           "launch__sm_count"] + v4_occupancy.LIMIT_METRICS + [c for c, _, _ in v2_tensor.OPS_COUNTERS]
+METRICS = ([v2_tensor.GMMA_INST, v2_tensor.HMMA_INST, IMMA_INST, "launch__grid_size",
+            "launch__cluster_size", "launch__sm_count"] + v4_occupancy.LAUNCH_METRICS
+           + v2_tensor.OPS_METRICS)
 FIGURES = (
     Figure("kernel_family", "kernel family", "text", NEITHER, KERNEL,
            "the library the name says: cublaslt_nvjet, cutlass, cudnn_sdpa, flash_attention, ...",
@@ -32,15 +34,17 @@ FIGURES = (
     Figure("split_k", "split-K", "flag", NEITHER, KERNEL,
            "a GEMM whose name says split-K, or that a split-K reduce follows", summary=True),
     Figure("split_k_factor", "split-K factor", "count", NEITHER, KERNEL,
-           "grid blocks / tiles, when the name says split-K"),
+           "grid blocks / tiles, for a split-K GEMM"),
     Figure("persistent", "persistent", "flag", NEITHER, KERNEL,
-           "a GEMM whose name says so, or whose grid is the device's co-resident capacity"),
+           "a GEMM whose name says so (cooperative, ping-pong), or whose grid is the blocks the device "
+           "holds at once (V4) and fewer than its tiles"),
     Figure("arch_path", "architecture path", "text", NEITHER, KERNEL,
            "the architecture and MMA instruction the name says, e.g. sm90 wgmma", summary=True),
     Figure("arch_behind_device", "older than the device", "flag", NEITHER, KERNEL,
            "built for an older architecture than the device it ran on"),
     Figure("claimed_path", "claimed MMA path", "text", NEITHER, KERNEL,
-           "the tensor path (gmma, hmma) the name's MMA instruction implies"),
+           "the tensor path the name's MMA instruction implies: gmma, tcgen05, hmma, imma, or none "
+           "for an FP32 (ffma) GEMM"),
     Figure("tile_count", "tiles", "count", NEITHER, KERNEL,
            "the tiles (times the split-K factor) that cover the problem shape"),
     Figure("grid_matches_tiles", "grid matches tiles", "flag", NEITHER, KERNEL,
@@ -50,21 +54,25 @@ SELECTION_KINDS = ("gemm", "attention", "splitk_reduce")
 SELECTION_COLUMNS = ["phase", "role", "kind", "choice", "kernels", "time_ns", "changed"]
 
 
-def reduce_follows(kernels: pd.DataFrame, family: pd.Categorical) -> np.ndarray:
-    """True where the next kernel launched (same process, phase and role) is a split-K reduce."""
-    order = (np.argsort(kernels["kernel_id"].to_numpy(), kind="stable") if "kernel_id" in kernels
-             else np.arange(len(kernels)))
-    is_reduce = np.asarray(family == "splitk_reduce", dtype=bool)[order]
-    same = np.ones(max(len(order) - 1, 0), dtype=bool)
-    for column in ("process_id", "phase", "role"):
-        if column in kernels.columns:
-            codes = pd.factorize(kernels[column], use_na_sentinel=False)[0][order]
-            same &= codes[1:] == codes[:-1]
-    follows = np.zeros(len(order), dtype=bool)
-    follows[:-1] = same & is_reduce[1:]
-    out = np.zeros(len(order), dtype=bool)
-    out[order] = follows
-    return out
+def persistent(ctx: Context) -> np.ndarray:
+    """A GEMM whose name says persistent (cooperative, ping-pong), or whose grid is the device's
+    co-resident capacity (to a cluster) and smaller than its tile count (seen: decode12's 224-tile
+    gate_up on 132 blocks, no "coop" in its name); False where not known to be."""
+    return ctx.once(_persistent)
+
+
+def _persistent(ctx: Context) -> np.ndarray:
+    grid = grid_blocks(ctx)
+    capacity = co_resident_blocks(ctx)
+    cluster = np.nan_to_num(metric(ctx.kernels, "launch__cluster_size"), nan=1.0)
+    tile_count = geometry(ctx)["tile_count"].to_numpy()
+    fills_device = (grid < tile_count) & (grid <= capacity) & (grid > capacity - np.maximum(cluster, 1))
+    return (np.asarray(names(ctx)["persistent"], dtype=bool) | fills_device) & kind_is(ctx, "gemm")
+
+
+def co_resident_blocks(ctx: Context) -> np.ndarray:
+    """SMs x blocks per SM (recomputed from the launch, V4): the blocks that run at once."""
+    return device.sm_count(ctx) * v4_occupancy.blocks_per_sm(ctx)
 
 
 def compute(ctx: Context) -> pd.DataFrame:
@@ -72,25 +80,17 @@ def compute(ctx: Context) -> pd.DataFrame:
     parsed = names(ctx)
     gemm = kind_is(ctx, "gemm")
     geo = geometry(ctx)
-    split = np.asarray(parsed["name_split_k"], dtype=bool) | reduce_follows(kernels, parsed["kernel_family"])
+    split = split_k(ctx)
     arch = parsed["arch_number"].to_numpy()
     device_arch = device.cc_number(ctx)
     behind = pd.arrays.BooleanArray(arch < device_arch, np.isnan(arch) | np.isnan(device_arch))
     flag = lambda values: pd.arrays.BooleanArray(values, ~gemm)  # noqa: E731 (GEMMs only)
-    # persistent: the name says so, or the grid is the device's co-resident capacity (to a cluster)
-    # and smaller than the tile count (seen: decode12's 224-tile gate_up on 132 blocks, no "coop")
-    grid = grid_blocks(ctx)
-    capacity = device.sm_count(ctx) * v4_occupancy.blocks_per_sm(ctx)
-    cluster = np.nan_to_num(metric(kernels, "launch__cluster_size"), nan=1.0)
-    tile_count = geo["tile_count"].to_numpy()
-    fills_device = (grid < tile_count) & (grid <= capacity) & (grid > capacity - np.maximum(cluster, 1))
-    persistent = np.asarray(parsed["persistent"], dtype=bool) | fills_device
     return pd.DataFrame({
         "kernel_family": parsed["kernel_family"],
         "tile": parsed["tile"],
         "split_k": flag(split),
         "split_k_factor": np.where(gemm, geo["split_k_factor"].to_numpy(), np.nan),
-        "persistent": flag(persistent),
+        "persistent": flag(persistent(ctx)),
         "arch_path": parsed["arch_path"],
         "arch_behind_device": behind,
         "claimed_path": parsed["claimed_path"],
@@ -103,27 +103,45 @@ def _true(flags: pd.Series) -> np.ndarray:
     return flags.to_numpy(dtype=bool, na_value=False)
 
 
+# What the counters show, in the order a kernel that shows several is named by.
+SHOWN = ("gmma", "tcgen05", "imma", "hmma")
+SHOWN_TEXT = {"gmma": "gmma", "tcgen05": "tcgen05", "imma": "imma and no gmma",
+              "hmma": "hmma and no gmma", "none": "no MMA"}
+
+
 def _path_check(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     kernels = ctx.kernels
     claimed = figures["claimed_path"]
-    gmma_inst, hmma_inst = metric(kernels, v2_tensor.GMMA_INST), metric(kernels, v2_tensor.HMMA_INST)
-    gmma_ops, hmma_ops = v2_tensor.ops_by_path(ctx)
-    # instructions when collected, else the op counters
-    shows_gmma = np.where(np.isnan(gmma_inst), gmma_ops > 0, gmma_inst > 0)
-    shows_hmma = np.where(np.isnan(hmma_inst), hmma_ops > 0, hmma_inst > 0) & ~shows_gmma
-    unknown = np.isnan(gmma_inst) & np.isnan(gmma_ops)
+    counted = v2_tensor.ops(ctx)
+    instructions = {"gmma": metric(kernels, v2_tensor.GMMA_INST), "hmma": metric(kernels, v2_tensor.HMMA_INST),
+                    "imma": metric(kernels, IMMA_INST), "tcgen05": np.full(len(kernels), np.nan)}
+    # the op counters when collected (they count MMA work only), else the instructions (the hmma
+    # and imma ones count HGMMA, IGMMA and HFMA2.MMA too, so they show their path only without
+    # gmma), else the path V2 reads from the IMMA pipe (an Ampere full set has no op counters)
+    from_pipe = v2_tensor.mma_path(ctx)
+    shows = {p: np.where(counted.seen, counted.path(p) > 0,
+                         np.where(np.isnan(instructions[p]), np.asarray(from_pipe == p, dtype=bool),
+                                  instructions[p] > 0)) for p in SHOWN}
+    for path in ("imma", "hmma"):
+        shows[path] &= ~shows["gmma"]
+    unknown = np.isnan(instructions["gmma"]) & ~counted.seen & np.asarray(from_pipe.isna(), dtype=bool)
+    shown = np.select([shows[p] for p in SHOWN], list(range(len(SHOWN))), len(SHOWN))
+    shown_text = [SHOWN_TEXT[p] for p in (*SHOWN, "none")]
+    agrees = np.asarray(claimed == "none", dtype=bool) & (shown == len(SHOWN))  # FP32 CUDA cores
+    for path in SHOWN:
+        agrees |= np.asarray(claimed == path, dtype=bool) & shows[path]
     behind = _true(figures["arch_behind_device"])
-    claims_gmma = np.asarray(claimed == "gmma", dtype=bool)
-    shown = np.where(shows_gmma, 0, np.where(shows_hmma, 1, 2))
+    share = safe_div(v2_tensor.best_busy_cycles(ctx), v2_tensor.path_busy_cycles(ctx))
     checks = Checks(len(kernels))
     checks.na(np.asarray(claimed.isna(), dtype=bool), "")
     checks.na(unknown, "needs the gmma/hmma instruction or op counters")
-    agrees = np.where(claims_gmma, shows_gmma, shows_hmma)
-    checks.passed(agrees & behind, lambda a, c, s: f"{a} kernel on a {c} device: the counters show "
-                  + ("gmma" if s == 0 else "hmma and no gmma"), figures["arch_path"], device.cc(ctx), shown)
+    checks.passed(agrees & behind, lambda a, c, s, r: f"{a} kernel on a {c} device: the counters show "
+                  f"{shown_text[s]}" + (f"; its path runs at {r:.2f} of the device's best rate"
+                                        if r < 1 else ""),
+                  figures["arch_path"], device.cc(ctx), shown, np.round(share, 2))
     checks.passed(agrees)
-    checks.failed(~agrees, lambda a, s: f"the name says {a}, the counters show "
-                  + ("gmma", "hmma", "no MMA")[s], figures["arch_path"], shown)
+    checks.failed(~agrees, lambda a, s: f"the name says {a}, the counters show {shown_text[s]}",
+                  figures["arch_path"], shown)
     return checks.frame(kernels.index, leftover="")
 
 
@@ -134,11 +152,21 @@ def _grid_check(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     persistent = _true(figures["persistent"])
     matches = figures["grid_matches_tiles"].to_numpy() == 1
     m, n, _ = shapes(ctx)
+    capacity = co_resident_blocks(ctx)
+    cluster = np.maximum(np.nan_to_num(metric(kernels, "launch__cluster_size"), nan=1.0), 1.0)
+    # a persistent kernel launches the blocks that run at once (to a whole cluster), or one per
+    # tile when it has fewer tiles than that
+    fills = (grid <= capacity) & (grid > capacity - cluster)
     checks = Checks(len(kernels))
     checks.na(np.isnan(tiles_needed) | np.isnan(grid), "")
     checks.passed(matches)
-    checks.passed(persistent & (grid <= tiles_needed), lambda g, t: f"persistent: {g:.0f} blocks "
-                  f"over {t:.0f} tiles", grid, tiles_needed)
+    checks.na(persistent & np.isnan(capacity), "persistent: needs the blocks per SM (V4) to check "
+                                               "its grid against the device's capacity")
+    checks.passed(persistent & (grid < tiles_needed) & fills, lambda g, t: f"persistent: {g:.0f} "
+                  f"blocks over {t:.0f} tiles", grid, tiles_needed)
+    checks.failed(persistent, lambda g, t, c: f"persistent, but {g:.0f} blocks for {t:.0f} tiles: "
+                  f"neither the {c:.0f} blocks the device holds at once nor one per tile",
+                  grid, tiles_needed, capacity)
     checks.failed(np.ones(len(kernels), dtype=bool), lambda g, t, mm, nn, c: f"grid of {g:.0f} "
                   f"blocks, but {t} tiles over M={mm:.0f} N={nn:.0f} make {c:.0f}",
                   grid, figures["tile"], m, n, tiles_needed)

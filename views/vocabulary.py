@@ -5,20 +5,26 @@ The profiler (NVTX parsing, workloads, annotation), the views and the reports re
 from __future__ import annotations
 
 # Phases of LLM inference, in the order a request meets them. A bare `prefill` range is told cold
-# or warm by order at ingest; kernels outside any phase range are `other`.
+# or warm by order at ingest; kernels outside any phase range are `other`. A profiled program's
+# kernels outside its forward passes (model construction, weight loading, tokenisation, sampling)
+# are `setup`, when asked for (`smlens profile --include setup`).
 PHASES = ("cold_prefill", "warm_prefill", "decode")
-PHASE_ORDER = (*PHASES, "other")
+SETUP_PHASE = "setup"
+PHASE_ORDER = (*PHASES, SETUP_PHASE, "other")
 
 # Per-layer roles: the four projections of a transformer layer, attention, and the elementwise
 # work between them (norms, rotary embedding, activation, residual adds).
 GEMM_ROLES = ("qkv_proj", "o_proj", "gate_up_proj", "down_proj")
 ROLES = ("qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj", "elementwise")
+# Tensor parallel: collectives between ranks, a role each (a range named so, or the timed rows that
+# `smlens profile --tp` adds); `communication` is a collective kernel of unknown kind.
+COLLECTIVE_ROLES = ("allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "communication")
 # Every role a kernel can carry, in layer order: the six, and what the kernel-name classifier says
-# of a kernel outside any role range (`gemm`: a GEMM of unknown role; `other`).
-KERNEL_ROLES = (*ROLES, "gemm", "other")
+# of a kernel outside any role range (`gemm`: a GEMM of unknown role; `other`), the collectives.
+KERNEL_ROLES = (*ROLES, "gemm", *COLLECTIVE_ROLES, "other")
 
 # What a kernel is, from its name alone.
-KINDS = ("gemm", "attention", "splitk_reduce", "elementwise", "other")
+KINDS = ("gemm", "attention", "splitk_reduce", "elementwise", "communication", "other")
 
 # Why resident warps do not issue: ncu's stall reasons
 # (smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio) in families. `selected` is the
@@ -42,4 +48,54 @@ ROLE_ALIASES = {
     "norm": "elementwise", "rmsnorm": "elementwise", "layernorm": "elementwise",
     "rotary": "elementwise", "rope": "elementwise", "residual": "elementwise",
     "activation": "elementwise", "kv_cache": "elementwise",
+    "all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reducescatter",
+    "all_to_all": "alltoall",
 }
+
+# Where a kernel's role came from: a range that named it (`nvtx`), smlens's annotation of a PyTorch
+# program (`annotation`: a module-table range, see MODULE_ROLES), the kernel-name classifier
+# (`name`), or an eager step's kernel order for CUDA-graph replays (`order`).
+ROLE_SOURCES = ("nvtx", "annotation", "name", "order")
+# The message key that marks a range as the annotation's: `qkv_proj M=8 N=4096 K=4096 module=...`.
+ANNOTATION_KEY = "module"
+
+# Ranges between a layer and its roles: `attention_block` (the attention module: projections, rotary,
+# the attention itself) and `mlp_block` (gate/up, activation, down). A kernel's `block` is the
+# word before `_block`; the activation's share of the MLP's time is read from them.
+BLOCKS = ("attention", "mlp")
+
+# --- module names -> roles (the annotation of PyTorch programs) ----------------------------------
+# The last part of a module's path (`model.layers.3.self_attn.q_proj` -> `q_proj`) names its role.
+# Hugging Face transformers (Llama, Qwen2, Mistral, Gemma, ...), vLLM (fused projections), GPT-style
+# models (GPT-2, GPT-NeoX, Falcon, OPT, Phi). A name whose role depends on the block it sits in maps
+# to {block: role}: GPT-2's `c_proj` is the attention output in `attn` and the MLP's down projection
+# in `mlp`; GPT-NeoX's `dense` likewise.
+MODULE_ROLES = {
+    # Hugging Face: separate projections
+    "q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "o_proj": "o_proj",
+    "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj", "down_proj": "down_proj",
+    # vLLM: fused projections (QKVParallelLinear, MergedColumnParallelLinear)
+    "qkv_proj": "qkv_proj", "gate_up_proj": "gate_up_proj",
+    # GPT-style
+    "c_attn": "qkv_proj", "query_key_value": "qkv_proj", "qkv": "qkv_proj", "Wqkv": "qkv_proj",
+    "out_proj": "o_proj", "c_fc": "gate_up_proj", "fc1": "gate_up_proj", "fc2": "down_proj",
+    "dense_h_to_4h": "gate_up_proj", "dense_4h_to_h": "down_proj",
+    "c_proj": {"attention": "o_proj", "mlp": "down_proj"},
+    "dense": {"attention": "o_proj", "mlp": "down_proj"},
+    # elementwise modules, by name (norms, rotary embedding and activations are also found by class)
+    "act": "elementwise", "act_fn": "elementwise", "activation_fn": "elementwise",
+    "rotary_emb": "elementwise", "input_layernorm": "elementwise",
+    "post_attention_layernorm": "elementwise", "pre_feedforward_layernorm": "elementwise",
+    "post_feedforward_layernorm": "elementwise", "ln_1": "elementwise", "ln_2": "elementwise",
+    "norm": "elementwise",
+}
+# Module names of the blocks inside a layer (see BLOCKS). A name here holding no projection is the
+# attention computation itself (vLLM's `attn`, an `Attention` module): role attention.
+MODULE_BLOCKS = {
+    "self_attn": "attention", "attn": "attention", "attention": "attention",
+    "self_attention": "attention", "mlp": "mlp", "feed_forward": "mlp", "ffn": "mlp",
+}
+# Class-name words for modules no name above covers: `LlamaRMSNorm`, `RotaryEmbedding`, `SiLU`.
+ELEMENTWISE_CLASS_WORDS = ("Norm", "Rotary", "SiLU", "GELU", "Activation", "AndMul", "ReLU", "Tanh")
+# The element lists holding a model's decoder layers: `model.layers.N`, `transformer.h.N`.
+LAYER_LISTS = ("layers", "h", "blocks", "layer", "block")

@@ -55,8 +55,8 @@ PUSH_POP_PREFIX = "thread Domain:Push/Pop_Range"
 START_STOP_PREFIX = "Id:Domain:Start/Stop_Range"
 DETAILS_COLUMNS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
 INT_IDENTITY = ("process_id", "device", "context", "stream")
-DERIVED_COLUMNS = ("nvtx_stack", "phase", "role", "role_source", "kind", "shape_m", "shape_n", "shape_k",
-                   *nvtx.ATTENTION_KEYS.values())
+DERIVED_COLUMNS = ("nvtx_stack", "phase", "role", "role_source", "kind", "block", "shape_m", "shape_n",
+                   "shape_k", *nvtx.ATTENTION_KEYS.values(), "rank")
 
 # The details page of ncu's sections names metrics for people; these are the ones the views read.
 DISPLAY_NAME_METRICS = {
@@ -430,6 +430,7 @@ class Classifier:
         self._cache: dict = {}
         self._prefill = nvtx.PrefillOrder()
         self._eager = nvtx.EagerOrder() if roles_from_order else None
+        self._rank_of_process: dict = {}  # a process's rank, once one of its kernels named it
 
     def _one(self, cell: str, kernel_name: str) -> tuple:
         key = (cell, kernel_name)
@@ -444,11 +445,23 @@ class Classifier:
                                columns=list(DERIVED_COLUMNS[1:]))
         derived.insert(0, "nvtx_stack", [stack for stack, _ in pairs])
         derived["phase"] = self._prefill.assign(list(derived["phase"]), list(processes))
+        derived["rank"] = self._ranks(list(derived["rank"]), list(processes))
         if self._eager is not None:
             derived = self._roles_from_order(derived, names, processes)
-        for column in ("shape_m", "shape_n", "shape_k", *nvtx.ATTENTION_KEYS.values()):
+        for column in ("shape_m", "shape_n", "shape_k", *nvtx.ATTENTION_KEYS.values(), "rank"):
             derived[column] = derived[column].astype("Int64")
+        derived["block"] = derived["block"].astype("string")  # a block of kernels may all lack one
         return self._apply_shapes(derived)
+
+    def _ranks(self, ranks: list, processes: list) -> list:
+        """A kernel launched outside its process's `rank=` range (before it opened) takes the
+        rank that process's other kernels name."""
+        ranks = [None if pd.isna(rank) else int(rank) for rank in ranks]
+        for rank, process in zip(ranks, processes):
+            if rank is not None and not pd.isna(process):
+                self._rank_of_process.setdefault(process, rank)
+        return [rank if rank is not None or pd.isna(process) else self._rank_of_process.get(process)
+                for rank, process in zip(ranks, processes)]
 
     def _roles_from_order(self, derived: pd.DataFrame, names: pd.Series, processes: pd.Series
                           ) -> pd.DataFrame:
@@ -542,10 +555,11 @@ def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None =
     with _open_binary(path) as stream:
         header, rest = _find_header(stream, path)
         converter = _RawConverter(header, classifier or Classifier(shapes, roles_from_order), path)
-        rows = 0
+        rows, unshaped = 0, 0
         for block in _row_chunks(stream, header, rest, found, filter_lines=False):
             table = converter.convert(block, found["units"])
             rows += table.num_rows
+            unshaped += _unshaped_gemms(table)
             if on_progress is not None:
                 on_progress(stream.position(total), total)
             yield table, converter.units
@@ -567,6 +581,8 @@ def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None =
                        "(damaged rows: cells missing or an ID that is no number)")
     if rows == 0:
         raise BadInput(f"{path}: the capture has a header but no kernel rows")
+    if unshaped:
+        notes.append(_shape_note(unshaped))
 
 
 class _RawConverter:
@@ -681,6 +697,10 @@ class _RawConverter:
         return table.cast(pa.schema([pa.field(n, self.types[n]) for n in self.names]))
 
     def convert(self, block: bytes, unit_row: dict) -> pa.Table:
+        try:  # here rather than in Arrow, whose row handler cannot show a row that is not UTF-8
+            block.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadInput(f"{self.path} {_NOT_UTF8}") from None
         if self.types is None:
             table = self._decide_types(block)
         else:
@@ -861,17 +881,19 @@ def _read_ncu_rep_module(report: Path, shown: Path, classifier: Classifier, note
         raise BadInput(f"{shown}: the report holds no kernels")
     notes.extend(_cell_notes(Counter(), {}, non_finite))
     frame = pd.DataFrame(rows)
+    # a metric ncu could not read is NaN for that kernel (seen in a public H800 report): its
+    # identity cell stays empty, as in a CSV export
     for column, source in (("Block Size", "launch__block_dim_"), ("Grid Size", "launch__grid_dim_")):
-        if f"{source}x" in frame:
-            frame[column] = [f"({int(x)}, {int(y)}, {int(z)})" for x, y, z in
-                             zip(frame[f"{source}x"], frame[f"{source}y"], frame[f"{source}z"])]
+        if all(f"{source}{d}" in frame for d in "xyz"):
+            frame[column] = [_dims_text(dims) for dims in zip(*(frame[f"{source}{d}"] for d in "xyz"))]
     for column, source in (("Device", "launch__device_id"), ("Stream", "launch__stream_id"),
                            ("Context", "launch__context_id")):
         if source in frame:
             frame[column] = frame[source].astype("Int64").astype("string")
     if "device__attribute_compute_capability_major" in frame:
-        frame["CC"] = (frame["device__attribute_compute_capability_major"].astype(int).astype(str) + "."
-                       + frame["device__attribute_compute_capability_minor"].astype(int).astype(str))
+        frame["CC"] = [_dims_text(cc, ".", "{}") for cc in zip(
+            frame["device__attribute_compute_capability_major"],
+            frame["device__attribute_compute_capability_minor"])]
     identity = pa.Table.from_pandas(
         frame[[c for c in frame.columns if c in IDENTITY_COLUMNS or c == PUSH_POP_PREFIX]].astype("string"),
         preserve_index=False)
@@ -879,6 +901,15 @@ def _read_ncu_rep_module(report: Path, shown: Path, classifier: Classifier, note
     metrics = frame[[c for c in frame.columns if c not in IDENTITY_COLUMNS and c != PUSH_POP_PREFIX]]
     kernels = pd.concat([kernels, metrics.reset_index(drop=True)], axis=1)
     return Capture(kernels, units, "ncu-rep", notes=notes)
+
+
+def _dims_text(values, separator: str = ", ", form: str = "({})") -> str | None:
+    """(256, 1, 1) from numbers; None when ncu could not read one of them (NaN, or not a number)."""
+    try:
+        whole = [int(v) for v in values if math.isfinite(float(v))]
+    except (TypeError, ValueError):
+        return None
+    return form.format(separator.join(str(v) for v in whole)) if len(whole) == len(values) else None
 
 
 def _nvtx_cell(action) -> str:
@@ -917,11 +948,18 @@ def read_capture(path, shapes: dict | None = None, roles_from_order: bool = Fals
     classifier = Classifier(shapes, roles_from_order)
     kind = sniff(path)
     if kind == "ncu-rep":
-        return _read_ncu_rep(path, classifier, notes)
-    if kind == "details":
+        capture = _read_ncu_rep(path, classifier, notes)
+    elif kind == "details":
         kernels, units = _read_details(path, classifier, notes)
-        return Capture(kernels, units, "details", notes=notes)
-    return _read_raw(path, classifier, notes)
+        capture = Capture(kernels, units, "details", notes=notes)
+    else:
+        return _read_raw(path, classifier, notes)  # iter_raw_tables notes missing shapes itself
+    kernels = capture.kernels
+    if {"kind", "shape_m"} <= set(kernels.columns):
+        unshaped = int(((kernels["kind"] == "gemm") & kernels["shape_m"].isna()).sum())
+        if unshaped:
+            capture.notes.append(_shape_note(unshaped))
+    return capture
 
 
 def _read_raw(path: Path, classifier: Classifier, notes: list) -> Capture:
@@ -929,6 +967,21 @@ def _read_raw(path: Path, classifier: Classifier, notes: list) -> Capture:
     for table, units in iter_raw_tables(path, notes=notes, classifier=classifier):
         tables.append(table)
     return Capture(pa.concat_tables(tables).to_pandas(), units, "raw", notes=notes)
+
+
+def _unshaped_gemms(table: pa.Table) -> int:
+    """GEMM kernels with no problem shape (M) in a block of the kernels table."""
+    if "kind" not in table.column_names or "shape_m" not in table.column_names:
+        return 0
+    gemm = pc.fill_null(pc.equal(table["kind"].cast(pa.string()), "gemm"), False)
+    return int(pc.sum(pc.and_(gemm, pc.is_null(table["shape_m"], nan_is_null=True))).as_py() or 0)
+
+
+def _shape_note(count: int) -> str:
+    """What a user should know at ingest when GEMMs come without a shape, and what to do."""
+    return (f"{count} GEMM kernel(s) have no problem shape (M N K): their fill and useful tensor work "
+            "(V3) will be n/a; pass --shapes FILE ('[phase/]role M N K' lines), or profile with smlens, "
+            "whose NVTX ranges carry M= N= K=")
 
 
 def parse_shapes_file(path) -> dict:

@@ -10,13 +10,21 @@ import re
 import shlex
 
 from views.kernel_names import kind_of
-from views.vocabulary import KINDS, PHASES, ROLE_ALIASES, ROLES  # noqa: F401 (re-exported)
+from views.vocabulary import (ANNOTATION_KEY, BLOCKS, COLLECTIVE_ROLES, KINDS, PHASES,  # noqa: F401
+                               ROLE_ALIASES, ROLES, SETUP_PHASE)
+
+RANK_DOMAIN = "smlens_rank"
+_RANK = re.compile(r"^rank\s*=\s*(\d+)\b")
+# Domains whose ranges are a library's own bookkeeping, never a phase, role or rank of the program.
+LIBRARY_DOMAINS = ("NCCL", "NVSHMEM")
 
 _SHAPE = re.compile(r"\b([MNK])\s*=\s*(\d+)")
 # attention ranges: `attention B=8 H=32 KVH=8 Sq=1 Skv=513 D=128 causal=0`
-ATTENTION_KEYS = {"B": "attn_batch", "H": "attn_heads", "Sq": "attn_q_len", "Skv": "attn_kv_len",
-                  "D": "attn_head_dim", "causal": "attn_causal"}
-_ATTENTION = re.compile(r"\b(B|H|Sq|Skv|D|causal)\s*=\s*(\d+)")
+ATTENTION_KEYS = {"B": "attn_batch", "H": "attn_heads", "KVH": "attn_kv_heads", "Sq": "attn_q_len",
+                  "Skv": "attn_kv_len", "D": "attn_head_dim", "causal": "attn_causal"}
+_ATTENTION = re.compile(r"\b(B|H|KVH|Sq|Skv|D|causal)\s*=\s*(\d+)")
+_ANNOTATED = re.compile(rf"\s{ANNOTATION_KEY}=\S")
+_BLOCK_WORDS = {f"{block}_block": block for block in BLOCKS}
 
 
 def parse_stack(cell: str | None) -> list[str]:
@@ -55,23 +63,47 @@ def _first_word(entry: str) -> str:
 
 def canonical_role(word: str) -> str | None:
     word = word.lower()
-    if word in ROLES:
+    if word in ROLES or word in COLLECTIVE_ROLES:
         return word
     return ROLE_ALIASES.get(word)
 
 
+def _program_ranges(stack: list[str]) -> list[str]:
+    """The stack without library ranges and rank markers: what can name a phase or a role."""
+    return [entry for entry in stack if entry.partition(":")[0] not in LIBRARY_DOMAINS
+            and not _RANK.match(_message(entry).strip())]
+
+
+def rank_marker(stack: list[str]) -> int | None:
+    """The rank a `rank=<r>` range names (the innermost), or None."""
+    for entry in reversed(stack):
+        found = _RANK.match(_message(entry).strip())
+        if found:
+            return int(found.group(1))
+    return None
+
+
 def phase_of(stack: list[str]) -> str:
     """`prefill` alone is returned as-is: cold or warm is decided by order (see PrefillOrder)."""
-    for entry in stack:
+    for entry in _program_ranges(stack):
         word = _first_word(entry)
-        if word in PHASES or word == "prefill":
+        if word in PHASES or word in ("prefill", SETUP_PHASE):
             return word
     return "other"
 
 
+def block_of(stack: list[str]) -> str | None:
+    """The innermost `<block>_block` range (`attention`, `mlp`), or None."""
+    for entry in reversed(stack):
+        block = _BLOCK_WORDS.get(_first_word(entry))
+        if block:
+            return block
+    return None
+
+
 def role_range(stack: list[str]) -> str | None:
     """The innermost entry that names a role, or None."""
-    for entry in reversed(stack):
+    for entry in reversed(_program_ranges(stack)):
         if canonical_role(_first_word(entry)):
             return entry
     return None
@@ -93,20 +125,25 @@ def attention_shape_of(entry: str | None) -> dict:
 def role_from_kind(kind: str) -> str:
     """The classifier's guess when no NVTX range names the role."""
     return {"attention": "attention", "gemm": "gemm", "splitk_reduce": "gemm",
-            "elementwise": "elementwise"}.get(kind, "other")
+            "elementwise": "elementwise", "communication": "communication"}.get(kind, "other")
 
 
 def classify(stack: list[str], kernel_name: str) -> dict:
-    """phase, role, role_source, kind and shape for one kernel."""
+    """phase, role, role_source, kind, block, shape and rank for one kernel."""
     kind = kind_of(kernel_name)
     entry = role_range(stack)
+    block = block_of(stack)
     if entry is not None:
-        role, source = canonical_role(_first_word(entry)), "nvtx"
+        role = canonical_role(_first_word(entry))
+        source = "annotation" if _ANNOTATED.search(_message(entry)) else "nvtx"
     else:
         role, source = role_from_kind(kind), "name"
+        if block == "attention" and kind == "gemm":
+            role = "attention"  # eager attention's own matmuls (QK^T, PV): no projection range is open
     shape_m, shape_n, shape_k = shape_of(entry)
     return {"phase": phase_of(stack), "role": role, "role_source": source, "kind": kind,
-            "shape_m": shape_m, "shape_n": shape_n, "shape_k": shape_k, **attention_shape_of(entry)}
+            "block": block, "shape_m": shape_m, "shape_n": shape_n, "shape_k": shape_k,
+            **attention_shape_of(entry), "rank": rank_marker(stack)}
 
 
 class PrefillOrder:
@@ -132,7 +169,7 @@ class PrefillOrder:
         return out
 
 
-ORDER_COLUMNS = ("role", "shape_m", "shape_n", "shape_k", *ATTENTION_KEYS.values())
+ORDER_COLUMNS = ("role", "block", "shape_m", "shape_n", "shape_k", *ATTENTION_KEYS.values())
 
 
 class EagerOrder:
@@ -176,7 +213,7 @@ class EagerOrder:
         range-less rows that fit the eager order get its role and shape, and role_source `order`."""
         for row in rows:
             key = (row["process"], row["phase"])
-            if row["role_source"] == "nvtx":
+            if row["role_source"] in ("nvtx", "annotation"):
                 step = self._step(row["stack"], row["phase"])
                 if key not in self._eager or self._eager[key][0] != step:
                     self._eager[key], self._cursor[key] = (step, []), 0

@@ -154,6 +154,7 @@ class Invocation:
     kernel_name: str | None = None
     expected_kernels: int | None = None
     phases: tuple = ()
+    env: dict = field(default_factory=dict)  # for the program; PYTHONPATH is put in front of its own
 
     def report_stem(self) -> str:
         return re.sub(r"[^A-Za-z0-9_.-]+", "_", self.label)

@@ -24,6 +24,8 @@ class DecoderOptions:
     dtype: str = "bf16"
     phases: str = "cold_prefill,warm_prefill,decode"
     dedup: bool = True                     # one layer per phase and one decode step
+    tp: int = 1                            # tensor parallel: ranks, one process and GPU each
+    layer: int = 0                         # with dedup: the layer profiled
 
 
 @dataclass(frozen=True)
@@ -37,9 +39,17 @@ class DetGemmOptions:
 
 @dataclass(frozen=True)
 class ProgramOptions:
-    """A program given after `--`, profiled as it is, with the user's ncu filters."""
+    """A program given after `--`: annotated at start-up (phases, layers, roles, shapes from its
+    torch modules, profiler/run/program.py) and profiled one layer per phase, or as it is with the
+    user's ncu filters."""
     program: tuple[str, ...]
     nvtx_include: tuple[str, ...] = ()
     launch_skip: int | None = None
     launch_count: int | None = None
     kernel_name: str | None = None
+    tp: int = 1                            # the program's ranks (processes), profiled together
+    annotate: bool = True                  # inject the annotation (--no-annotate: run it as it is)
+    phases: str = "cold_prefill,warm_prefill,decode"
+    dedup: bool = True
+    layer: int = 0
+    include: tuple[str, ...] = ()          # `setup`: also what runs outside forwards

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable
 
+from profiler.run import distributed
 from profiler.run import ncu as ncu_mod
+from profiler.run import program as program_path
 from profiler.errors import BadInput
 from profiler.run.ncu import Invocation, NcuError
 from profiler.run.options import DEFAULT_WORKLOAD, DecoderOptions, DetGemmOptions, ProgramOptions
@@ -58,6 +60,11 @@ class ProfilePlan:
     name: str = "run"                   # the run's name when the user gives none
     variant: str | None = None          # what tells this plan's run from its siblings' (default: name)
     tags: dict = field(default_factory=dict)
+    # Called on the merged CSV before it is stored: (path, failed, deadline) -> extra run tags
+    # (tensor parallel: ranks and the timed collectives, profiler.run.distributed).
+    after_merge: Callable | None = None
+    annotated: bool = False             # a program run with smlens's annotation (profiler/run/program.py)
+    subject: str = "the workload"       # what failure messages call the profiled program
 
     def commands(self, ncu: str = "ncu", full: bool = False) -> list[list[str]]:
         return [ncu_mod.build_command(ncu, self.metrics, inv, f"<reports>/{inv.report_stem()}",
@@ -71,7 +78,7 @@ class ProfilePlan:
             "skipped_duplicates_estimate": self.skipped_estimate,
             "invocations": [{"label": inv.label, "cache_control": inv.cache_control,
                              "nvtx_include": inv.nvtx_includes, "phases": list(inv.phases),
-                             "expected_kernels": inv.expected_kernels, "command": cmd}
+                             "expected_kernels": inv.expected_kernels, "env": inv.env, "command": cmd}
                             for inv, cmd in zip(self.invocations, self.commands(ncu, full=True))],
             "metrics": self.metrics,
             "notes": self.notes,
@@ -82,26 +89,30 @@ def _workload_program(config: decoder.WorkloadConfig) -> list[str]:
     return [sys.executable, "-m", "profiler.workloads.decoder", *config.argv()]
 
 
+def cache_groups(regions: list, cache_control: str) -> list[tuple[str, str, list]]:
+    """(label, ncu --cache-control, regions) per ncu run: with `auto` the cold prefill alone with
+    caches flushed, then the other phases with caches as the program left them."""
+    if cache_control != "auto":
+        return [("all-phases", cache_control, regions)]
+    groups = [("all", [r for r in regions if r.phase == "cold_prefill"]),
+              ("none", [r for r in regions if r.phase != "cold_prefill"])]
+    return [("+".join(r.phase.replace("_prefill", "") for r in group), cache, group)
+            for cache, group in groups if group]
+
+
 def plan_workload(config: decoder.WorkloadConfig, metrics: list[str], dedup: bool = True,
-                  cache_control: str = "auto", graph_profiling: str | None = None) -> ProfilePlan:
-    regions = decoder.profiled_regions(config, dedup)
-    if cache_control == "auto":
-        groups = [("cold", "all", [r for r in regions if r.phase == "cold_prefill"]),
-                  ("warm", "none", [r for r in regions if r.phase != "cold_prefill"])]
-    else:
-        groups = [("all-phases", cache_control, regions)]
+                  cache_control: str = "auto", graph_profiling: str | None = None,
+                  layer: int = 0) -> ProfilePlan:
+    regions = decoder.profiled_regions(config, dedup, layer)
     invocations = []
-    for label, cache, group in groups:
-        if not group:
-            continue
+    for label, cache, group in cache_groups(regions, cache_control):
         phases = tuple(r.phase for r in group)
         # The program runs only as far as the last phase this invocation profiles.
         program_config = decoder.WorkloadConfig(
             config.model, config.layers, config.batch, config.prompt, config.decode_steps,
             config.dtype, phases, config.seed)
         invocations.append(Invocation(
-            label="+".join(p.replace("_prefill", "") for p in phases) if label != "all-phases" else label,
-            program=_workload_program(program_config), cache_control=cache,
+            label=label, program=_workload_program(program_config), cache_control=cache,
             nvtx_includes=[r.nvtx_include() for r in group], graph_profiling=graph_profiling,
             expected_kernels=sum(decoder.region_kernels(config, r) for r in group), phases=phases))
     expected = sum(decoder.region_kernels(config, r) for r in regions)
@@ -111,33 +122,12 @@ def plan_workload(config: decoder.WorkloadConfig, metrics: list[str], dedup: boo
              f"{config.decode_steps} decode step(s), {config.dtype}")
     notes = []
     if dedup:
-        notes.append("dedup: layer_0 of each phase and decode step "
+        notes.append(f"dedup: layer_{layer} of each phase and decode step "
                      f"{decoder.representative_decode_step(config.decode_steps)} are profiled; the "
                      "other layers and steps launch the same kernels and are not replayed")
     notes.append("expected kernel counts are estimates: a GEMM may add a split-K reduce kernel, "
                  "and other torch or library versions may launch other kernels")
     return ProfilePlan(title, invocations, metrics, expected, skipped, regions, notes)
-
-
-def plan_command(program: list[str], metrics: list[str], cache_control: str = "auto",
-                 nvtx_includes: list[str] | None = None, graph_profiling: str | None = None,
-                 launch_skip: int | None = None, launch_count: int | None = None,
-                 kernel_name: str | None = None) -> ProfilePlan:
-    if not program:
-        raise BadInput("no program to profile: give one after `--`, e.g. smlens profile -- python app.py")
-    inv = Invocation(label="program", program=list(program),
-                     cache_control="all" if cache_control == "auto" else cache_control,
-                     nvtx_includes=list(nvtx_includes or []), graph_profiling=graph_profiling,
-                     launch_skip=launch_skip, launch_count=launch_count, kernel_name=kernel_name,
-                     expected_kernels=launch_count)
-    notes = ["roles come from the program's NVTX ranges, else the kernel-name classifier"]
-    if graph_profiling == "node":
-        notes.append("--graph-profiling node: kernels replayed from a CUDA graph keep only the NVTX "
-                     "ranges open at replay; their roles come from an eager step of the same phase "
-                     "run with role ranges, matched in launch order, else from the kernel-name classifier")
-    if not nvtx_includes and not launch_count:
-        notes.append("no --nvtx-include or --launch-count: every kernel of the program is profiled")
-    return ProfilePlan(f"{shlex.join(program)}", [inv], metrics, launch_count, None, [], notes)
 
 
 # --- the det-gemm workload --------------------------------------------------------------------
@@ -228,6 +218,7 @@ class ProfileOutcome:
     seconds: float
     failure: NcuError | None = None
     kept: str | None = None
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         run = self.run or {}
@@ -236,7 +227,7 @@ class ProfileOutcome:
                 "seconds": round(self.seconds, 2),
                 "failure": str(self.failure) if self.failure else None,
                 "exit_code": self.failure.exit_code if self.failure else 0,
-                "kept": self.kept,
+                "kept": self.kept, "notes": self.notes,
                 "invocations": [{"label": i.label, "seconds": round(i.seconds, 2), "kernels": i.kernels,
                                  "passes_per_kernel": i.passes, "returncode": i.returncode,
                                  "command": i.command} for i in self.invocations]}
@@ -302,12 +293,14 @@ def _short(name: str | None, width: int = 28) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def _env() -> dict:
+def _env(extra: dict | None = None) -> dict:
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parents[2])  # the folder that holds profiler/
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    paths = [p for p in ((extra or {}).get("PYTHONPATH"), root, env.get("PYTHONPATH")) if p]
+    env.update(extra or {})
+    env["PYTHONPATH"] = os.pathsep.join(paths)
     env.setdefault("PYTHONUNBUFFERED", "1")
-    return env
+    return distributed.with_no_multicast(env)
 
 
 def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str,
@@ -330,6 +323,7 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
     if ncu_mod.version_warning(version):
         print(f"smlens: note: {ncu_mod.version_warning(version)}", file=sys.stderr)
     reports: list[InvocationReport] = []
+    notes: list[str] = []
     csvs: list[Path] = []
     failure: NcuError | None = None
     try:
@@ -338,13 +332,15 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
                 stem = workdir / f"{_safe(name)}-{inv.report_stem()}"
                 cmd = ncu_mod.build_command(ncu, plan.metrics, inv, stem)
                 bar.start(inv)
+                status_dir = workdir / f"{program_path.STATUS_DIR}-{inv.report_stem()}"
                 result = ncu_mod.run_ncu(cmd, on_events=bar.events, deadline=deadline,
-                                         log_path=Path(f"{stem}.log"), env=_env())
+                                         log_path=Path(f"{stem}.log"),
+                                         env=_env({**inv.env, "SMLENS_ANNOTATE_DIR": str(status_dir)}))
                 bar.finish()
                 reports.append(InvocationReport(inv.label, cmd, result.seconds,
                                                 result.reader.kernels_done, result.reader.passes_last,
                                                 result.returncode, str(result.log_path)))
-                failure = ncu_mod.diagnose(result, "the workload" if inv.label != "program" else "the program")
+                failure = ncu_mod.diagnose(result, plan.subject)
                 report = Path(f"{stem}.ncu-rep")
                 if report.is_file():
                     csvs.append(_export(ncu, report))
@@ -356,13 +352,22 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
         except BadInput as err:  # not expected (one metric list, base units): keep what was profiled
             keep_dir = workdir
             raise NcuError(f"{err}; the reports are kept in {workdir}", ncu_mod.EXIT_NCU_FAILED) from None
+        statuses = program_path.read_status(workdir) if plan.annotated else []
         if count == 0:
             if failure is not None:
                 raise NcuError(f"{failure}; nothing was profiled, so no run was stored",
                                failure.exit_code)
+            if plan.annotated and plan.regions:  # smlens's own filters: the annotation says why
+                raise NcuError(program_path.nothing_profiled(statuses, plan),
+                               ncu_mod.EXIT_NOTHING_PROFILED)
             raise NcuError("ncu profiled no kernel: the NVTX filters or --launch-* options matched "
                            "nothing (is the program annotated? see `smlens profile --plan`)",
                            ncu_mod.EXIT_NOTHING_PROFILED)
+        if plan.after_merge is not None:
+            tags = {**tags, **plan.after_merge(merged, failure is not None, deadline)}
+        if plan.annotated and plan.regions:
+            program_path.update_repeats(plan, statuses)
+            notes += program_path.missing_phases(statuses, plan) if failure is None else []
         # graph nodes lose the role ranges of capture: an eager step of the same phase names them
         graph_nodes = any(inv.graph_profiling == "node" for inv in plan.invocations)
         row, _new = store.ingest(merged, name=name, tags=tags, ncu_version=version,
@@ -370,7 +375,7 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
         skipped = _skipped(plan, store, row["id"])
         outcome = ProfileOutcome(row, count, skipped, reports, failure is not None,
                                  time.monotonic() - started, failure,
-                                 str(workdir) if keep_dir else None)
+                                 str(workdir) if keep_dir else None, notes)
     finally:
         if keep_dir is None:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -411,6 +416,9 @@ def format_plan(plan: ProfilePlan, ncu: str = "ncu", width: int = 100) -> str:
         lines.append(f"ncu run {i} '{inv.label}': --cache-control {inv.cache_control}, "
                      f"{expected} kernel(s)")
         lines.append("  " + shlex.join(cmd))
+        if inv.env:
+            lines.append("  the program's environment adds " + " ".join(
+                f"{key}={value}" for key, value in inv.env.items()))
     if plan.expected_kernels is not None:
         lines.append(f"expected: ≈{plan.expected_kernels} kernel(s) profiled"
                      + (f", ≈{plan.skipped_estimate} skipped as duplicates"
@@ -453,22 +461,38 @@ def decoder_plans(options: DecoderOptions, metrics: list[str], cache_control: st
         for p in parse_int_list(options.prompt, "--prompt"):
             config = decoder.WorkloadConfig(shape, options.layers, b, p, options.decode_steps,
                                             options.dtype, phases)
-            plan = plan_workload(config, metrics, options.dedup, cache_control, graph_profiling)
             tags = {"workload": "decoder", "model": shape.id, "layers": str(options.layers),
                     "batch": str(b), "prompt": str(p), "decode_steps": str(options.decode_steps),
                     "dtype": options.dtype, "phases": ",".join(phases),
                     "dedup": str(options.dedup).lower()}
-            plans.append(replace(plan, name=f"{shape.id}-b{b}-p{p}", tags=tags))
+            if options.tp > 1:
+                if options.layer:
+                    raise BadInput("--layer: with --tp the first layer is profiled")
+                plan = distributed.plan_tp(config, options.tp, metrics, options.dedup, cache_control,
+                                           graph_profiling)
+                plans.append(replace(plan, name=f"{shape.id}-tp{options.tp}-b{b}-p{p}",
+                                     tags={**tags, "tp": str(options.tp)}))
+                continue
+            plan = plan_workload(config, metrics, options.dedup, cache_control, graph_profiling,
+                                 options.layer)
+            # one rank's slice (`<model>/tp<N>`) is named <model>-rank-tp<N>: no folder in a name
+            plans.append(replace(plan, name=f"{shape.id.replace('/', '-rank-')}-b{b}-p{p}", tags=tags))
     return plans
 
 
 def program_plans(options: ProgramOptions, metrics: list[str], cache_control: str = "auto",
                   graph_profiling: str | None = None) -> list[ProfilePlan]:
+    """One plan: the program annotated and profiled a layer per phase (profiler/run/program.py)."""
     program = list(options.program)
-    plan = plan_command(program, metrics, cache_control, list(options.nvtx_include), graph_profiling,
-                        options.launch_skip, options.launch_count, options.kernel_name)
-    return [replace(plan, name=program_name(program),
-                    tags={"workload": "command", "command": shlex.join(program)})]
+    plan = program_path.plan_program(program, metrics, options, cache_control, graph_profiling)
+    tags = {"workload": "command", "command": shlex.join(program),
+            "annotate": str(options.annotate).lower()}
+    if plan.regions:
+        tags.update(dedup=str(options.dedup).lower(), layer=str(options.layer))
+    if options.tp > 1:
+        return [replace(distributed.plan_program(plan, options.tp),
+                        name=f"{program_name(program)}-tp{options.tp}", tags={**tags, "tp": str(options.tp)})]
+    return [replace(plan, name=program_name(program), tags=tags)]
 
 
 @dataclass(frozen=True)
@@ -521,6 +545,8 @@ def build_plans(options, metrics: list[str], cache_control: str = "auto",
         raise BadInput(f"--cache-control {cache_control!r}: auto, all or none")
     if graph_profiling not in (None, "node", "graph"):
         raise BadInput(f"--graph-profiling {graph_profiling!r}: node or graph")
+    if getattr(options, "tp", 1) < 1:
+        raise BadInput(f"--tp must be 1 or more (got {options.tp})")
     workload = next(w for w in _every_workload() if isinstance(options, w.options))
     return workload.plans(options, metrics, cache_control, graph_profiling)
 

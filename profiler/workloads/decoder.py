@@ -7,8 +7,14 @@ KV cache). Inside a phase every layer is a range `layer_<i>` (decode steps add `
 them), and inside a layer every kernel runs in a role range whose message carries its problem
 shape (docs/VIEWS.md):
 
-    smlens:cold_prefill / smlens:layer_0 / smlens:qkv_proj M=4096 N=6144 K=4096
-    smlens:decode / smlens:step_1 / smlens:layer_0 / smlens:attention B=8 H=32 KVH=8 Sq=1 Skv=513 D=128 causal=0
+    smlens:cold_prefill / smlens:layer_0 / smlens:attention_block /
+        smlens:qkv_proj M=4096 N=6144 K=4096
+    smlens:decode / smlens:step_1 / smlens:layer_0 / smlens:attention_block /
+        smlens:attention B=8 H=32 KVH=8 Sq=1 Skv=513 D=128 causal=0
+
+The attention and MLP blocks are ranges of their own (`attention_block`, `mlp_block`), as the
+annotation of a PyTorch program (profiler/run/annotate) makes them from its modules: the
+activation's share of the MLP's time is read from them.
 
 The layer and step ranges let ncu pick one representative layer and decode step (identical layers
 and steps launch identical kernels), see `profiled_regions`. The annotation costs nothing when no
@@ -31,7 +37,13 @@ from profiler.workloads.models import ModelShape, get_model
 from views.vocabulary import PHASES
 
 DOMAIN = "smlens"
-DTYPES = ("bf16", "fp16", "fp32")
+# The blocks of a layer (views.vocabulary.BLOCKS), ranges between the layer and its roles.
+ATTENTION_BLOCK, MLP_BLOCK = "attention_block", "mlp_block"
+DTYPES = ("bf16", "fp16", "fp32", "fp8")
+# fp8: the four projections' weights in float8 e4m3 with one scale per tensor, the activations
+# quantized per tensor at each projection (dynamic W8A8, as FP8 checkpoints run in vLLM), the GEMM
+# torch._scaled_mm; everything else (norms, attention, the KV cache) in bf16.
+FP8_MAX = 448.0  # the largest e4m3 value
 _NULL = contextlib.nullcontext()
 
 
@@ -95,22 +107,22 @@ class Region:
         return f"{domain}@" + "/".join(self.ranges) + "/"
 
 
-def profiled_regions(config: WorkloadConfig, dedup: bool = True) -> list[Region]:
-    """What ncu profiles: with dedup, layer 0 of each prefill and layer 0 of one decode step;
+def profiled_regions(config: WorkloadConfig, dedup: bool = True, layer: int = 0) -> list[Region]:
+    """What ncu profiles: with dedup, layer `layer` of each prefill and of one decode step;
     without, every layer of every step."""
+    from profiler.errors import BadInput
+    if not 0 <= layer < config.layers:
+        raise BadInput(f"--layer {layer}: the stack has layers 0 to {config.layers - 1}")
     regions = []
     for phase in config.phases:
-        if phase == "decode":
-            if dedup:
-                step = representative_decode_step(config.decode_steps)
-                regions.append(Region(phase, (phase, step_range(step), layer_range(0)),
-                                      config.layers * config.decode_steps))
-            else:
-                regions.append(Region(phase, (phase,), 1))
-        elif dedup:
-            regions.append(Region(phase, (phase, layer_range(0)), config.layers))
-        else:
+        if not dedup:
             regions.append(Region(phase, (phase,), 1))
+        elif phase == "decode":
+            step = representative_decode_step(config.decode_steps)
+            regions.append(Region(phase, (phase, step_range(step), layer_range(layer)),
+                                  config.layers * config.decode_steps))
+        else:
+            regions.append(Region(phase, (phase, layer_range(layer)), config.layers))
     return regions
 
 
@@ -187,7 +199,34 @@ class Annotator:
 # --- the model -------------------------------------------------------------------------------
 
 def _torch_dtype(torch, name: str):
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
+    """The activations' type (fp8 runs its activations in bf16 between the projections)."""
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp8": torch.bfloat16}[name]
+
+
+@dataclass
+class Fp8Weight:
+    """A projection's weight in float8 e4m3 ([N, K], as nn.Linear keeps it) and its scale."""
+    data: object
+    scale: object  # float32 scalar: data x scale is the weight
+
+
+def _quantize_fp8(torch, tensor):
+    """(tensor in float8 e4m3, its float32 scale), one scale for the whole tensor."""
+    scale = tensor.abs().amax().float().clamp(min=1e-12) / FP8_MAX
+    return (tensor.float() / scale).to(torch.float8_e4m3fn), scale
+
+
+def linear(x, weight, bias=None):
+    """x @ weight^T (+ bias): F.linear, or for an Fp8Weight x quantized per tensor and
+    torch._scaled_mm (one FP8 GEMM on the tensor cores)."""
+    import torch
+    import torch.nn.functional as F
+    if not isinstance(weight, Fp8Weight):
+        return F.linear(x, weight, bias)
+    rows, row_scale = _quantize_fp8(torch, x.reshape(-1, x.shape[-1]))
+    out = torch._scaled_mm(rows, weight.data.t(), scale_a=row_scale, scale_b=weight.scale,
+                           out_dtype=x.dtype).reshape(*x.shape[:-1], -1)
+    return out if bias is None else out + bias
 
 
 @dataclass
@@ -210,6 +249,8 @@ class DecoderStack:
     v_cache: list = field(default_factory=list)
     cos: object = None
     sin_signed: object = None
+    # Tensor parallel: sums a row-parallel GEMM's partial output over the ranks (reduce(t, after=role)).
+    reduce: object = None
 
     @classmethod
     def build(cls, config: WorkloadConfig, device: str) -> "DecoderStack":
@@ -233,6 +274,10 @@ class DecoderStack:
                 qkv_bias=bias if m.qkv_bias else None, o=o.view(m.hidden, m.q_width),
                 norm_mlp=norm_mlp, gate_up=gate_up.view(2 * m.mlp, m.hidden),
                 down=down.view(m.hidden, m.mlp)))
+            if config.dtype == "fp8":
+                w = stack.weights[-1]
+                for name in ("qkv", "o", "gate_up", "down"):
+                    setattr(w, name, Fp8Weight(*_quantize_fp8(torch, getattr(w, name))))
         max_len = config.prompt + config.decode_steps
         cache_shape = (config.batch, m.kv_heads, max_len, m.head_dim)
         for _ in range(config.layers):
@@ -256,44 +301,50 @@ class DecoderStack:
         heads, kv_heads, dim = m.heads, m.kv_heads, m.head_dim
         with ann.range("elementwise op=rms_norm"):
             h = F.rms_norm(x, (m.hidden,), w.norm_attn, m.rms_eps)
-        with ann.range(f"qkv_proj M={tokens} N={m.qkv_width} K={m.hidden}"):
-            qkv = F.linear(h, w.qkv, w.qkv_bias)
-        with ann.range("elementwise op=rope_kv_cache"):
-            # q and k sit side by side in qkv: one rotary pass over both.
-            qk = qkv[..., : m.q_width + m.kv_width].unflatten(-1, (heads + kv_heads, dim))
-            cos = self.cos[pos: pos + seq, None, :]
-            sin = self.sin_signed[pos: pos + seq, None, :]
-            qk = torch.addcmul(qk * cos, torch.roll(qk, dim // 2, dims=-1), sin)
-            q = qk[:, :, :heads].transpose(1, 2)
-            k = qk[:, :, heads:].transpose(1, 2)
-            v = qkv[..., m.q_width + m.kv_width:].unflatten(-1, (kv_heads, dim)).transpose(1, 2)
-            self.k_cache[index][:, :, pos: pos + seq] = k
-            self.v_cache[index][:, :, pos: pos + seq] = v
-        kv_len = pos + seq
-        causal = seq > 1
-        with ann.range(f"attention B={batch} H={heads} KVH={kv_heads} Sq={seq} Skv={kv_len} "
-                       f"D={dim} causal={int(causal)}"):
-            attn = F.scaled_dot_product_attention(
-                q, self.k_cache[index][:, :, :kv_len], self.v_cache[index][:, :, :kv_len],
-                is_causal=causal, enable_gqa=heads != kv_heads)
-        with ann.range("elementwise op=attn_layout"):
-            attn = attn.transpose(1, 2).reshape(batch, seq, m.q_width)
-        with ann.range(f"o_proj M={tokens} N={m.hidden} K={m.q_width}"):
-            o = F.linear(attn, w.o)
+        with ann.range(ATTENTION_BLOCK):
+            with ann.range(f"qkv_proj M={tokens} N={m.qkv_width} K={m.hidden}"):
+                qkv = linear(h, w.qkv, w.qkv_bias)
+            with ann.range("elementwise op=rope_kv_cache"):
+                # q and k sit side by side in qkv: one rotary pass over both.
+                qk = qkv[..., : m.q_width + m.kv_width].unflatten(-1, (heads + kv_heads, dim))
+                cos = self.cos[pos: pos + seq, None, :]
+                sin = self.sin_signed[pos: pos + seq, None, :]
+                qk = torch.addcmul(qk * cos, torch.roll(qk, dim // 2, dims=-1), sin)
+                q = qk[:, :, :heads].transpose(1, 2)
+                k = qk[:, :, heads:].transpose(1, 2)
+                v = qkv[..., m.q_width + m.kv_width:].unflatten(-1, (kv_heads, dim)).transpose(1, 2)
+                self.k_cache[index][:, :, pos: pos + seq] = k
+                self.v_cache[index][:, :, pos: pos + seq] = v
+            kv_len = pos + seq
+            causal = seq > 1
+            with ann.range(f"attention B={batch} H={heads} KVH={kv_heads} Sq={seq} Skv={kv_len} "
+                           f"D={dim} causal={int(causal)}"):
+                attn = F.scaled_dot_product_attention(
+                    q, self.k_cache[index][:, :, :kv_len], self.v_cache[index][:, :, :kv_len],
+                    is_causal=causal, enable_gqa=heads != kv_heads)
+            with ann.range("elementwise op=attn_layout"):
+                attn = attn.transpose(1, 2).reshape(batch, seq, m.q_width)
+            with ann.range(f"o_proj M={tokens} N={m.hidden} K={m.q_width}"):
+                o = linear(attn, w.o)
+        if self.reduce is not None:
+            o = self.reduce(o, after="o_proj")
         with ann.range("elementwise op=residual_add"):
             x = x + o
         with ann.range("elementwise op=rms_norm"):
             h = F.rms_norm(x, (m.hidden,), w.norm_mlp, m.rms_eps)
-        with ann.range(f"gate_up_proj M={tokens} N={2 * m.mlp} K={m.hidden}"):
-            gate_up = F.linear(h, w.gate_up)
-        with ann.range(f"elementwise op={m.activation}_mul"):
-            gate, up = gate_up.chunk(2, dim=-1)
-            if m.activation == "gelu_tanh":
-                act = F.gelu(gate, approximate="tanh") * up
-            else:
-                act = F.silu(gate) * up
-        with ann.range(f"down_proj M={tokens} N={m.hidden} K={m.mlp}"):
-            down = F.linear(act, w.down)
+        with ann.range(MLP_BLOCK):
+            with ann.range(f"gate_up_proj M={tokens} N={2 * m.mlp} K={m.hidden}"):
+                gate_up = linear(h, w.gate_up)
+            with ann.range(f"elementwise op={m.activation}_mul"):
+                gate, up = gate_up.chunk(2, dim=-1)
+                if m.activation == "gelu_tanh":
+                    act = F.gelu(gate, approximate="tanh") * up
+                else:
+                    act = F.silu(gate) * up
+            with ann.range(f"down_proj M={tokens} N={m.hidden} K={m.mlp}"):
+                down = linear(act, w.down)
+        if self.reduce is not None:
+            down = self.reduce(down, after="down_proj")
         with ann.range("elementwise op=residual_add"):
             x = x + down
         return x
@@ -306,17 +357,19 @@ class DecoderStack:
 
 
 def run(config: WorkloadConfig, device: str = "cuda", annotate: bool = True,
-        ann: Annotator | None = None, cuda_graph: bool = False) -> dict:
+        ann: Annotator | None = None, cuda_graph: bool = False, reduce=None) -> dict:
     """Build the stack and run the configured phases; returns wall times per phase (seconds).
 
     cuda_graph: decode step 0 runs eagerly with its ranges (the warm-up a capture needs, and the
     kernel order that names the graph's kernels, see nvtx.EagerOrder); it is then captured in a
-    CUDA graph (at the next position) that the remaining steps replay inside their step ranges."""
+    CUDA graph (at the next position) that the remaining steps replay inside their step ranges.
+    reduce: the tensor-parallel all-reduce after o_proj and down_proj (DecoderStack.reduce)."""
     import torch
     ann = ann if ann is not None else Annotator(enabled=annotate)
     m = config.model
     dtype = _torch_dtype(torch, config.dtype)
     stack = DecoderStack.build(config, device)
+    stack.reduce = reduce
     generator = torch.Generator(device=device).manual_seed(config.seed + 1)
     prompt = torch.empty(config.batch, config.prompt, m.hidden, dtype=dtype, device=device)
     prompt.normal_(0.0, 1.0, generator=generator)
@@ -368,9 +421,10 @@ def _graph_decode(torch, stack: DecoderStack, x, config: WorkloadConfig, ann: An
     return static_out
 
 
-def _parse(argv: list[str] | None) -> tuple[WorkloadConfig, argparse.Namespace]:
-    parser = argparse.ArgumentParser(prog="python -m profiler.workloads.decoder",
-                                     description="Annotated decoder-layer stack with random weights.")
+def build_parser(prog: str = "python -m profiler.workloads.decoder",
+                 description: str = "Annotated decoder-layer stack with random weights."
+                 ) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--model", default="llama-3.1-8b")
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--batch", type=int, default=1)
@@ -381,13 +435,21 @@ def _parse(argv: list[str] | None) -> tuple[WorkloadConfig, argparse.Namespace]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default=None, help="cuda (default when available) or cpu")
     parser.add_argument("--no-nvtx", action="store_true", help="run without any annotation")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> WorkloadConfig:
+    phases = tuple(p.strip() for p in args.phases.split(",") if p.strip())
+    return WorkloadConfig(get_model(args.model), args.layers, args.batch, args.prompt,
+                          args.decode_steps, args.dtype, phases, args.seed)
+
+
+def _parse(argv: list[str] | None) -> tuple[WorkloadConfig, argparse.Namespace]:
+    parser = build_parser()
     parser.add_argument("--cuda-graph", action="store_true",
                         help="decode steps after the first replay a CUDA graph (needs a GPU)")
     args = parser.parse_args(argv)
-    phases = tuple(p.strip() for p in args.phases.split(",") if p.strip())
-    config = WorkloadConfig(get_model(args.model), args.layers, args.batch, args.prompt,
-                            args.decode_steps, args.dtype, phases, args.seed)
-    return config, args
+    return config_from_args(args), args
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -85,7 +85,13 @@ _ALIASES = {
 
 
 def get_model(name: str) -> ModelShape:
+    """A model by id or alias; `<model>/tp<N>` is one rank's slice of it at tensor-parallel
+    degree N (profiler.workloads.tensor_parallel.shard), to run on one GPU."""
     key = name.strip().lower()
+    base, sep, degree = key.rpartition("/tp")
+    if sep and degree.isdigit() and base:
+        from profiler.workloads.tensor_parallel import shard
+        return shard(get_model(base), int(degree)).rank_model
     key = _ALIASES.get(key, key)
     if key not in MODELS:
         raise BadInput(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}")

@@ -1,0 +1,559 @@
+"""NVTX ranges for an unmodified PyTorch program, from torch's global module hooks.
+
+`boot/sitecustomize.py` loads this file into the profiled program before the program's own code
+runs; once the program imports torch, `Annotator.install` adds one global forward pre-hook and one
+forward hook (torch.nn.modules.module.register_module_forward_*_hook) and wraps
+`torch.nn.functional.scaled_dot_product_attention`. The ranges, in the `smlens` NVTX domain, have
+the built-in decoder's structure (profiler/workloads/decoder.py), so the same ncu include filters
+(`smlens@cold_prefill/layer_0/`) and the same ingest (profiler/ingest/nvtx.py) serve both:
+
+    cold_prefill | warm_prefill | decode / step_<j>     a forward of a model: the outermost call of a
+                                                        module that owns decoder layers
+      layer_<i>                                         a decoder layer (`model.layers.3`: i = 3)
+        attention_block | mlp_block                     the layer's attention and MLP modules
+          <role> M= N= K= module=<path>                 a projection named in MODULE_ROLES
+          attention B= H= KVH= Sq= Skv= D= causal= module=<path>   torch's SDPA, or an attention module
+          elementwise module=<path>                     a norm, the rotary embedding, an activation
+
+A forward that feeds more than one new token per sequence is a prefill (the process's first one
+cold, later ones warm), one token per sequence is a decode step (numbered across the process).
+`module=` marks the ranges as the annotation's (role_source `annotation` at ingest). Modules the
+table does not name push nothing: their kernels get the kernel-name classifier's role.
+
+No harm: the hooks never change a module's inputs or outputs, read only tensor shapes (never values,
+except the positions of a flattened batch, see `_tokens_per_sequence`), push nothing inside
+torch.compile's tracing or a CUDA-graph capture's forward, and turn themselves off on any internal
+error. With no NVTX tool attached (`domain` None) nothing is installed at all.
+
+This file imports nothing of smlens by package name: the profiled program may have a `profiler`
+package of its own. The module-role table comes in as `vocab` (views/vocabulary.py).
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import threading
+import weakref
+
+DOMAIN = "smlens"
+PREFILL_PHASES = ("cold_prefill", "warm_prefill")
+_MAX_MESSAGES = 20000  # cached event attributes; a program with ever-new shapes starts over
+
+# what a module is to the annotation
+_NONE, _OWNER, _LAYER, _BLOCK, _PROJECTION, _ATTENTION, _ELEMENTWISE = range(7)
+
+
+class _Info:
+    __slots__ = ("kind", "path", "word", "out_features", "heads", "kv_heads", "head_dim")
+
+    def __init__(self, kind, path="", word="", out_features=None, heads=None, kv_heads=None,
+                 head_dim=None):
+        self.kind, self.path, self.word = kind, path, word
+        self.out_features = out_features
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+
+
+_SKIP = _Info(_NONE)
+
+
+class _Record:
+    """What one annotated module call pushed, popped by its forward hook."""
+    __slots__ = ("pushed", "path", "model", "reopen_setup", "capturing")
+
+    def __init__(self, path):
+        self.pushed, self.path, self.model = 0, path, False
+        self.reopen_setup, self.capturing = False, False
+
+
+class _Thread(threading.local):
+    def __init__(self):
+        self.records: list = []
+        self.model: _Record | None = None   # the open model forward
+        self.pending: _Record | None = None  # a model forward whose phase is not yet known
+        self.setup_open = False
+
+
+def _first_int(module, *names):
+    for name in names:
+        value = getattr(module, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+class Annotator:
+    """The hooks and their state. `domain` has push_range(attributes), pop_range() and
+    get_event_attributes(message=...) (the `nvtx` package's Domain, or a test's recorder)."""
+
+    def __init__(self, vocab, domain=None, setup: bool = False, status_path: str | None = None):
+        self.vocab = vocab
+        self.domain = domain
+        self.setup = setup and domain is not None
+        self.status_path = status_path
+        self.forwards = {"cold_prefill": 0, "warm_prefill": 0, "decode": 0}
+        self.models: list[dict] = []
+        self.error: str | None = None
+        self.torch_imported = False
+        self.nvtx_package = True   # boot() says whether the program's Python has it
+        self._decode_step = 0
+        self._info: dict[int, _Info] = {}
+        self._attributes: dict[str, object] = {}
+        self._thread = _Thread()
+        self._lock = threading.Lock()
+        self._graph_phases: dict = {}   # id(CUDA graph) -> the phase its captured forward was
+        self._captured_phase = None
+        self._undo: list = []
+        self._layer_path = re.compile(rf"(?:^|\.)(?:{'|'.join(map(re.escape, vocab.LAYER_LISTS))})\.(\d+)$")
+        self._gemm_roles = set(vocab.GEMM_ROLES)
+
+    # --- installing --------------------------------------------------------------------------
+
+    def install(self, torch) -> "Annotator":
+        """The hooks and wrappers, when an NVTX tool is attached: with none there is nothing to
+        annotate, and nothing is installed (a module call then costs what it costs without smlens)."""
+        self.torch_imported = True
+        self._torch = torch
+        if self.domain is None:
+            self.write_status()
+            return self
+        self._compiling = torch.compiler.is_compiling
+        from torch.nn.modules import module as module_mod
+        pre = module_mod.register_module_forward_pre_hook(self._pre)
+        post = module_mod.register_module_forward_hook(self._post, always_call=True)
+        self._undo += [pre.remove, post.remove]
+        self._wrap_sdpa(torch)
+        self._wrap_cuda_graph(torch)
+        if self.setup:
+            self._open_setup()
+        self.write_status()
+        return self
+
+    def remove(self) -> None:
+        """Undo install (tests)."""
+        for undo in reversed(self._undo):
+            undo()
+        self._undo = []
+        self._close_all()
+
+    def _wrap_sdpa(self, torch) -> None:
+        functional = torch.nn.functional
+        original = functional.scaled_dot_product_attention
+        annotator = self
+
+        def scaled_dot_product_attention(query, key, value, *args, **kwargs):
+            model = annotator._thread.model
+            if annotator._compiling() or model is None or model.capturing:
+                return original(query, key, value, *args, **kwargs)
+            pushed = annotator._push_attention(query, key, args, kwargs)
+            try:
+                return original(query, key, value, *args, **kwargs)
+            finally:
+                if pushed:
+                    annotator.domain.pop_range()
+
+        scaled_dot_product_attention.__wrapped__ = original
+        scaled_dot_product_attention.__doc__ = original.__doc__
+        functional.scaled_dot_product_attention = scaled_dot_product_attention
+        self._undo.append(lambda: setattr(functional, "scaled_dot_product_attention", original))
+
+    def _wrap_cuda_graph(self, torch) -> None:
+        """A CUDA graph captured around a model forward gets that forward's phase (and a decode step
+        number) as ranges around each replay: its kernels lose the ranges of capture, and the eager
+        order then names them (nvtx.EagerOrder)."""
+        graph_class = getattr(getattr(torch, "cuda", None), "CUDAGraph", None)
+        if graph_class is None:
+            return
+        capture_end, replay = graph_class.capture_end, graph_class.replay
+        annotator = self
+
+        def wrapped_capture_end(graph):
+            capture_end(graph)
+            phase, annotator._captured_phase = annotator._captured_phase, None
+            if phase is not None:
+                annotator._graph_phases[id(graph)] = phase
+                weakref.finalize(graph, annotator._graph_phases.pop, id(graph), None)
+
+        def wrapped_replay(graph):
+            phase = annotator._graph_phases.get(id(graph))
+            if phase is None or annotator._thread.model is not None:
+                return replay(graph)
+            setup = annotator._close_setup()
+            pushed = annotator._push_phase(phase)
+            try:
+                return replay(graph)
+            finally:
+                for _ in range(pushed):
+                    annotator.domain.pop_range()
+                if setup:
+                    annotator._open_setup()
+
+        graph_class.capture_end, graph_class.replay = wrapped_capture_end, wrapped_replay
+
+        def undo():
+            graph_class.capture_end, graph_class.replay = capture_end, replay
+        self._undo.append(undo)
+
+    # --- ranges ------------------------------------------------------------------------------
+
+    def _push(self, message: str) -> None:
+        attributes = self._attributes.get(message)
+        if attributes is None:
+            if len(self._attributes) > _MAX_MESSAGES:
+                self._attributes.clear()
+            attributes = self._attributes[message] = self.domain.get_event_attributes(message=message)
+        self.domain.push_range(attributes)
+
+    def _open_setup(self) -> None:
+        main = threading.current_thread() is threading.main_thread()
+        if self.setup and main and not self._thread.setup_open:
+            self._push(self.vocab.SETUP_PHASE)
+            self._thread.setup_open = True
+
+    def _close_setup(self) -> bool:
+        """Close the setup range (phases are outermost, as ncu's include filters expect)."""
+        if not self._thread.setup_open:
+            return False
+        self.domain.pop_range()
+        self._thread.setup_open = False
+        return True
+
+    def _push_phase(self, phase: str) -> int:
+        """The phase range, and a decode step's: how many were pushed."""
+        self._push(phase)
+        if phase != "decode":
+            return 1
+        with self._lock:
+            step, self._decode_step = self._decode_step, self._decode_step + 1
+        self._push(f"step_{step}")
+        return 2
+
+    def _push_attention(self, query, key, args, kwargs) -> bool:
+        try:
+            batch, heads, q_len, head_dim = (int(v) for v in query.shape[-4:]) if query.dim() == 4 \
+                else (1, *(int(v) for v in query.shape[-3:]))
+            kv_heads, kv_len = int(key.shape[-3]), int(key.shape[-2])
+            mask = kwargs.get("attn_mask", args[0] if args else None)
+            causal = bool(kwargs.get("is_causal", args[2] if len(args) > 2 else False))
+            # a mask at Sq > 1 in a decoder's forward is the causal mask (Hugging Face passes one
+            # when padding or a cache offset rules out is_causal)
+            causal = causal or (mask is not None and q_len > 1)
+            records = self._thread.records
+            path = records[-1].path if records else ""
+            self._push(f"attention B={batch} H={heads} KVH={kv_heads} Sq={q_len} Skv={kv_len} "
+                       f"D={head_dim} causal={int(causal)} module={path}")
+            return True
+        except (AttributeError, IndexError, TypeError, ValueError):
+            return False  # an odd call (no shapes to read) goes unannotated
+
+    # --- the hooks -----------------------------------------------------------------------------
+
+    def _pre(self, module, args):
+        if self._compiling() or self.error is not None:
+            return None
+        try:
+            state = self._thread
+            if state.pending is not None and args:
+                self._start_forward(state, args)
+            info = self._info.get(id(module))
+            if info is None:
+                if state.model is not None:
+                    return None  # a module no model walk saw, inside a forward
+                info = self._learn(module)
+            if info.kind == _NONE:
+                return None
+            record = _Record(info.path)
+            state.records.append(record)
+            if info.kind == _OWNER:
+                if state.model is None:
+                    self._open_forward(state, record, args)
+            elif state.model is not None and not state.model.capturing:
+                self._push_module(info, record, args)
+        except Exception as err:  # noqa: BLE001
+            self._fail(err)
+        return None
+
+    def _post(self, module, args, output):
+        if self._compiling() or self.error is not None:
+            return None
+        try:
+            info = self._info.get(id(module))
+            if info is None or info.kind == _NONE:
+                return None
+            state = self._thread
+            if not state.records:
+                return None
+            record = state.records.pop()
+            for _ in range(record.pushed):
+                self.domain.pop_range()
+            if record.model:
+                self._close_forward(state, record)
+        except Exception as err:  # noqa: BLE001
+            self._fail(err)
+        return None
+
+    def _push_module(self, info: _Info, record: _Record, args) -> None:
+        if info.kind == _LAYER:
+            self._push(info.word)
+        elif info.kind == _BLOCK:
+            self._push(f"{info.word}_block")
+        elif info.kind == _PROJECTION:
+            shape = ""
+            x = args[0] if args else None
+            if x is not None and hasattr(x, "shape") and x.dim() >= 1 and info.out_features:
+                k = int(x.shape[-1])
+                if k:
+                    shape = f" M={x.numel() // k} N={info.out_features} K={k}"
+            self._push(f"{info.word}{shape} module={info.path}")
+        elif info.kind == _ATTENTION:
+            parts = [f"{key}={value}" for key, value in
+                     (("H", info.heads), ("KVH", info.kv_heads), ("D", info.head_dim)) if value]
+            self._push(" ".join(["attention", *parts, f"module={info.path}"]))
+        else:  # _ELEMENTWISE
+            self._push(f"elementwise module={info.path}")
+        record.pushed = 1
+
+    def _open_forward(self, state: _Thread, record: _Record, args) -> None:
+        record.model = True
+        state.model = record
+        torch = self._torch
+        record.capturing = bool(torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing())
+        record.reopen_setup = self._close_setup()
+        state.pending = record
+        if args:
+            self._start_forward(state, args)
+
+    def _start_forward(self, state: _Thread, args) -> None:
+        """The phase of the pending forward, from the first tensor a call in it receives."""
+        tokens = self._tokens_per_sequence(args, state.pending.capturing)
+        if tokens is None:
+            return
+        record, state.pending = state.pending, None
+        with self._lock:
+            if tokens == 1:
+                phase = "decode"
+            else:
+                phase = "warm_prefill" if self.forwards["cold_prefill"] else "cold_prefill"
+            if record.capturing:  # replays run it: the phase goes with the graph
+                self._captured_phase = phase
+                return
+            self.forwards[phase] += 1
+            first = self.forwards[phase] == 1
+        record.pushed = self._push_phase(phase)
+        if first:
+            self.write_status()
+
+    def _tokens_per_sequence(self, args, capturing: bool) -> int | None:
+        torch = self._torch
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if not tensors:
+            return None
+        x = tensors[0]
+        if x.is_floating_point():       # hidden states: [B, S, H] or flattened [T, H]
+            if x.dim() == 3:
+                return int(x.shape[1])
+            flat = x.dim() == 2
+        else:                           # token ids: [B, S] or flattened [T]
+            if x.dim() == 2:
+                return int(x.shape[1])
+            flat = x.dim() == 1
+        if not flat:
+            return None
+        if x.shape[0] <= 1:
+            return 1
+        # A flattened batch (vLLM): positions, the next integer tensor of the same length, step by
+        # one inside a sequence's new tokens. Reading them syncs, so not while a graph captures
+        # (vLLM captures decode batches only).
+        positions = next((t for t in tensors[1:] if not t.is_floating_point() and t.dim() == 1
+                          and t.shape[0] == x.shape[0]), None)
+        if positions is None or capturing:
+            return 1
+        runs = bool((positions[1:] - positions[:-1] == 1).any())
+        return 2 if runs else 1
+
+    def _close_forward(self, state: _Thread, record: _Record) -> None:
+        state.model = None
+        state.pending = None
+        if record.reopen_setup:
+            self._open_setup()
+
+    # --- learning a model's modules --------------------------------------------------------------
+
+    def _learn(self, module) -> _Info:
+        """A module first called outside any forward: if it owns decoder layers, every module of
+        it is told what it is (once); else it is skipped from now on."""
+        named = list(module.named_modules())
+        layers = {}
+        for path, child in named:
+            match = self._layer_path.search(path)
+            if match and not any(path.startswith(p + ".") for p in layers):
+                layers[path] = int(match.group(1))
+        if not layers:
+            self._remember(module, _SKIP)
+            return _SKIP
+        roles = {path: self._role(path, child, named) for path, child in named}
+        projections = [p for p, (kind, _) in roles.items() if kind == _PROJECTION]
+        for path, child in named:
+            if path in layers:
+                info = _Info(_LAYER, path, f"layer_{layers[path]}")
+            elif not path or any(layer.startswith(path + ".") for layer in layers):
+                info = _Info(_OWNER, path)
+            else:
+                kind, word = roles[path]
+                if kind == _BLOCK and word == "attention" and \
+                        not any(p.startswith(path + ".") for p in projections):
+                    kind = _ATTENTION  # the attention computation itself (vLLM's Attention)
+                info = self._describe(kind, path, word, child)
+            self._remember(child, info)
+        with self._lock:
+            self.models.append({"class": type(module).__name__, "layers": len(layers)})
+        return self._info[id(module)]
+
+    def _remember(self, module, info: _Info) -> None:
+        key = id(module)
+        if key not in self._info:
+            weakref.finalize(module, self._info.pop, key, None)
+        self._info[key] = info
+
+    def _role(self, path: str, module, named) -> tuple[int, str]:
+        vocab = self.vocab
+        parts = path.split(".")
+        name, cls = parts[-1], type(module).__name__
+        role = vocab.MODULE_ROLES.get(name)
+        if isinstance(role, dict):  # c_proj, dense: the enclosing block decides
+            block = next((vocab.MODULE_BLOCKS[p] for p in reversed(parts[:-1]) if p in vocab.MODULE_BLOCKS),
+                         None)
+            role = role.get(block)
+        if role in self._gemm_roles and self._out_features(module):
+            return _PROJECTION, role
+        if role == "elementwise":
+            return _ELEMENTWISE, role
+        block = vocab.MODULE_BLOCKS.get(name)
+        if block is None and cls.endswith("Attention"):
+            block = "attention"
+        elif block is None and cls.endswith("MLP"):
+            block = "mlp"
+        if block:
+            return _BLOCK, block
+        if any(word in cls for word in vocab.ELEMENTWISE_CLASS_WORDS):
+            return _ELEMENTWISE, "elementwise"
+        return _NONE, ""
+
+    def _describe(self, kind: int, path: str, word: str, module) -> _Info:
+        if kind == _PROJECTION:
+            return _Info(kind, path, word, out_features=self._out_features(module))
+        if kind == _ATTENTION:
+            return _Info(kind, path, "attention",
+                         heads=_first_int(module, "num_heads", "num_attention_heads", "n_head"),
+                         kv_heads=_first_int(module, "num_kv_heads", "num_key_value_heads"),
+                         head_dim=_first_int(module, "head_size", "head_dim"))
+        return _Info(kind, path, word) if kind != _NONE else _SKIP
+
+    @staticmethod
+    def _out_features(module) -> int | None:
+        """N of a projection: nn.Linear's out_features, GPT-2 Conv1D's nf, vLLM's per-partition
+        output size, else the 2-D weight's rows."""
+        found = _first_int(module, "out_features", "nf", "output_size_per_partition")
+        if found:
+            return found
+        weight = getattr(module, "weight", None)
+        if weight is not None and getattr(weight, "dim", lambda: 0)() == 2:
+            return int(weight.shape[0])
+        return None
+
+    # --- status and failure ----------------------------------------------------------------------
+
+    def status(self) -> dict:
+        return {"pid": os.getpid(), "torch_imported": self.torch_imported,
+                "nvtx_package": self.nvtx_package, "nvtx_tool": self.domain is not None,
+                "forwards": dict(self.forwards),
+                "decode_steps": self._decode_step, "models": list(self.models), "error": self.error}
+
+    def write_status(self) -> None:
+        if not self.status_path:
+            return
+        try:
+            tmp = f"{self.status_path}.tmp"
+            with open(tmp, "w", encoding="utf-8") as handle:
+                json.dump(self.status(), handle)
+            os.replace(tmp, self.status_path)
+        except OSError:
+            pass
+
+    def _fail(self, err: Exception) -> None:
+        """Annotation off for good, the ranges this thread opened closed: the program runs on."""
+        self.error = f"{type(err).__name__}: {err}"
+        self._close_all()
+        self.write_status()
+
+    def _close_all(self) -> None:
+        state = self._thread
+        pushed = sum(r.pushed for r in state.records) + state.setup_open
+        state.records, state.model, state.pending, state.setup_open = [], None, None, False
+        if self.domain is not None:
+            for _ in range(pushed):
+                self.domain.pop_range()
+
+
+def boot(vocab, environ=os.environ) -> None:
+    """Start-up in the profiled program: install the annotation once it imports torch."""
+    import sys
+
+    status_dir = environ.get("SMLENS_ANNOTATE_DIR")
+    status_path = os.path.join(status_dir, f"annotate-{os.getpid()}.json") if status_dir else None
+    domain, has_package = _nvtx_domain()
+    annotator = Annotator(vocab, domain, setup=environ.get("SMLENS_ANNOTATE_SETUP") == "1",
+                          status_path=status_path)
+    annotator.nvtx_package = has_package
+    if status_path:
+        try:
+            os.makedirs(status_dir, exist_ok=True)
+        except OSError:
+            annotator.status_path = None
+        annotator.write_status()
+        atexit.register(annotator.write_status)
+    if "torch" in sys.modules:
+        annotator.install(sys.modules["torch"])
+    else:
+        sys.meta_path.insert(0, _AfterImport("torch", annotator.install))
+
+
+def _nvtx_domain():
+    """(the `smlens` domain when an NVTX tool (ncu) is attached, else None; whether the `nvtx`
+    package is there). With no tool the package hands out a dummy domain whose attributes are None."""
+    try:
+        import nvtx
+    except ImportError:
+        return None, False
+    domain = nvtx.get_domain(DOMAIN)
+    return (domain if domain.get_event_attributes(message=DOMAIN) is not None else None), True
+
+
+class _AfterImport:
+    """A meta-path finder that runs `then(module)` once `name` has been imported, and steps aside."""
+
+    def __init__(self, name: str, then):
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        import importlib.util
+        import sys
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        loader = spec.loader if spec is not None else None
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        exec_module, then = loader.exec_module, self.then
+
+        def exec_then(module):
+            exec_module(module)
+            try:
+                then(module)
+            except Exception:  # noqa: BLE001 - the program runs on without annotation
+                pass
+
+        loader.exec_module = exec_then
+        return spec

@@ -1,0 +1,123 @@
+"""The verdict (views/verdict.py) over the real H200 captures: each phase's share and bound, the
+opportunities ranked by time x headroom, the setup kernels kept apart, and why when it cannot say."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from tests.cli import smlens
+from tests.conftest import DATA
+from views.registry import compute_views
+from views.verdict import LATENCY_BELOW_PCT, verdict
+
+
+@pytest.fixture(scope="module")
+def result(targeted_capture):
+    return compute_views(targeted_capture.kernels)
+
+
+@pytest.fixture(scope="module")
+def judged(result):
+    return verdict(result)
+
+
+def _group(judged, phase, role):
+    return next(g for g in judged.groups if (g.phase, g.role) == (phase, role))
+
+
+def test_setup_kernels_are_shown_apart_and_left_out_of_the_shares(result, judged):
+    setup = result.kernels[result.kernels["phase"] == "other"]
+    assert judged.setup.kernels == len(setup) == 22  # the capture's random-init kernels
+    assert judged.setup.run_share_pct == pytest.approx(100 * setup["time_ns"].sum() / result.kernels["time_ns"].sum())
+    assert judged.setup.run_share_pct == pytest.approx(13.9, abs=0.05)
+    assert [p.phase for p in judged.phases] == ["cold_prefill", "warm_prefill", "decode"]
+    assert sum(p.share_pct for p in judged.phases) == pytest.approx(100)
+    assert not any(g.phase == "other" for g in judged.groups + judged.opportunities)
+    workload = result.kernels.loc[result.kernels["phase"] != "other", "time_ns"].sum()
+    decode = result.kernels.loc[result.kernels["phase"] == "decode", "time_ns"].sum()
+    assert judged.phases[2].share_pct == pytest.approx(100 * decode / workload)
+
+
+def test_each_group_is_bound_by_the_unit_nearest_its_peak(result, judged):
+    groups = result.groups.set_index(["phase", "role"])
+    # decode gate_up streams its weights at 67.9 % of DRAM peak: memory-bound, not tensor headroom
+    gate_up = _group(judged, "decode", "gate_up_proj")
+    assert gate_up.bound == "memory" and gate_up.dram_pct == pytest.approx(67.94, abs=0.01)
+    assert gate_up.dram_pct == groups.loc[("decode", "gate_up_proj"), "dram_pct"]
+    # prefill gate_up keeps the tensor pipe 88.5 % busy; its headroom is against the useful part
+    prefill = _group(judged, "cold_prefill", "gate_up_proj")
+    assert prefill.bound == "tensor" and prefill.tensor_pct == pytest.approx(88.5, abs=0.01)
+    # V3's useful share: the pipe's elapsed share at the device's best rate, times fill (wgmma: the
+    # best rate, so within the ops-to-pipe agreement of the pipe's share x fill)
+    fill = groups.loc[("cold_prefill", "gate_up_proj"), "fill"]
+    assert prefill.useful_tensor_pct == groups.loc[("cold_prefill", "gate_up_proj"), "useful_tensor_pct"]
+    assert prefill.useful_tensor_pct == pytest.approx(prefill.tensor_pct * fill, rel=1e-4)
+    assert prefill.saving_ns == pytest.approx(prefill.time_ns * (1 - prefill.useful_tensor_pct / 100))
+    # nothing near a peak: latency, with the busiest unit named
+    elementwise = _group(judged, "decode", "elementwise")
+    assert elementwise.bound == "latency" and elementwise.busiest == "memory"
+    assert max(elementwise.dram_pct, elementwise.tensor_pct, elementwise.fp32_pct) < LATENCY_BELOW_PCT
+    assert "34 kernels averaging 8.4 µs" in elementwise.text
+
+
+def test_opportunities_are_ranked_by_time_times_headroom(judged):
+    savings = [g.saving_ns for g in judged.opportunities]
+    assert savings == sorted(savings, reverse=True) and len(savings) == 5
+    everyone = sorted((g.saving_ns for g in judged.groups if math.isfinite(g.saving_ns)), reverse=True)
+    assert savings == everyone[:5]
+    top = judged.opportunities[0]
+    assert (top.phase, top.role) == ("decode", "elementwise")
+    assert top.saving_ns == pytest.approx(top.time_ns * (1 - top.busiest_pct / 100))
+    assert top.text.startswith("decode · elementwise: up to 279 µs to win of its 286 µs")
+    assert "decode takes the most time (36 % of the workload)" in judged.summary
+    assert "decode · elementwise, up to 279 µs, 12 % of the workload's time" in judged.summary
+
+
+def test_a_phase_is_named_for_the_bound_holding_most_of_its_time(judged):
+    decode = judged.phases[2]
+    assert decode.bound == "latency" and sum(decode.bounds.values()) == pytest.approx(100)
+    assert decode.bounds["memory"] == pytest.approx(100 * _group(judged, "decode", "gate_up_proj").time_ns
+                                                    / decode.time_ns)
+
+
+def test_a_bound_a_view_declares_in_these_words_is_taken(result):
+    declared = result.groups.assign(bound=["fp32"] * len(result.groups))
+    judged = verdict(type("R", (), {"groups": declared, "kernels": result.kernels, "devices": result.devices}))
+    assert {g.bound for g in judged.groups} == {"fp32"}
+    # V7's own bound speaks these words (the largest of the group's DRAM, tensor and FP32 shares)
+    # and is the verdict's
+    assert set(result.groups["bound"].dropna()) == {"memory", "tensor", "latency"}
+    own = verdict(result)
+    for _, row in result.groups.iterrows():
+        if row["phase"] != "other":
+            assert _group(own, row["phase"], row["role"]).bound == row["bound"]
+    assert _group(own, "cold_prefill", "down_proj").bound == "latency"
+
+
+def test_without_the_counters_it_says_why_and_what_to_do():
+    from profiler.ingest.capture import read_capture
+
+    kernels = read_capture(DATA / "decode12_raw.csv").kernels
+    kernels = kernels[[c for c in kernels.columns if "__" not in c or c == "gpu__time_duration.sum"]]
+    judged = verdict(compute_views(kernels))
+    assert judged.missing and "dram__throughput" in judged.missing and "profile with smlens" in judged.missing
+    assert judged.opportunities == [] and all(g.bound is None for g in judged.groups)
+    json.dumps(judged.to_dict(), allow_nan=False)  # NaN figures are null
+
+
+def test_views_json_carries_the_verdict(tmp_path, judged):
+    store = tmp_path / "store"
+    code, _, err = smlens("ingest", DATA / "targeted_raw.csv", "--store", store, "--name", "t",
+                          "--shapes", DATA.parent.parent / "profiler" / "data" / "h200_shapes.txt")
+    assert code == 0, err
+    code, out, err = smlens("views", "t", "--store", store, "--format", "json")
+    assert code == 0, err
+    document = json.loads(out)["verdict"]
+    assert document["summary"].startswith("decode takes the most time")
+    assert [p["phase"] for p in document["phases"]] == ["cold_prefill", "warm_prefill", "decode"]
+    assert document["setup"]["kernels"] == 22
+    top = document["opportunities"][0]
+    assert (top["phase"], top["role"], top["bound"]) == ("decode", "elementwise", "latency")
+    assert document["missing"] is None

@@ -1,0 +1,297 @@
+"""Validations that can fail, the gap's one basis, physical bounds, tails of persistent kernels and
+the group's top stall, on the real H200 captures (tests/data/PROVENANCE.md).
+
+Each view gets a deliberately wrong counter (scaled, swapped, in another unit) that must turn its
+validation to `fail`: a check that passes whatever the counters say guards nothing."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from views.registry import compute_views
+
+DATA = Path(__file__).parent / "data"
+RUNS = sorted((DATA / "h200_runs").glob("*.csv.gz"))
+
+
+@pytest.fixture(scope="module")
+def targeted(targeted_capture):
+    return compute_views(targeted_capture.kernels)
+
+
+@pytest.fixture(scope="module")
+def decode12(data_dir):
+    from profiler.ingest.capture import read_capture
+
+    return read_capture(data_dir / "decode12_raw.csv").kernels
+
+
+def _statuses(kernels: pd.DataFrame, view: str, mask=None) -> set:
+    result = compute_views(kernels, [view]).kernels
+    rows = result if mask is None else result[np.asarray(mask)]
+    return set(rows[f"validation_{view}"])
+
+
+def _decode(kernels: pd.DataFrame, role: str, kind: str = "gemm") -> np.ndarray:
+    return ((kernels["phase"] == "decode") & (kernels["role"] == role) & (kernels["kind"] == kind)).to_numpy()
+
+
+# --- a wrong counter fails each view ----------------------------------------------------------------
+
+
+def test_v1_fails_elapsed_cycles_summed_over_the_sms(targeted_capture):
+    kernels = targeted_capture.kernels.assign(**{"sm__cycles_elapsed.avg":
+                                                 targeted_capture.kernels["sm__cycles_elapsed.avg"] * 132})
+    assert _statuses(kernels, "V1") == {"fail"}
+
+
+def test_v2_fails_the_active_and_elapsed_pipe_shares_swapped(targeted_capture):
+    active = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
+    elapsed = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"
+    kernels = targeted_capture.kernels.rename(columns={active: elapsed, elapsed: active})
+    before = compute_views(targeted_capture.kernels, ["V2"]).kernels
+    # the GEMMs whose SMs idled more than 5 % of the time (where the two shares differ)
+    gmma = ((before["mma_path"] == "gmma") & (before["sm_active_pct"] < 95)).to_numpy()
+    assert gmma.sum() == 48 and _statuses(kernels, "V2", gmma) == {"fail"}
+
+
+def test_v2_holds_small_shares_to_the_same_3_percent(targeted):
+    """No absolute slack: a kernel whose pipe share is too coarse to check is n/a, not a pass."""
+    k = targeted.kernels
+    coarse = k[k["tensor_pipe_pct"] < 0.17]
+    assert set(coarse["validation_V2"]) == {"pass", "n/a"}
+    # the passes among them are kernels on which both counters read 0: no MMA, no other work
+    assert (coarse.loc[coarse["validation_V2"] == "pass", "tensor_pipe_pct"] == 0).all()
+
+
+def test_v3_fails_a_shape_that_is_not_the_one_that_ran(targeted_capture):
+    kernels = targeted_capture.kernels.copy()
+    qkv = _decode(kernels, "qkv_proj")
+    kernels.loc[qkv, "shape_k"] = 2 * 2048  # twice the K that ran: twice the useful FLOPs
+    result = compute_views(kernels, ["V3"]).kernels[qkv]
+    assert set(result["validation_V3"]) == {"fail"}
+    # and the fill of 1.0 it implies on an 8-wide tile holding 4 tokens is flagged as impossible
+    assert result["fill"].to_numpy() == pytest.approx(1.0)
+    assert result["validation_detail_V3"].str.contains("fill 1.000 measured, 0.500 predicted").all()
+
+
+def test_v4_fails_registers_per_thread_in_another_unit(targeted_capture):
+    """Registers per warp read as registers per thread: the recomputed blocks per SM (not ncu's
+    own limit columns, which stay as they were) disagree with ncu."""
+    kernels = targeted_capture.kernels.assign(**{"launch__registers_per_thread":
+                                                 targeted_capture.kernels["launch__registers_per_thread"] * 2})
+    before = compute_views(targeted_capture.kernels, ["V4"]).kernels
+    assert set(before["validation_V4"]) == {"pass"}
+    # where registers alone limited the blocks (elsewhere another resource still binds)
+    limited = (before["occupancy_limiter"].astype(str) == "registers").to_numpy()
+    result = compute_views(kernels, ["V4"]).kernels[limited]
+    assert limited.sum() == 32 and set(result["validation_V4"]) == {"fail"}
+    assert result["validation_detail_V4"].str.contains("blocks per SM from registers").all()
+
+
+def test_v5_fails_a_grid_read_in_the_wrong_unit(targeted_capture):
+    kernels = targeted_capture.kernels.assign(launch__grid_size=targeted_capture.kernels["launch__grid_size"] * 2)
+    result = compute_views(kernels, ["V5"]).kernels
+    # all but grids so small that twice them rounds to the same 0.00 or 0.01 waves ncu prints
+    visible = (result["waves"] >= 0.02).to_numpy()
+    assert visible.sum() == 150 and set(result.loc[visible, "validation_V5"]) == {"fail"}
+
+
+def test_v6_fails_a_stall_reason_scaled(targeted_capture):
+    reason = "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"
+    kernels = targeted_capture.kernels.assign(**{reason: targeted_capture.kernels[reason] * 3})
+    result = compute_views(kernels, ["V6"]).kernels
+    qkv = result[_decode(kernels, "qkv_proj") & (result["time_ns"] >= 5000).to_numpy()]
+    assert len(qkv) > 0 and set(qkv["validation_V6"]) == {"fail"}
+
+
+def test_v7_fails_dram_bytes_in_another_unit_on_every_kernel(targeted_capture):
+    """Every kernel's bytes in kB: the implied peak moves 1000-fold on all of them, which a check
+    against the median of the same kernels could not see; the memory attributes do."""
+    kernels = targeted_capture.kernels.copy()
+    for column in ("dram__bytes_read.sum", "dram__bytes_write.sum"):
+        kernels[column] = kernels[column] / 1000
+    result = compute_views(kernels, ["V7"]).kernels
+    implied = result["implied_dram_peak_bytes_per_s"].notna()
+    assert implied.sum() == 112 and set(result.loc[implied, "validation_V7"]) == {"fail"}
+    assert result.loc[implied, "validation_detail_V7"].str.contains("the device's is 4.814 TB/s").all()
+
+
+def test_v8_fails_a_persistent_grid_that_the_device_cannot_hold(targeted_capture):
+    kernels = targeted_capture.kernels.copy()
+    gate_up = ((kernels["phase"] == "cold_prefill") & (kernels["role"] == "gate_up_proj")
+               & (kernels["kind"] == "gemm")).to_numpy()
+    before = compute_views(kernels, ["V8"]).kernels[gate_up]
+    assert before["persistent"].all() and set(before["validation_V8"]) == {"pass"}
+    kernels.loc[gate_up, "launch__grid_size"] = 100  # neither the 132 that run at once nor a tile each
+    kernels.loc[gate_up, "grid_blocks"] = 100
+    after = compute_views(kernels, ["V8"]).kernels[gate_up]
+    assert set(after["validation_V8"]) == {"fail"}
+    assert after["validation_detail_V8"].str.contains("persistent, but 100 blocks for 660 tiles").all()
+
+
+# --- occupancy and waves from the launch, not from ncu's limits --------------------------------------
+
+
+@pytest.mark.parametrize("path", RUNS[:4] + RUNS[-4:], ids=lambda p: p.name.split(".")[0])
+def test_blocks_per_sm_recomputed_from_the_launch_equal_ncus_limits(path):
+    from profiler.ingest.capture import read_capture
+    from views import v4_occupancy
+    from views.context import Context
+
+    kernels = read_capture(path).kernels
+    ctx = Context(kernels)
+    recomputed = v4_occupancy.recomputed_limits(ctx)
+    for name, column in zip(v4_occupancy.LIMITS, v4_occupancy.LIMIT_METRICS):
+        assert (recomputed[name] == kernels[column].to_numpy()).all(), name
+    result = compute_views(kernels, ["V4", "V5"]).kernels
+    assert not result["validation_detail_V4"].str.contains("from registers|recomputed").any()
+    assert set(result["validation_V5"]) == {"pass"}
+
+
+# --- the gap: one basis, each step at most the one before -----------------------------------------------
+
+
+@pytest.mark.parametrize("path", [DATA / "targeted_raw.csv", DATA / "decode12_raw.csv", *RUNS],
+                         ids=lambda p: p.name.split(".")[0])
+def test_every_step_of_the_gap_is_at_most_the_one_before(path, targeted):
+    from profiler.ingest.capture import read_capture
+
+    gap = targeted.gap if path.name == "targeted_raw.csv" else compute_views(read_capture(path).kernels).gap
+    steps = ["sm_active_pct", "tensor_pipe_elapsed_pct", "tensor_device_pct", "useful_tensor_pct"]
+    values = gap[steps].to_numpy(dtype=float)
+    known = ~np.isnan(values)
+    assert (values[:, 0][known[:, 0]] <= 100).all()
+    for a in range(3):
+        both = known[:, a] & known[:, a + 1]
+        assert (values[both, a + 1] <= values[both, a] * (1 + 1e-9) + 1e-12).all(), steps[a + 1]
+    factors = gap[["activity_factor", "tensor_issue_factor", "path_factor", "fill_factor"]].to_numpy(dtype=float)
+    assert (factors[~np.isnan(factors)] <= 1 + 1e-9).all()
+    # the factors multiply out to the last step
+    product = 100 * np.prod(factors, axis=1)
+    whole = ~np.isnan(product)
+    assert product[whole] == pytest.approx(values[whole, 3], rel=1e-9, abs=1e-12)
+
+
+def test_llama_70b_decode_reads_memory_bound_not_as_tensor_headroom():
+    from profiler.ingest.capture import read_capture
+
+    gap = compute_views(read_capture(DATA / "h200_runs" / "llama-3.1-70b-b8-p512.csv.gz").kernels).gap
+    decode = gap[gap["phase"] == "decode"].set_index("role")
+    for role, dram in (("qkv_proj", 70.7), ("o_proj", 80.1), ("gate_up_proj", 88.2), ("down_proj", 83.5)):
+        assert decode.loc[role, "bound"] == "memory", role
+        assert decode.loc[role, "bound_pct"] == pytest.approx(dram, abs=0.05)
+        assert decode.loc[role, "dram_pct"] == decode.loc[role, "bound_pct"]
+        assert decode.loc[role, "tensor_pipe_elapsed_pct"] < 4  # not 25x headroom: DRAM is the wall
+    from views.gap import sentence
+    assert sentence(decode.loc["o_proj"]) == "memory-bound at 80 % of DRAM peak"
+
+
+def test_the_sm80_attention_path_costs_a_third_of_its_tensor_work(targeted):
+    gap = targeted.gap.set_index(["phase", "role"])
+    # decode attention runs cuDNN's sm80 mma.sync kernel at 2/3 of wgmma; its reduce none
+    assert gap.loc[("decode", "attention"), "path_factor"] == pytest.approx(0.665, abs=0.002)
+    assert gap.loc[("warm_prefill", "attention"), "path_factor"] == pytest.approx(1.0, abs=1e-3)
+    k = targeted.kernels
+    mma_sync = k[k["mma_path"] == "hmma"]
+    assert mma_sync["ridge_flops_per_byte"].to_numpy() == pytest.approx(4096 * 2 / 3 * 132 * 1.98e9 / 4.814304e12)
+    assert mma_sync["ridge_device_flops_per_byte"].to_numpy() == pytest.approx(4096 * 132 * 1.98e9 / 4.814304e12)
+
+
+# --- waves and tails --------------------------------------------------------------------------------------
+
+
+def test_a_persistent_gemm_counts_its_tail_in_tiles(decode12):
+    k = compute_views(decode12).kernels
+    gate_up = k[k["shape_n"] == 28672].iloc[0]
+    # 224 tiles on 132 blocks: waves say 1.0, the second round of tiles is 70 % full
+    assert gate_up["persistent"] and gate_up["waves"] == pytest.approx(1.0)
+    assert gate_up["work_units"] == 224 and gate_up["wave_efficiency"] == pytest.approx(224 / 264)
+    # the SMs' own imbalance agrees: the counters see the same tail
+    assert gate_up["sm_imbalance"] == pytest.approx(224 / 264, abs=0.02)
+
+
+def test_below_one_wave_there_is_no_tail_and_coverage_says_what_idles(targeted):
+    qkv = targeted.kernels[_decode(targeted.kernels, "qkv_proj")]
+    # 48 blocks of 132 SMs x 1 block per SM: no tail (1.0, not waves 0.36), coverage 36 %
+    assert (qkv["wave_efficiency"] == 1).all() and qkv["sm_coverage"].to_numpy() == pytest.approx(48 / 132)
+    assert qkv["waves"].to_numpy() == pytest.approx(0.36, abs=0.005)
+
+
+# --- the group's top stall -------------------------------------------------------------------------------
+
+
+def test_a_groups_top_stall_is_the_largest_of_its_time_weighted_shares(targeted):
+    groups = targeted.groups.set_index(["phase", "role"])
+    o_proj = groups.loc[("cold_prefill", "o_proj")]
+    # its longest kernels top on barrier; time-weighted, long_scoreboard leads, as the memory family does
+    assert o_proj["top_stall"] == "long_scoreboard" and o_proj["top_stall_share"] == pytest.approx(0.348, abs=1e-3)
+    assert o_proj["stall_memory_share"] > o_proj["stall_sync_share"]
+    k = targeted.kernels
+    rows = k[(k["phase"] == "cold_prefill") & (k["role"] == "o_proj")]
+    longest = rows.groupby(rows["top_stall"].astype(str))["time_ns"].sum().idxmax()
+    assert longest == "barrier"
+    shares = {c[len("stall_"):-len("_share")]: o_proj[c] for c in groups.columns
+              if c.startswith("stall_") and c.endswith("_share") and c[6:-6] not in
+              ("memory", "compute", "tensor", "sync", "scheduling", "selected", "2", "3", "top")}
+    assert max(shares, key=shares.get) == "long_scoreboard"
+
+
+# --- physical bounds -----------------------------------------------------------------------------------------
+
+
+def test_a_hit_rate_above_100_fails_with_its_raw_value_kept(targeted_capture):
+    kernels = targeted_capture.kernels.copy()
+    kernels.loc[45, "lts__t_sector_hit_rate.pct"] = 140.2
+    kernels.loc[46, "lts__t_sector_hit_rate.pct"] = 100.3  # within rounding
+    result = compute_views(kernels, ["V7"]).kernels
+    assert result.loc[45, "l2_hit_pct"] == 140.2  # kept, not clipped
+    assert result.loc[45, "validation_V7"] == "fail"
+    assert "l2_hit_pct 140.2 % is above 100 %: physically impossible" in result.loc[45, "validation_detail_V7"]
+    assert result.loc[45, "out_of_bounds"] == "l2_hit_pct"
+    assert result.loc[46, "validation_V7"] == "pass" and pd.isna(result.loc[46, "out_of_bounds"])
+
+
+def test_a_negative_time_and_active_above_elapsed_fail_v1(targeted_capture):
+    kernels = targeted_capture.kernels.copy()
+    kernels.loc[3, "gpu__time_duration.sum"] = -12138.0
+    kernels.loc[4, "sm__cycles_active.avg"] = kernels.loc[4, "sm__cycles_elapsed.avg"] * 1.2
+    result = compute_views(kernels, ["V1"]).kernels
+    assert result.loc[3, "time_ns"] == -12138 and result.loc[3, "validation_V1"] == "fail"
+    assert "time_ns -1.214e+04 is below 0" in result.loc[3, "validation_detail_V1"]
+    assert result.loc[4, "validation_V1"] == "fail"
+    assert "sm_active_pct 120 % is above 100 %" in result.loc[4, "validation_detail_V1"]
+
+
+def test_impossible_l2_hit_rates_of_the_h200_decode_kernels_are_flagged_not_shown_as_fine():
+    """Seen on every bundled batch-1 decode run: short kernels read L2 hit rates of 116 to 681 %."""
+    from profiler.ingest.capture import read_capture
+
+    result = compute_views(read_capture(DATA / "h200_runs" / "gate-b1-r1.csv.gz").kernels)
+    k = result.kernels
+    impossible = k["l2_hit_pct"] > 100.5
+    assert impossible.sum() == 14 and k.loc[impossible, "l2_hit_pct"].max() == pytest.approx(469.8, abs=0.05)
+    assert (k.loc[impossible, "validation_V7"] == "fail").all()
+    assert (k.loc[impossible, "out_of_bounds"] == "l2_hit_pct").all()
+    # the DRAM bytes of those kernels are not blamed for it: the gate still trusts them
+    from views.registry import failed_for
+    assert not failed_for(k, "V7", "dram_bytes").any() and failed_for(k, "V7", "l2_hit_pct").sum() == 14
+
+
+# --- where each role came from ----------------------------------------------------------------------------------
+
+
+def test_role_source_is_in_the_json_and_guessed_roles_are_marked(targeted):
+    document = json.loads(targeted.to_json(run="t"))
+    sources = {k["role_source"] for k in document["kernels"]}
+    assert sources == {"nvtx", "name"}
+    guessed = [k for k in document["kernels"] if k["role_source"] == "name"]
+    assert {k["role"] for k in guessed} == {"elementwise"} and len(guessed) == 64
+    groups = {(g["phase"], g["role"]): g["role_source"] for g in document["groups"]}
+    assert groups[("decode", "elementwise")] == "name" and groups[("decode", "qkv_proj")] == "nvtx"
+    gap = {(g["phase"], g["role"]): g["role_source"] for g in document["gap"]}
+    assert gap[("other", "elementwise")] == "name"

@@ -1,0 +1,186 @@
+"""Tensor-parallel runs: communication against compute per phase and rank, and rank imbalance.
+
+A TP run's kernels table holds two kinds of rows (docs/SCHEMA.md): kernels ncu profiled, and
+collectives timed in a run without replay (`time_source` other than `ncu`; role `allreduce`),
+because ncu cannot replay a collective on one rank while its peers wait. The timed rows carry a
+time and nothing else, so the views' per-kernel figures are computed over the profiled kernels
+only; the timed rows join the time shares (`with_timed`) and the communication table here.
+
+Communication per phase and rank (`communication`):
+- compute_ns: the rank's profiled kernel time; comm_ns: its collectives' time;
+- comm_share_pct: comm / (compute + comm);
+- exposed_comm_ns: communication not hidden behind compute. The built-in workload issues each
+  all-reduce on the compute stream, which waits for it, so all of it is exposed;
+- comm_wait_ns: the part of comm_ns spent waiting for slower ranks: a collective cannot finish
+  before the last rank joins it, so the fastest rank's time for the same call is its transfer and
+  the rest of a rank's time is waiting (imbalance in what came before the collective);
+- bus_gbps: NCCL's bus bandwidth over the transfer time, bytes x 2(n-1)/n for an all-reduce.
+Rank imbalance per phase and role (`imbalance`): the slowest rank's time over the mean rank's.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from views.common import STATUSES, metric, safe_div
+from views.grouping import PHASE_ORDER, ROLE_ORDER
+
+TIME_SOURCE = "time_source"
+PROFILED = "ncu"
+COMM_COLUMNS = ["phase", "rank", "compute_ns", "comm_ns", "comm_share_pct", "exposed_comm_ns",
+                "comm_wait_ns", "comm_transfer_ns", "comm_bytes", "bus_gbps", "collectives"]
+IMBALANCE_COLUMNS = ["phase", "role", "ranks", "min_rank_time_ns", "max_rank_time_ns",
+                     "mean_rank_time_ns", "imbalance", "slowest_rank"]
+# (phase, step, layer, collective): what makes a timed row the same call on every rank
+_CALL = ("phase", "step", "layer", "after")
+
+
+def has_ranks(kernels: pd.DataFrame) -> bool:
+    """A tensor-parallel table: some kernel names its rank."""
+    return "rank" in kernels.columns and bool(kernels["rank"].notna().any())
+
+
+def timed_rows(kernels: pd.DataFrame) -> np.ndarray:
+    """Rows timed outside ncu (collectives): a `time_source` other than `ncu`."""
+    if TIME_SOURCE not in kernels.columns:
+        return np.zeros(len(kernels), dtype=bool)
+    source = kernels[TIME_SOURCE].astype(object)
+    return (source.notna() & (source != PROFILED)).to_numpy(dtype=bool)
+
+
+def timed_frame(kernels: pd.DataFrame) -> pd.DataFrame:
+    """The timed rows: identity, time, bytes, samples."""
+    keep = [c for c in ("kernel_id", "kernel_name", "phase", "role", "rank", "device", "process_id",
+                        "nvtx_stack", TIME_SOURCE, "comm_bytes", "comm_samples") if c in kernels.columns]
+    out = kernels[keep].copy()
+    out["time_ns"] = metric(kernels, "gpu__time_duration.sum")
+    return out.reset_index(drop=True)
+
+
+def rank_times(kernels: pd.DataFrame, timed: pd.DataFrame) -> dict:
+    """Each rank's whole time (profiled kernels and timed collectives): the time shares' base."""
+    if not has_ranks(kernels) and not has_ranks(timed):
+        return {}
+    both = pd.concat([kernels[["rank", "time_ns"]], timed[["rank", "time_ns"]]], ignore_index=True)
+    return {rank: float(t) for rank, t in both.groupby("rank", observed=True)["time_ns"].sum().items()}
+
+
+def with_timed(groups: pd.DataFrame, phases: pd.DataFrame, timed: pd.DataFrame, total_time_ns: float,
+               rank_time_ns: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The timed collectives as group rows (time and share only: no counter was read), and their
+    time added to their phase's row."""
+    if timed.empty:
+        return groups, phases
+    keys = ["phase", "role"] + (["rank"] if "rank" in groups.columns else [])
+    summed = (timed.groupby(keys, observed=True, dropna=False)
+              .agg(kernels=("time_ns", "size"), time_ns=("time_ns", "sum")).reset_index())
+    summed["time_share_pct"] = _shares(summed, total_time_ns, rank_time_ns)
+    phase_keys = ["phase"] + (["rank"] if "rank" in phases.columns else [])
+    extra = summed.groupby(phase_keys, observed=True, dropna=False)[["kernels", "time_ns"]].sum()
+    phases = phases.copy()
+    for key, row in extra.iterrows():
+        key = key if isinstance(key, tuple) else (key,)
+        mask = np.ones(len(phases), dtype=bool)
+        for column, value in zip(phase_keys, key):
+            mask &= (phases[column] == value).to_numpy(dtype=bool, na_value=False)
+        if mask.any():
+            phases.loc[mask, "kernels"] += int(row["kernels"])
+            phases.loc[mask, "time_ns"] += float(row["time_ns"])
+        else:
+            phases = pd.concat([phases, pd.DataFrame([{**dict(zip(phase_keys, key)), "role": "all",
+                                                       "kernels": int(row["kernels"]),
+                                                       "time_ns": float(row["time_ns"])}])],
+                               ignore_index=True)
+    phases["time_share_pct"] = _shares(phases, total_time_ns, rank_time_ns)
+    groups = pd.concat([groups, summed], ignore_index=True)
+    counts = [c for c in groups.columns if c.endswith(tuple(f"_{s}" for s in STATUSES))]
+    groups[counts] = groups[counts].fillna(0).astype(int)  # no timed row was validated
+    return groups, phases
+
+
+def _shares(frame: pd.DataFrame, total_time_ns: float, rank_time_ns: dict) -> np.ndarray:
+    """Time shares: of the rank's own time when the run has ranks, else of the whole run's."""
+    time_ns = frame["time_ns"].to_numpy(dtype=float)
+    if rank_time_ns and "rank" in frame.columns:
+        base = frame["rank"].map(rank_time_ns).to_numpy(dtype=float, na_value=np.nan)
+    else:
+        base = np.full(len(frame), total_time_ns, dtype=float)
+    return 100 * safe_div(time_ns, base)
+
+
+def _calls(timed: pd.DataFrame) -> pd.DataFrame:
+    """One row per timed call: where it happened (from its NVTX stack) and its time."""
+    def place(stack) -> tuple:
+        step = layer = after = None
+        for entry in list(stack) if stack is not None else []:
+            message = entry.partition(":")[2]
+            word = message.split()[0] if message.split() else ""
+            if word.startswith("step_"):
+                step = word
+            elif word.startswith("layer_"):
+                layer = word
+            elif "after=" in message:
+                after = message.split("after=", 1)[1].split()[0]
+        return step, layer, after
+
+    out = timed.copy()
+    stacks = out["nvtx_stack"] if "nvtx_stack" in out else pd.Series([None] * len(out))
+    places = [place(s) for s in stacks]
+    out["step"], out["layer"], out["after"] = ([p[i] for p in places] for i in range(3))
+    out["phase"] = out["phase"].astype(object)
+    return out
+
+
+def communication(kernels: pd.DataFrame, timed: pd.DataFrame) -> pd.DataFrame:
+    """Compute against communication per phase and rank (the module's docstring says each column)."""
+    if timed.empty or not has_ranks(timed):
+        return pd.DataFrame(columns=COMM_COLUMNS)
+    calls = _calls(timed)
+    world = int(calls["rank"].nunique())
+    calls["transfer_ns"] = calls.groupby(list(_CALL), dropna=False, observed=True)["time_ns"].transform("min")
+    calls["wait_ns"] = calls["time_ns"] - calls["transfer_ns"]
+    bytes_ = pd.to_numeric(calls.get("comm_bytes"), errors="coerce") if "comm_bytes" in calls else np.nan
+    calls["bus_bytes"] = bytes_ * 2 * (world - 1) / world
+    comm = (calls.groupby(["phase", "rank"], observed=True)
+            .agg(comm_ns=("time_ns", "sum"), comm_wait_ns=("wait_ns", "sum"),
+                 comm_transfer_ns=("transfer_ns", "sum"), comm_bytes=("comm_bytes", "sum")
+                 if "comm_bytes" in calls else ("time_ns", "size"),
+                 bus_bytes=("bus_bytes", "sum"), collectives=("time_ns", "size")))
+    compute = (kernels.assign(phase=kernels["phase"].astype(object))
+               .groupby(["phase", "rank"], observed=True)["time_ns"].sum().rename("compute_ns"))
+    out = comm.join(compute, how="left").reset_index()
+    out["exposed_comm_ns"] = out["comm_ns"]  # on the compute stream: nothing overlaps it
+    out["comm_share_pct"] = 100 * safe_div(out["comm_ns"], out["compute_ns"] + out["comm_ns"])
+    out["bus_gbps"] = safe_div(out["bus_bytes"], out["comm_transfer_ns"])  # bytes/ns = GB/s
+    out["rank"] = out["rank"].astype("Int64")
+    return _in_phase_order(out)[COMM_COLUMNS]
+
+
+def imbalance(kernels: pd.DataFrame, timed: pd.DataFrame) -> pd.DataFrame:
+    """Per phase and role: each rank's time, and the slowest rank's over the mean."""
+    frames = [f[["phase", "role", "rank", "time_ns"]] for f in (kernels, timed)
+              if not f.empty and has_ranks(f)]
+    if not frames:
+        return pd.DataFrame(columns=IMBALANCE_COLUMNS)
+    both = pd.concat(frames, ignore_index=True).astype({"phase": object, "role": object})
+    per_rank = both.groupby(["phase", "role", "rank"], observed=True)["time_ns"].sum().reset_index()
+    grouped = per_rank.groupby(["phase", "role"], observed=True)
+    out = grouped["time_ns"].agg(ranks="size", min_rank_time_ns="min", max_rank_time_ns="max",
+                                 mean_rank_time_ns="mean").reset_index()
+    slowest = per_rank.loc[grouped["time_ns"].idxmax().to_numpy(), ["phase", "role", "rank"]]
+    out = out.merge(slowest.rename(columns={"rank": "slowest_rank"}), on=["phase", "role"])
+    out["imbalance"] = safe_div(out["max_rank_time_ns"], out["mean_rank_time_ns"])
+    out["slowest_rank"] = out["slowest_rank"].astype("Int64")
+    return _in_phase_order(out, with_role=True)[IMBALANCE_COLUMNS]
+
+
+def _in_phase_order(frame: pd.DataFrame, with_role: bool = False) -> pd.DataFrame:
+    ranked = frame.assign(_p=frame["phase"].map({p: i for i, p in enumerate(PHASE_ORDER)}).fillna(99))
+    keys = ["_p", "phase"]
+    if with_role:
+        ranked["_r"] = ranked["role"].map({r: i for i, r in enumerate(ROLE_ORDER)}).fillna(99)
+        keys += ["_r", "role"]
+    if "rank" in ranked:
+        keys.append("rank")
+    return ranked.sort_values(keys, kind="stable").drop(columns=[c for c in ("_p", "_r") if c in ranked]
+                                                        ).reset_index(drop=True)
