@@ -47,7 +47,7 @@ class Format(str, Enum):
     json = "json"
 
 
-StoreOpt = typer.Option(None, "--store", envvar="SMLENS_STORE",
+StoreOpt = typer.Option(None, "--store", envvar="SMLENS_STORE", metavar="PATH",
                         help="Store folder or s3://bucket/prefix (default ./smlens-store).")
 
 

@@ -357,7 +357,7 @@ def test_writers_creating_the_store_at_once(s3_store):
 def test_profile_into_an_s3_store(fake_env, s3_store):
     """`smlens profile` (a fake ncu replaying a real H200 capture) stores its runs on S3."""
     code, out, err = smlens("profile", "--store", s3_store, "--format", "json", "--quiet", "--repeat", "2",
-                            "--metrics", "gpu__time_duration.sum", "--", *QUICK)
+                            "--metrics", "gpu__time_duration.sum", "--no-annotate", "--", *QUICK)
     assert code == 0, err
     assert [o["kernels"] for o in json.loads(out)] == [149, 149]
     runs = Store(s3_store, create=False).runs()
