@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -198,3 +200,29 @@ def test_real_time_limited_run():
     assert [e.kind for e in events].count("cut") == 1
     error = ncu.diagnose(ncu.RunResult(-2, reader, timed_out=True))
     assert error.exit_code == ncu.EXIT_TIME_LIMIT and "after 22 kernel(s)" in str(error)
+
+
+STUBBORN_NCU = ("import signal, sys, time\n"
+                "signal.signal(signal.SIGINT, signal.SIG_IGN)  # an ncu that does not stop\n"
+                "print('==PROF== Profiling \"k\" - 0: 0%....50%....100% - 3 passes', flush=True)\n"
+                "time.sleep(60)  # then exits 0: only a kill gives -9 sooner\n")
+
+
+def test_ctrl_c_never_cuts_the_progress_callback_and_twice_kills_ncu():
+    """Ctrl-C is counted, not raised wherever Python is: the progress callback that sees it runs to
+    its end (a KeyboardInterrupt there could land inside an import or a C extension). ncu gets
+    SIGINT; one that ignores it is killed by the second Ctrl-C, well before the grace period."""
+    import signal
+    finished = []
+
+    def on_events(events):
+        if not finished:
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the signals are delivered here
+        finished.append(len(events))
+
+    handler_before = signal.getsignal(signal.SIGINT)
+    result = ncu.run_ncu([sys.executable, "-c", STUBBORN_NCU], on_events=on_events, grace_s=600)
+    assert finished and result.interrupted and result.returncode == -signal.SIGKILL
+    assert result.reader.kernels_done == 1 and signal.getsignal(signal.SIGINT) is handler_before

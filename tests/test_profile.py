@@ -297,7 +297,7 @@ def test_ctrl_c_keeps_what_was_profiled(fake_env):
     smlens passes it to ncu, which saves its report; the run is stored partial; exit 130."""
     store, hanging = fake_env / "store", fake_env / "ncu-hanging"
     env = dict(os.environ, FAKE_NCU_MODE="hang", FAKE_NCU_HANGING=str(hanging),
-               PYTHONPATH=str(Path(__file__).parent.parent))
+               PYTHONPATH=str(Path(__file__).parent.parent), PYTHONFAULTHANDLER="1")
     proc = subprocess.Popen([sys.executable, "-m", "profiler.cli", "profile", "--store", str(store),
                              "--quiet", "--", *QUICK], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -307,7 +307,7 @@ def test_ctrl_c_keeps_what_was_profiled(fake_env):
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == ncu.EXIT_INTERRUPTED
+    assert proc.returncode == ncu.EXIT_INTERRUPTED, err[-3000:]
     one_line_error(err, "interrupted after 1 kernel(s)")
     runs = Store(store, create=False).runs()
     assert bool(runs["partial"].iloc[0]) and runs["kernel_count"].iloc[0] == 1

@@ -315,7 +315,8 @@ def run_ncu(cmd: list[str], on_events: Callable[[list[Event]], None] | None = No
             deadline: float | None = None, log_path: Path | None = None,
             env: dict | None = None, grace_s: float = 60.0) -> RunResult:
     """Run ncu, reading its output as it comes. Ctrl-C or the deadline sends SIGINT to ncu and its
-    program (as a terminal would), so ncu writes what it has profiled; SIGKILL after `grace_s`."""
+    program (as a terminal would), so ncu writes what it has profiled; a second Ctrl-C, or
+    `grace_s` without an exit, sends SIGKILL."""
     reader = ProgressReader()
     started = time.monotonic()
     log = open(log_path, "w", encoding="utf-8", errors="replace") if log_path else None
@@ -330,16 +331,9 @@ def run_ncu(cmd: list[str], on_events: Callable[[list[Event]], None] | None = No
     selector = selectors.DefaultSelector()
     selector.register(proc.stdout, selectors.EVENT_READ)
     stop_sent_at: float | None = None
-
-    def stop(now: float) -> None:
-        nonlocal stop_sent_at
-        if stop_sent_at is None:
-            _signal_group(proc, signal.SIGINT)
-            stop_sent_at = now
-
-    try:
-        while True:
-            try:
+    with _CtrlC() as ctrl_c:
+        try:
+            while True:
                 ready = selector.select(timeout=0.25)
                 if ready:
                     chunk = os.read(proc.stdout.fileno(), 65536)
@@ -352,36 +346,60 @@ def run_ncu(cmd: list[str], on_events: Callable[[list[Event]], None] | None = No
                     if on_events and events:
                         on_events(events)
                 now = time.monotonic()
-                if deadline is not None and now > deadline and not result.interrupted:
+                if ctrl_c.count:
+                    result.interrupted = True
+                elif deadline is not None and now > deadline:
                     result.timed_out = True
-                    stop(now)
-                if stop_sent_at is not None and now - stop_sent_at > grace_s:
+                if stop_sent_at is None and (result.interrupted or result.timed_out):
+                    _signal_group(proc, signal.SIGINT)
+                    stop_sent_at = now
+                if stop_sent_at is not None and (now - stop_sent_at > grace_s or ctrl_c.count > 1):
                     _signal_group(proc, signal.SIGKILL)
-            except KeyboardInterrupt:
-                result.interrupted = True
-                stop(time.monotonic())
-        events = reader.close()
-        if on_events and events:
-            on_events(events)
-        while True:
-            try:
-                result.returncode = proc.wait(timeout=grace_s)
-                break
-            except subprocess.TimeoutExpired:
+            events = reader.close()
+            if on_events and events:
+                on_events(events)
+            waited_from = time.monotonic()
+            while result.returncode is None:
+                try:
+                    result.returncode = proc.wait(timeout=0.25)
+                except subprocess.TimeoutExpired:
+                    if ctrl_c.count > 1 or time.monotonic() - waited_from > grace_s:
+                        _signal_group(proc, signal.SIGKILL)
+            result.interrupted = result.interrupted or ctrl_c.count > 0
+        finally:
+            selector.close()
+            proc.stdout.close()
+            if proc.poll() is None:
                 _signal_group(proc, signal.SIGKILL)
-            except KeyboardInterrupt:
-                result.interrupted = True
-                _signal_group(proc, signal.SIGKILL)
-    finally:
-        selector.close()
-        proc.stdout.close()
-        if proc.poll() is None:
-            _signal_group(proc, signal.SIGKILL)
-            proc.wait()
-        if log:
-            log.close()
+                proc.wait()
+            if log:
+                log.close()
     result.seconds = time.monotonic() - started
     return result
+
+
+class _CtrlC:
+    """Counts Ctrl-Cs while ncu runs instead of raising KeyboardInterrupt wherever Python happens
+    to be (inside an import or a C extension that can abort the interpreter); the loop above polls
+    the count. Outside the main thread (no signal handlers there) it counts nothing."""
+
+    def __init__(self):
+        self.count = 0
+        self._previous = None
+
+    def _handle(self, _signum, _frame) -> None:
+        self.count += 1
+
+    def __enter__(self) -> "_CtrlC":
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        except ValueError:  # not the main thread
+            self._previous = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
