@@ -251,14 +251,23 @@ def verdict_parts(verdict: Verdict, width: int) -> list:
 GUESSED = "?"  # a guessed role; `*` marks a changed choice in V8's table
 
 
-def gap_tables(gap: pd.DataFrame, width: int = 80) -> tuple[list[Table], list[Column]]:
+def shares_of(phase_time_ns: dict) -> str:
+    """What the time shares are of: the run's kernel time, or after a phase filter the phases'
+    (registry.share_basis)."""
+    if not phase_time_ns:
+        return "the run's kernel time"
+    return f"{' and '.join(phase_time_ns)}'s kernel time ({us(sum(phase_time_ns.values()))}\u00a0µs)"
+
+
+def gap_tables(gap: pd.DataFrame, width: int = 80, phase_time_ns: Optional[dict] = None
+               ) -> tuple[list[Table], list[Column]]:
     """The gap per phase and role on one basis, every step a share of elapsed time and each at most
     the one before (the headline beside, no step), the factor each step loses, the memory side and
     the figures that explain the steps, with the catalog's labels: (tables, their columns)."""
     catalog = {**registry.figures(), **registry.gap_figures()}
     rows, positions = _grouped_rows(gap)
     share_column = Column("time %", [None if p is None else pct(gap["time_share_pct"].iloc[p]) for p in positions],
-                          definition="the group's share of the run's kernel time")
+                          definition=f"the group's share of {shares_of(phase_time_ns or {})}")
     shown = (gap_module.HEADLINE, *gap_module.STEPS, *gap_module.FACTORS, *gap_module.MEMORY,
              *gap_module.EXPLAINERS)
     columns = [share_column] + [_figure_column(catalog[c], gap, positions) for c in shown if c in catalog]
@@ -398,11 +407,14 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
     if result.kernels.empty:
         console.print("no kernels")
         return
+    phase_time_ns = getattr(result, "phase_time_ns", None)
+    if phase_time_ns:
+        console.print(Text(f"time shares are of {shares_of(phase_time_ns)}", style="dim"))
     console.print()
     for part in verdict_parts(verdict or make_verdict(result), width):
         console.print(part)
     console.print()
-    tables, columns = gap_tables(result.gap, width)
+    tables, columns = gap_tables(result.gap, width, phase_time_ns)
     for table in tables:
         console.print(table)
     console.print(legend(columns))
