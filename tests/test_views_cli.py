@@ -110,7 +110,7 @@ def test_printer_fits_80_columns_and_cuts_nothing(targeted_capture):
     # a table too wide for 80 columns goes on below, the phase and role repeated
     assert "The gap (continued)" in text and "  gate_up_proj" in text and "long_scoreboard" in text
     # every column of the gap has its heading and its one-line definition
-    for heading in ("time %", "SM throughput %", "tensor pipe %", "SM coverage %", "top stall", "fill"):
+    for heading in ("time %", "SM throughput %", "tensor pipe %", "SM coverage %", "top stall", "useful MMA share"):
         assert f"{heading}: " in text, heading
 
 
