@@ -16,7 +16,7 @@ from rich.text import Text
 
 from reports.formatting import bytes_text, is_missing, short_kernel_name, time_text
 from reports.gate import Comparison, GateResult
-from reports.terminal import Column, Rows, fit
+from reports.terminal import Column, Prose, Rows, fit
 
 # statuses worth a row in the table and the Markdown findings. The others are counted; "cannot
 # judge" rows are summed up per cause in the problem lines, groups on one side only in the kernel
@@ -102,9 +102,9 @@ def render_table(result: GateResult, limit: int = 40, width: int = 80):
                                  f"  (exit {result.exit_code})"),
                    Text(result.method), Text(summary_line(result), style="dim")]
     for problem in result.problems:
-        parts.append(Text(f"could not judge: {problem}", style="yellow"))
+        parts.append(Prose(f"could not judge: {problem}", style="yellow"))
     for warning in result.warnings:
-        parts.append(Text(f"warning: {warning}", style="dim"))
+        parts.append(Prose(f"warning: {warning}", style="dim"))
     rows = shown(result)[:limit]
     by_rule: dict[str, list[Comparison]] = {}
     for comp in rows:
@@ -115,7 +115,7 @@ def render_table(result: GateResult, limit: int = 40, width: int = 80):
             table_rows.row(comp.status, _STYLE.get(comp.status))
         columns = finding_columns(comps)
         parts += fit(f"{label} (worse: {threshold_text(comps[0])})", "status", table_rows, columns, width)
-        parts += [Text(f"  note: {c.group_label}: {c.note}", style="dim") for c in comps if c.note]
+        parts += [Prose(f"  note: {c.group_label}: {c.note}", style="dim") for c in comps if c.note]
     if len(shown(result)) > limit:
         parts.append(Text(f"… {len(shown(result)) - limit} more rows: see --format json or --markdown",
                           style="dim"))

@@ -159,7 +159,7 @@ def test_a_phase_filter_gives_shares_of_that_phase_in_every_output(store, tmp_pa
     monkeypatch.setenv("COLUMNS", "120")
     code, out, err = smlens("views", "targeted", "--store", store, "--phase", "decode", *extra)
     assert code == 0, err
-    assert "time shares are of decode's kernel time (817.4\u00a0µs)" in out
+    assert "time shares are of decode's kernel time (817.4 µs)" in out
     assert re.search(r"^  attention +10\.2 ", out, re.M)
     if role is None:
         assert re.search(r"^  all +100\.0 ", out, re.M) and re.search(r"^  elementwise\? +34\.9 ", out, re.M)
@@ -174,3 +174,23 @@ def test_a_phase_filter_gives_shares_of_that_phase_in_every_output(store, tmp_pa
         ("100 %" if role is None else "10.2 %")
     if role is None:
         assert shares["all"] == "100 %" and shares["elementwise"] == "34.9 %"
+
+
+def test_a_number_and_its_unit_stay_on_one_line_at_80_columns(targeted_capture):
+    """The verdict, legends and reasons wrap between words, never between `2.5` and `%` (rich alone
+    breaks there: `DRAM at 2.5` / `%). 34 kernels`, `371` / `µs` on the bundled capture)."""
+    from views.verdict import verdict
+
+    result = compute_views(targeted_capture.kernels)
+    console = Console(width=80, record=True, file=io.StringIO())
+    print_views(result, {"name": "targeted"}, console=console)
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    unit = re.compile(r"(%|[µmn]s|s|[kMGT]?B(/s)?|GHz|[kMGT])(?![\w/])")
+    split = [(a, b) for a, b in zip(lines, lines[1:]) if re.search(r"\d$", a) and unit.match(b.lstrip())]
+    assert split == []
+    text = "\n".join(lines)
+    assert re.search(r"\(busiest: DRAM at\n2\.5 %\)\. 34 kernels averaging 8\.4 µs", text)
+    assert re.search(r"^371 µs, 14 % of the captured time; left out of the shares above\.$", text, re.M)
+    # the sentences themselves keep plain spaces (the JSON's and the report's)
+    assert "DRAM at 2.5 %" in verdict(result).opportunities[0].text
