@@ -107,7 +107,8 @@ def filter_input(data: ReportInput, phase: Optional[str] = None,
             mask &= frame["role"] == role
         return frame[mask]
 
-    groups, gap, share_of, phase_time_ns = keep(data.groups), keep(data.gap), data.share_of, data.phase_time_ns
+    groups, gap, share_of = keep(data.groups), keep(data.gap), data.share_of
+    phase_time_ns = data.phase_time_ns
     if phase and not data.kernels.empty:
         phase_time_ns = registry.share_basis(data.kernels, phase)  # as `smlens views --phase`
         basis = sum(phase_time_ns.values())

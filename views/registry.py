@@ -176,16 +176,18 @@ class ViewsResult:
 
         timed = selected(self.timed) if not self.timed.empty else self.timed
         if not phase:
-            return replace(_assemble(selected(self.kernels), self.view_ids, self.devices, self.total_time_ns,
-                                     timed, self.rank_time_ns), phase_time_ns=self.phase_time_ns)
+            return replace(_assemble(selected(self.kernels), self.view_ids, self.devices,
+                                     self.total_time_ns, timed, self.rank_time_ns),
+                           phase_time_ns=self.phase_time_ns)
+        # shares of the selected phases' whole time (per rank: of the rank's time in them)
         basis = share_basis(self.kernels, phase, self.timed)
         rank_time_ns = {}
-        if self.rank_time_ns:  # each rank's time in these phases
-            in_phases = [frame[frame["phase"].isin(_as_list(phase)).to_numpy()] if not frame.empty else frame
-                         for frame in (self.kernels, self.timed)]
+        if self.rank_time_ns:
+            in_phases = [f[f["phase"].isin(_as_list(phase)).to_numpy()] if not f.empty else f
+                         for f in (self.kernels, self.timed)]
             rank_time_ns = ranks.rank_times(*in_phases)
-        return replace(_assemble(selected(self.kernels), self.view_ids, self.devices, sum(basis.values()),
-                                 timed, rank_time_ns), phase_time_ns=basis)
+        return replace(_assemble(selected(self.kernels), self.view_ids, self.devices,
+                                 sum(basis.values()), timed, rank_time_ns), phase_time_ns=basis)
 
     def validation_summary(self) -> pd.DataFrame:
         rows = []

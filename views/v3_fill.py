@@ -1,9 +1,9 @@
 """V3 Useful MMA work: how much of the tensor work is not padding.
 
-fill (labelled "useful MMA share") = useful FLOPs (2·M·N·K for a GEMM; 4·B·H·Sq·Skv·D for attention, halved when causal) / the
-tensor ops counted. Tensor cores work in whole tiles, so a batch-4 decode GEMM on an 8-wide tile
-multiplies padding half the time. The validation predicts the fill from the tile in the kernel's
-name (tiles.py) and the problem shape alone.
+fill (labelled "useful MMA share") = useful FLOPs (2·M·N·K for a GEMM; 4·B·H·Sq·Skv·D for
+attention, halved when causal) / the tensor ops counted. Tensor cores work in whole tiles, so a
+batch-4 decode GEMM on an 8-wide tile multiplies padding half the time. The validation predicts the
+fill from the tile in the kernel's name (tiles.py) and the problem shape alone.
 `useful_tensor_pct` = tensor_device_pct · fill: the useful MMA work as a share of what the device's
 best path for its input type could do in the elapsed time, the figure the headline should have been.
 """
@@ -32,8 +32,8 @@ FIGURES = (
            "M·N·K / the problem padded to whole tiles of the kernel's name: what the validation "
            "expects of a GEMM's useful MMA share"),
     Figure("useful_tensor_pct", "useful tensor", "%", HIGHER, MEAN,
-           "tensor_device_pct x useful MMA share: the useful MMA work against what the device's best path for "
-           "its input type does in the elapsed time, the figure the headline should have been",
+           "tensor_device_pct x useful MMA share: the useful MMA work against what the device's best "
+           "path for its input type does in the elapsed time, the figure the headline should have been",
            rests_on=("V1", "V2"), summary=True, bounds=(0, 100)),
 )
 
@@ -98,6 +98,6 @@ def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     checks.na(np.isnan(predicted), "the tile does not fit the grid (split-K factor unknown)")
     close = np.abs(safe_div(fill, predicted) - 1) <= TOLERANCE
     checks.passed(close)
-    checks.failed(~close, lambda f, p, t: f"useful MMA share {f:.3f} measured, {p:.3f} predicted by the {t} tile",
-                  fill, predicted, tile)
+    checks.failed(~close, lambda f, p, t: f"useful MMA share {f:.3f} measured, {p:.3f} predicted by the "
+                                          f"{t} tile", fill, predicted, tile)
     return checks.frame(kernels.index)

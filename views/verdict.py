@@ -234,8 +234,8 @@ def _hints(row, bound: str | None) -> tuple[str, ...]:
         "occupancy": (f"occupancy {occupancy:.0f} % of the SM's warps"
                       + (f", limited by {_limiter_words(limiter)}" if limiter else "")
                       + " (V4)") if occupancy < LOW_OCCUPANCY_PCT else None,
-        "fill": (f"{(1 - fill) * 100:.0f} % of the MMA work multiplies padding (useful MMA share {fill:.2f}, V3)")
-        if fill < LOW_FILL else None,
+        "fill": (f"{(1 - fill) * 100:.0f} % of the MMA work multiplies padding (useful MMA share "
+                 f"{fill:.2f}, V3)") if fill < LOW_FILL else None,
         "stall": f"warps wait most on {stall.replace('_', ' ')} (V6)" if stall else None,
     }
     order = {"latency": ("short", "coverage", "occupancy", "stall"),
