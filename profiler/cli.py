@@ -379,7 +379,8 @@ class ViewsFormat(str, Enum):
 
 @command
 def views(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name or 'latest'."),
-          phase: Optional[List[str]] = typer.Option(None, "--phase", help="Only this phase (repeatable)."),
+          phase: Optional[List[str]] = typer.Option(None, "--phase", help="Only this phase (repeatable; "
+                                                    "time shares become shares of it)."),
           role: Optional[List[str]] = typer.Option(None, "--role", help="Only this role (repeatable)."),
           kernel: Optional[str] = typer.Option(None, "--kernel",
                                                help="Only kernels whose name matches this regular expression."),

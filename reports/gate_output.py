@@ -16,6 +16,7 @@ from rich.text import Text
 
 from reports.formatting import bytes_text, is_missing, short_kernel_name, time_text
 from reports.gate import Comparison, GateResult
+from reports.terminal import Column, Prose, Rows, fit
 
 # statuses worth a row in the table and the Markdown findings. The others are counted; "cannot
 # judge" rows are summed up per cause in the problem lines, groups on one side only in the kernel
@@ -71,15 +72,19 @@ def summary_line(result: GateResult) -> str:
     return f"{len(result.comparisons)} comparisons: " + ", ".join(parts) if parts else "no comparisons"
 
 
-# the findings' columns in the terminal table and the Markdown (which adds the test or note)
-FINDING_COLUMNS = ("status", "rule", "group", "baseline", "current", "change", "threshold")
-_RIGHT_ALIGNED = ("baseline", "current", "change", "p")
-
-
-def _finding_cells(comp: Comparison) -> list[str]:
-    unit = comp.rule.unit
-    return [comp.status, comp.rule.label, comp.group_label, format_value(comp.baseline_center, unit),
-            format_value(comp.current_center, unit), format_change(comp), threshold_text(comp)]
+def finding_columns(comps: list[Comparison]) -> list[Column]:
+    """The findings' columns, in the terminal table and the Markdown alike: the group's keys (phase,
+    role, family) each in a column of its own (blank where a rule does not group by it), then
+    baseline, current, change and, when a test gave one, p."""
+    keys = list(dict.fromkeys(k for comp in comps for k in comp.group))
+    columns = [Column(k.replace("kernel_family", "family"), [c.group.get(k, "") for c in comps], "left")
+               for k in keys]
+    columns += [Column("baseline", [format_value(c.baseline_center, c.rule.unit) for c in comps]),
+                Column("current", [format_value(c.current_center, c.rule.unit) for c in comps]),
+                Column("change", [format_change(c) for c in comps])]
+    if any(c.p_value is not None for c in comps):
+        columns.append(Column("p", ["" if c.p_value is None else f"{c.p_value:.3g}" for c in comps]))
+    return columns
 
 
 def _launches(kernel: dict) -> str:
@@ -93,33 +98,24 @@ def render_table(result: GateResult, limit: int = 40, width: int = 80):
     """A rich renderable: verdict, method, problems, the findings (a heading row per rule with its
     threshold, the group's phase, role and family in columns of their own), kernel changes. Fits
     `width` columns: a table that does not is split, its columns never cut."""
-    from reports.terminal import Column, Rows, fit
-
     parts: list = [Text.assemble(("gate: ", "bold"), (result.verdict, _STYLE.get(result.verdict, "")),
                                  f"  (exit {result.exit_code})"),
                    Text(result.method), Text(summary_line(result), style="dim")]
     for problem in result.problems:
-        parts.append(Text(f"could not judge: {problem}", style="yellow"))
+        parts.append(Prose(f"could not judge: {problem}", style="yellow"))
     for warning in result.warnings:
-        parts.append(Text(f"warning: {warning}", style="dim"))
+        parts.append(Prose(f"warning: {warning}", style="dim"))
     rows = shown(result)[:limit]
     by_rule: dict[str, list[Comparison]] = {}
     for comp in rows:
         by_rule.setdefault(comp.rule.label, []).append(comp)
     for label, comps in by_rule.items():  # a table per rule, titled with its threshold
-        keys = list(dict.fromkeys(k for comp in comps for k in comp.group))
         table_rows = Rows()
         for comp in comps:
             table_rows.row(comp.status, _STYLE.get(comp.status))
-        columns = [Column(k.replace("kernel_family", "family"), [c.group.get(k, "") for c in comps], "left")
-                   for k in keys]
-        columns += [Column("baseline", [format_value(c.baseline_center, c.rule.unit) for c in comps]),
-                    Column("current", [format_value(c.current_center, c.rule.unit) for c in comps]),
-                    Column("change", [format_change(c) for c in comps])]
-        if any(c.p_value is not None for c in comps):
-            columns.append(Column("p", ["" if c.p_value is None else f"{c.p_value:.3g}" for c in comps]))
+        columns = finding_columns(comps)
         parts += fit(f"{label} (worse: {threshold_text(comps[0])})", "status", table_rows, columns, width)
-        parts += [Text(f"  note: {c.group_label}: {c.note}", style="dim") for c in comps if c.note]
+        parts += [Prose(f"  note: {c.group_label}: {c.note}", style="dim") for c in comps if c.note]
     if len(shown(result)) > limit:
         parts.append(Text(f"… {len(shown(result)) - limit} more rows: see --format json or --markdown",
                           style="dim"))
@@ -164,12 +160,14 @@ def to_markdown(result: GateResult) -> str:
         lines.append("| (none) | | 0 | 0 | 0 | 0 | 0 | 0 |")
     rows = shown(result)
     if rows:
-        columns = FINDING_COLUMNS + ("test",)
-        lines += ["", "| " + " | ".join(columns) + " |",
-                  "| " + " | ".join("---:" if c in _RIGHT_ALIGNED else "---" for c in columns) + " |"]
-        for comp in rows:
-            lines.append("| " + " | ".join(_cell(v) for v in (*_finding_cells(comp), comp.note or comp.test))
-                         + " |")
+        columns = [Column("status", [c.status for c in rows], "left"),
+                   Column("rule", [c.rule.label for c in rows], "left"), *finding_columns(rows),
+                   Column("threshold", [threshold_text(c) for c in rows], "left"),
+                   Column("test", [c.note or c.test for c in rows], "left")]
+        lines += ["", "| " + " | ".join(_cell(c.heading) for c in columns) + " |",
+                  "| " + " | ".join("---:" if c.justify == "right" else "---" for c in columns) + " |"]
+        for index in range(len(rows)):
+            lines.append("| " + " | ".join(_cell(c.cells[index]) for c in columns) + " |")
     for label, kernels in (("appeared", result.appeared), ("disappeared", result.disappeared)):
         if kernels:
             lines += ["", f"**Kernels {label}** (a library may have picked another kernel):", ""]

@@ -50,6 +50,7 @@ class ReportInput:
     view_ids: list = field(default_factory=lambda: list(registry.VIEWS))  # the views computed
     devices: pd.DataFrame = field(default_factory=pd.DataFrame)  # the views' device constants
     share_of: str = ""  # what the time shares are of, when not the whole run
+    phase_time_ns: dict = field(default_factory=dict)  # after a phase filter: registry.share_basis
     tokens: Optional[dict] = None  # phase -> (tokens, source) when figures are per token
     mlp: pd.DataFrame = field(default_factory=pd.DataFrame)  # activation share of MLP time per phase
 
@@ -107,15 +108,16 @@ def filter_input(data: ReportInput, phase: Optional[str] = None,
         return frame[mask]
 
     groups, gap, share_of = keep(data.groups), keep(data.gap), data.share_of
+    phase_time_ns = data.phase_time_ns
     if phase and not data.kernels.empty:
-        in_phase = data.kernels["phase"] == phase
-        basis = float(numbers(data.kernels[in_phase.to_numpy()], "time_ns").sum())
+        phase_time_ns = registry.share_basis(data.kernels, phase)  # as `smlens views --phase`
+        basis = sum(phase_time_ns.values())
         if basis > 0:
             groups, gap = (_shares_of(f, basis) for f in (groups, gap))
             share_of = f"{phase}'s kernel time ({fmt_time_ns(basis)})"
     mlp = data.mlp if data.mlp.empty or not phase else data.mlp[data.mlp["phase"] == phase]
     return replace(data, kernels=keep(data.kernels), groups=groups, gap=gap, share_of=share_of,
-                   mlp=mlp)
+                   mlp=mlp, phase_time_ns=phase_time_ns)
 
 
 def _shares_of(frame: pd.DataFrame, basis: float) -> pd.DataFrame:
@@ -135,7 +137,8 @@ def per_token(data: ReportInput, tokens: dict) -> ReportInput:
 
 def _verdict(data: ReportInput) -> Verdict:
     kernels = data.kernels.rename(columns={v: k for k, v in _KERNEL_RENAMES.items()})
-    return make_verdict(SimpleNamespace(groups=data.groups, kernels=kernels, devices=data.devices))
+    return make_verdict(SimpleNamespace(groups=data.groups, kernels=kernels, devices=data.devices,
+                                        phase_time_ns=data.phase_time_ns))
 
 
 # --- the page -------------------------------------------------------------------------------------

@@ -187,7 +187,7 @@ def fig_time(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None, unit: st
 
 
 def fig_tensor(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Optional[dict]:
-    """Tensor pipe and useful tensor work per group, with fill on a second axis."""
+    """Tensor pipe and useful tensor work per group, with the useful MMA share on a second axis."""
     groups = story(groups)
     if groups is None or groups.empty:
         return None
@@ -213,7 +213,7 @@ def fig_tensor(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Opt
                        "marker": {"symbol": "diamond-open", "size": 11, "color": BASELINE_COLOR},
                        "hovertemplate": f"%{{x}}<br>baseline {plot_text(fill)}: %{{y:.3f}}<extra></extra>"})
     return {"data": traces, "layout": _layout(
-        "Tensor pipe, fill and useful tensor work", 420, barmode="group", scattermode="group",
+        f"Tensor pipe, {fill} and useful tensor work", 420, barmode="group", scattermode="group",
         yaxis={"title": {"text": "% of peak"}, "rangemode": "tozero"},
         yaxis2={"title": {"text": f"{fill} (useful / executed)"}, "overlaying": "y", "side": "right",
                 "range": [0, 1.05], "showgrid": False},

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 import textwrap
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import pandas as pd
 from rich import box
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
@@ -92,6 +93,45 @@ def formatter(figure: Figure) -> Fmt:
     return _FORMATS.get(figure.unit, number_text)
 
 
+# --- sentences that wrap ---------------------------------------------------------------------------
+
+# A number and the unit after it (`2.5 %`, `371 µs`, `4.81 TB/s`, `12.6 M`): one word when wrapping.
+_NUMBER_UNIT = re.compile(r"(\d) (?=(?:%|[µun]?s|ms|[kMGTP]?B(?:/s)?|[kMGT]?Hz|[kMGTP]?FLOP(?:/s|/byte)?|ops|"
+                          r"[kMGTP])(?![\w/]))")
+
+
+def _wrapped_lines(line: Text, width: int) -> list[Text]:
+    """`line` cut after spaces into lines of at most `width` cells (a word longer stays whole), never
+    at the space between a number and its unit."""
+    plain = line.plain
+    glued = {match.end(1) for match in _NUMBER_UNIT.finditer(plain)}
+    breaks, start, space = [], 0, None
+    for index, char in enumerate(plain):
+        if char == " " and index not in glued:
+            space = index
+        if index - start >= width and space is not None and space >= start:
+            breaks.append(space + 1)
+            start, space = space + 1, None
+    parts = line.divide(breaks) if breaks else [line]
+    for part in parts:
+        part.rstrip()
+        part.end = "\n"
+    return list(parts)
+
+
+class Prose:
+    """Sentences (a verdict, a legend, a validation's reason) wrapped between words at the console's
+    width. Rich would also break between a number and its unit, at any space, a no-break one
+    included; this never does."""
+
+    def __init__(self, text: "Text | str", style: str = ""):
+        self.text = Text(text, style=style) if isinstance(text, str) else text
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in self.text.split("\n", allow_blank=True):
+            yield from _wrapped_lines(line, options.max_width)
+
+
 # --- tables that fit -------------------------------------------------------------------------------
 
 @dataclass
@@ -162,10 +202,10 @@ def fit(title: str, key_heading: str, rows: Rows, columns: list[Column], width: 
             for number, part in enumerate(parts)]
 
 
-def legend(columns: list[Column]) -> Text:
+def legend(columns: list[Column]) -> Prose:
     """Each column's definition, one line each."""
     lines = [f"{c.heading}: {c.definition}" for c in columns if c.definition]
-    return Text("\n".join(lines), style="dim")
+    return Prose("\n".join(lines), style="dim")
 
 
 def _grouped_rows(frame: pd.DataFrame) -> tuple[Rows, list[int]]:
@@ -212,7 +252,7 @@ def _pct_text(value: float) -> str:
 
 def verdict_parts(verdict: Verdict, width: int) -> list:
     """The verdict's sentence, its phases as a table, the ranked opportunities and the setup."""
-    parts: list = [Text("Verdict", style="bold"), Text(verdict.summary)]
+    parts: list = [Text("Verdict", style="bold"), Prose(verdict.summary)]
     if verdict.phases:
         rows = Rows()
         for phase in verdict.phases:
@@ -240,9 +280,9 @@ def verdict_parts(verdict: Verdict, width: int) -> list:
         parts.append(Text(""))
         parts.append(Text("Where time can be won (time x headroom to the bound unit's peak):", style="bold"))
         for rank, group in enumerate(verdict.opportunities, 1):
-            parts.append(Text(f"{rank}. {group.text}"))
+            parts.append(Prose(f"{rank}. {group.text}"))
     if verdict.setup is not None:
-        parts.append(Text(verdict.setup.text, style="dim"))
+        parts.append(Prose(verdict.setup.text, style="dim"))
     return parts
 
 
@@ -251,14 +291,23 @@ def verdict_parts(verdict: Verdict, width: int) -> list:
 GUESSED = "?"  # a guessed role; `*` marks a changed choice in V8's table
 
 
-def gap_tables(gap: pd.DataFrame, width: int = 80) -> tuple[list[Table], list[Column]]:
+def shares_of(phase_time_ns: dict) -> str:
+    """What the time shares are of: the run's kernel time, or after a phase filter the phases'
+    (registry.share_basis)."""
+    if not phase_time_ns:
+        return "the run's kernel time"
+    return f"{' and '.join(phase_time_ns)}'s kernel time ({us(sum(phase_time_ns.values()))} µs)"
+
+
+def gap_tables(gap: pd.DataFrame, width: int = 80, phase_time_ns: Optional[dict] = None
+               ) -> tuple[list[Table], list[Column]]:
     """The gap per phase and role on one basis, every step a share of elapsed time and each at most
     the one before (the headline beside, no step), the factor each step loses, the memory side and
     the figures that explain the steps, with the catalog's labels: (tables, their columns)."""
     catalog = {**registry.figures(), **registry.gap_figures()}
     rows, positions = _grouped_rows(gap)
     share_column = Column("time %", [None if p is None else pct(gap["time_share_pct"].iloc[p]) for p in positions],
-                          definition="the group's share of the run's kernel time")
+                          definition=f"the group's share of {shares_of(phase_time_ns or {})}")
     shown = (gap_module.HEADLINE, *gap_module.STEPS, *gap_module.FACTORS, *gap_module.MEMORY,
              *gap_module.EXPLAINERS)
     columns = [share_column] + [_figure_column(catalog[c], gap, positions) for c in shown if c in catalog]
@@ -394,22 +443,25 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
         console.print(Text(title, style="bold"))
     line = device_line(getattr(result, "devices", None))
     if line:
-        console.print(line)
+        console.print(Prose(line))
     if result.kernels.empty:
         console.print("no kernels")
         return
+    phase_time_ns = getattr(result, "phase_time_ns", None)
+    if phase_time_ns:
+        console.print(Prose(f"time shares are of {shares_of(phase_time_ns)}", style="dim"))
     console.print()
     for part in verdict_parts(verdict or make_verdict(result), width):
         console.print(part)
     console.print()
-    tables, columns = gap_tables(result.gap, width)
+    tables, columns = gap_tables(result.gap, width, phase_time_ns)
     for table in tables:
         console.print(table)
     console.print(legend(columns))
-    console.print(Text(f"{GUESSED} after a role: guessed from kernel names or launch order (no role range). "
+    console.print(Prose(f"{GUESSED} after a role: guessed from kernel names or launch order (no role range). "
                        "docs/VIEWS.md defines every figure.", style="dim"))
     for line in mlp_lines(getattr(result, "mlp", None)):
-        console.print(line)
+        console.print(Prose(line))
     _print_ranks(result, console)
     console.print()
     console.print(summary_table(result))
@@ -423,7 +475,7 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
         if columns:
             console.print(legend(columns))
         for text_line in validation_lines(result, view):
-            console.print(text_line)
+            console.print(Prose(text_line))
 
 
 def _print_ranks(result, console: Console) -> None:
@@ -434,7 +486,7 @@ def _print_ranks(result, console: Console) -> None:
         console.print()
         for table in communication_table(comm, console.width):
             console.print(table)
-        console.print(Text(COMM_LEGEND, style="dim"))
+        console.print(Prose(COMM_LEGEND, style="dim"))
     if imbalance is not None and not imbalance.empty:
         console.print()
         for table in imbalance_table(imbalance, console.width):

@@ -158,3 +158,26 @@ def test_the_gap_reads_every_view_and_the_json_keys_cover_views_md():
                 "wave_efficiency", "top_stall", "dram_bytes", "intensity", "kernel_family", "tile",
                 "split_k"}
     assert promised <= set(registry.json_kernel_keys())
+
+
+def test_labels_say_useful_mma_share_where_the_data_says_fill(targeted_capture):
+    """The words of a table are an Nsight Compute user's: no label or view title says `fill`; the
+    column keeps its name in the data, and its definition stands in the legend under the table."""
+    import re
+
+    declared = {**registry.figures(), **registry.gap_figures()}
+    words = [f.label for f in declared.values()] + [m.TITLE for m in registry.VIEWS.values()]
+    assert [w for w in words if re.search(r"\bfill\b", w, re.I)] == []
+    assert (declared["fill"].label, declared["fill_factor"].label) == ("useful MMA share", "× useful MMA share")
+
+    result = compute_views(targeted_capture.kernels, ["V3"])
+    assert result.groups.set_index(["phase", "role"]).loc[("decode", "qkv_proj"), "fill"] == 0.5
+    console = Console(width=80, record=True, file=io.StringIO())
+    print_views(result, {"name": "targeted"}, console=console)
+    text = console.export_text()
+    v3 = text[re.search(r"^V3 Useful MMA work *$", text, re.M).start():]
+    assert re.search(r"^\s+useful\s+useful\s*$", v3, re.M) and re.search(r"^\s+MMA\s+tensor\s*$", v3, re.M)
+    assert re.search(r"^  qkv_proj +1\.00 +77\.4 ", v3, re.M)  # cold prefill: every tile row useful
+    assert re.search(r"^  qkv_proj +0\.50 +0\.7 ", v3, re.M)  # decode: 4 tokens in the tile's 8
+    assert "useful MMA share: useful FLOPs / tensor ops: the share of the MMA work that was" in v3
+    assert "× useful MMA share: useful_tensor_pct / tensor_device_pct" in " ".join(text.split())

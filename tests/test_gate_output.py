@@ -133,10 +133,17 @@ def test_markdown_renders_a_summary_table_and_the_findings(results):
     assert {row[0] for row in summary[1:]} == {"time per kernel family", "time per role",
                                                 "useful_tensor_pct", "fill", "achieved_occupancy_pct",
                                                 "wave_efficiency", "dram_bytes"}
+    # the group's phase, role and family in columns of their own, as in the terminal table
+    assert findings[0] == ["status", "rule", "phase", "role", "family", "baseline", "current", "change",
+                           "threshold", "test"]
     regressions = [row for row in findings[1:] if row[0] == "regression"]
     assert len(regressions) == len(result.by_status("regression"))
-    assert ["regression", "wave_efficiency", "decode/gate_up_proj/cublaslt_nvjet", "1", "0.848",
-            "-15.2%"] in [row[:6] for row in regressions]
+    assert ["regression", "wave_efficiency", "decode", "gate_up_proj", "cublaslt_nvjet", "1", "0.848",
+            "-15.2%", "−10% and 0.05"] in [row[:9] for row in regressions]
+    # a rule grouped by phase and role only leaves the family cell blank
+    assert ["improved", "time per role", "decode", "attention", "", "83.7 µs", "7.01 µs", "-91.6%"] in \
+        [row[:8] for row in findings[1:]]
+    assert "| ---: | ---: | ---: |" in text  # baseline, current and change right-aligned
     assert "## smlens gate: ❌ regression (exit 1)" in text
     assert "threshold alone decides" in text
     assert "**Kernels appeared**" in text and "`cublasLt::splitKreduce_kernel`" in text
@@ -159,8 +166,8 @@ def test_markdown_escapes_pipes_in_cells(targeted):
     slower["time_ns"] = slower["time_ns"] * 1.5  # every group past the threshold
     text = to_markdown(run_gate([Run("a", base)], [Run("b", slower)]))
     findings = markdown_tables(text)[1]
-    assert all(len(row) == 8 for row in findings)
-    assert any(row[2] == "decode/attention/cudnn|sdpa" for row in findings)
+    assert all(len(row) == 10 for row in findings)
+    assert any(row[2:5] == ["decode", "attention", "cudnn|sdpa"] for row in findings)
 
 
 def test_terminal_table_fits_eighty_columns(results):

@@ -163,8 +163,8 @@ def test_gap_table_gives_each_step_its_factor(targeted):
     assert row["SM throughput (headline, no step)"] == "6 %"
     assert row["\u00d7 SM activity"] == f"\u00d7{gap['activity_factor']:.3g}" == "\u00d70.273"
     assert row["\u00d7 MMA path"] == "\u00d71"
-    assert row["\u00d7 fill"] == "\u00d70.5"
-    assert row["fill (V3)"] == "0.50"
+    assert row["\u00d7 useful MMA share"] == "\u00d70.5"
+    assert row["useful MMA share (V3)"] == "0.50"
     assert row["bound (V7)"] == "latency" and row["DRAM (V7)"] == "37.7 %"
     # a phase's `all` row only where the phase has several roles
     assert {r for p, r in zip(table["phase"], table["role"]) if r == "all" and p == "decode"} == {"all"}
@@ -306,7 +306,7 @@ def test_missing_metrics_are_dashes_not_zeros():
     data = views_input(DATA / "sections_raw.csv", TARGETED_SHAPES, {"id": "s", "name": "sections"})
     page = Page(report.render_report(data))
     fill = page.table("v3")
-    assert set(fill["fill"]) == {"\u2014"} and set(fill["useful tensor"]) == {"\u2014"}
+    assert set(fill["useful MMA share"]) == {"\u2014"} and set(fill["useful tensor"]) == {"\u2014"}
     assert "0 pass \u00b7 0 fail \u00b7 188 n/a" in dict(page.sections["v7"]["asides"])["V7"]
     assert "fig-v7" not in figures_of(report.render_report(data))
 
@@ -365,7 +365,7 @@ def test_every_na_says_why_and_what_to_do(targeted, tmp_path):
     v3 = dict(bare.sections["v3"]["asides"])["V3"]
     assert "48 n/a: no problem shape" in v3 and "--shapes" in v3
     # and a missing figure of a group says why on hover: fill rests on V2's op counters, absent here
-    fill = bare.raw_row("v3", 0, phase="decode", role="qkv_proj")["fill"]
+    fill = bare.raw_row("v3", 0, phase="decode", role="qkv_proj")["useful MMA share"]
     assert fill[0] == "\u2014" and "title=n/a: needs sm__pipe_tensor_cycles_active" in fill[1]
     assert "profile with smlens" in fill[1]
     v7 = dict(bare.sections["v7"]["asides"])["V7"]

@@ -345,9 +345,14 @@ def test_filter_recomputes_groups(targeted):
     assert set(only.groups["role"]) == set(GEMM_ROLES)
     qkv = only.groups[only.groups["role"] == "qkv_proj"].iloc[0]
     assert qkv["kernels"] == 8
-    # time shares stay shares of the whole run
-    assert only.groups["time_share_pct"].sum() == pytest.approx(
-        100 * only.kernels["time_ns"].sum() / targeted.kernels["time_ns"].sum())
+    # with a phase, time shares are of that phase's whole time (every role and kernel)
+    decode_ns = targeted.kernels.loc[targeted.kernels["phase"] == "decode", "time_ns"].sum()
+    assert only.phase_time_ns == {"decode": decode_ns}
+    assert only.groups["time_share_pct"].sum() == pytest.approx(100 * only.kernels["time_ns"].sum() / decode_ns)
+    # without one, they stay shares of the whole run
+    gemms = targeted.filter(kernel="nvjet")
+    assert not gemms.phase_time_ns and gemms.groups["time_share_pct"].sum() == pytest.approx(
+        100 * gemms.kernels["time_ns"].sum() / targeted.kernels["time_ns"].sum())
 
 
 # --- missing metrics: n/a, never wrong numbers ---------------------------------------------------

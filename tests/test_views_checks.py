@@ -76,7 +76,7 @@ def test_v3_fails_a_shape_that_is_not_the_one_that_ran(targeted_capture):
     assert set(result["validation_V3"]) == {"fail"}
     # and the fill of 1.0 it implies on an 8-wide tile holding 4 tokens is flagged as impossible
     assert result["fill"].to_numpy() == pytest.approx(1.0)
-    assert result["validation_detail_V3"].str.contains("fill 1.000 measured, 0.500 predicted").all()
+    assert result["validation_detail_V3"].str.contains("useful MMA share 1.000 measured, 0.500 predicted").all()
 
 
 def test_v4_fails_registers_per_thread_in_another_unit(targeted_capture):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -109,7 +110,7 @@ def test_printer_fits_80_columns_and_cuts_nothing(targeted_capture):
     # a table too wide for 80 columns goes on below, the phase and role repeated
     assert "The gap (continued)" in text and "  gate_up_proj" in text and "long_scoreboard" in text
     # every column of the gap has its heading and its one-line definition
-    for heading in ("time %", "SM throughput %", "tensor pipe %", "SM coverage %", "top stall", "fill"):
+    for heading in ("time %", "SM throughput %", "tensor pipe %", "SM coverage %", "top stall", "useful MMA share"):
         assert f"{heading}: " in text, heading
 
 
@@ -132,3 +133,64 @@ def test_number_and_name_formatting():
     name = ("void at::<unnamed>::vectorized_layer_norm_kernel<c10::BFloat16, float, 1>(int, T2, const T1 *)")
     assert short_name(name) == "at::vectorized_layer_norm_kernel"
     assert short_name("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT") == "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"
+
+
+@pytest.mark.parametrize("role, roles", [(None, ["qkv_proj", "attention", "o_proj", "gate_up_proj", "down_proj",
+                                                 "elementwise"]), ("attention", ["attention"])])
+def test_a_phase_filter_gives_shares_of_that_phase_in_every_output(store, tmp_path, monkeypatch, role, roles):
+    """`--phase decode` (with or without --role): the gap's time %, the verdict's shares, the JSON
+    and the report all share decode's whole time (817 µs of the targeted capture's 2.67 ms)."""
+    from tests.test_html_report import Page
+
+    extra = ["--role", role] if role else []
+    code, out, err = smlens("views", "targeted", "--store", store, "--phase", "decode", *extra, "--format", "json")
+    assert code == 0, err
+    document = json.loads(out)
+    assert document["time_shares_of"]["phase_time_ns"] == {"decode": 817_376}
+    gap = {g["role"]: g["time_share_pct"] for g in document["gap"]}
+    decode_elementwise = 100 * 285_664 / 817_376  # 34.95 %: its time over decode's
+    if role is None:
+        assert gap["all"] == pytest.approx(100) and gap["elementwise"] == pytest.approx(decode_elementwise)
+    assert gap["attention"] == pytest.approx(10.24, abs=0.01)
+    verdict = document["verdict"]
+    assert {g["role"]: g["share_pct"] for g in verdict["groups"]} == {r: pytest.approx(gap[r]) for r in roles}
+    assert verdict["phases"][0]["share_pct"] == pytest.approx(gap["all"] if role is None else gap["attention"])
+
+    monkeypatch.setenv("COLUMNS", "120")
+    code, out, err = smlens("views", "targeted", "--store", store, "--phase", "decode", *extra)
+    assert code == 0, err
+    assert "time shares are of decode's kernel time (817.4 µs)" in out
+    assert re.search(r"^  attention +10\.2 ", out, re.M)
+    if role is None:
+        assert re.search(r"^  all +100\.0 ", out, re.M) and re.search(r"^  elementwise\? +34\.9 ", out, re.M)
+        assert "(100 % of the workload)" in out and "286 µs (35 % of the workload)" in out
+
+    report = tmp_path / "decode.html"
+    code, _, err = smlens("report", "targeted", "--store", store, "--phase", "decode", *extra, "-o", report)
+    assert code == 0, err
+    page = Page(report.read_text())
+    shares = dict(zip(page.table("gap")["role"], page.table("gap")["share"]))
+    assert shares["attention"] == "10.2 %" and page.table("verdict")["share"].iloc[0] == \
+        ("100 %" if role is None else "10.2 %")
+    if role is None:
+        assert shares["all"] == "100 %" and shares["elementwise"] == "34.9 %"
+
+
+def test_a_number_and_its_unit_stay_on_one_line_at_80_columns(targeted_capture):
+    """The verdict, legends and reasons wrap between words, never between `2.5` and `%` (rich alone
+    breaks there: `DRAM at 2.5` / `%). 34 kernels`, `371` / `µs` on the bundled capture)."""
+    from views.verdict import verdict
+
+    result = compute_views(targeted_capture.kernels)
+    console = Console(width=80, record=True, file=io.StringIO())
+    print_views(result, {"name": "targeted"}, console=console)
+    lines = console.export_text().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    unit = re.compile(r"(%|[µmn]s|s|[kMGT]?B(/s)?|GHz|[kMGT])(?![\w/])")
+    split = [(a, b) for a, b in zip(lines, lines[1:]) if re.search(r"\d$", a) and unit.match(b.lstrip())]
+    assert split == []
+    text = "\n".join(lines)
+    assert re.search(r"\(busiest: DRAM at\n2\.5 %\)\. 34 kernels averaging 8\.4 µs", text)
+    assert re.search(r"^371 µs, 14 % of the captured time; left out of the shares above\.$", text, re.M)
+    # the sentences themselves keep plain spaces (the JSON's and the report's)
+    assert "DRAM at 2.5 %" in verdict(result).opportunities[0].text

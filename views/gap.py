@@ -9,10 +9,10 @@ Every step is a share of the group's elapsed cycles, and each is at most the one
 so each factor between two steps is at most 1 and says what it loses: SM activity (coverage, waves
 and tail, balance: V5), tensor issue (occupancy V4, stalls V6, the kernel's other work), the MMA
 path (an older path's rate against the device's best for the type, and non-MMA work on the pipe:
-V2, V8), fill (padding: V3). The headline, `sm__throughput`, is shown beside and is no step: it is
-the busiest of many SM units and can sit above or below SM active. The memory side says whether a
-low tensor share is headroom at all: DRAM's share of its peak and the bound (V7), e.g. a decode
-GEMM memory-bound at 80 % of the DRAM peak.
+V2, V8), the useful MMA share (padding: V3). The headline, `sm__throughput`, is shown beside and is
+no step: it is the busiest of many SM units and can sit above or below SM active. The memory side
+says whether a low tensor share is headroom at all: DRAM's share of its peak and the bound (V7),
+e.g. a decode GEMM memory-bound at 80 % of the DRAM peak.
 
 A group's figures are time-weighted means of its kernels' (each a share of the kernel's elapsed
 time), so they are shares of the group's elapsed time and the factors multiply out exactly.
@@ -44,8 +44,8 @@ FIGURES = (
            "non-MMA instructions on the pipe: V2, V8)",
            ratio_of=("tensor_device_pct", "tensor_pipe_elapsed_pct"), rests_on=("V2", "V8"),
            bounds=(0, 1)),
-    Figure("fill_factor", "× fill", "ratio", HIGHER, GROUP,
-           "useful_tensor_pct / tensor_device_pct: the MMA work that was not padding (V3)",
+    Figure("fill_factor", "× useful MMA share", "ratio", HIGHER, GROUP,
+           "useful_tensor_pct / tensor_device_pct: the share of the MMA work that was not padding (V3)",
            ratio_of=("useful_tensor_pct", "tensor_device_pct"), rests_on=("V3",), bounds=(0, 1)),
 )
 FACTORS = {f.column: f.ratio_of for f in FIGURES}

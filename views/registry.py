@@ -23,6 +23,7 @@ import pandas as pd
 from views.catalog import ARGMAX, MEAN, MODE, RATIO, SUM, Figure
 from views.common import STATUSES, Checks, combine, metric
 from views.context import Context, names
+from views.vocabulary import PHASE_ORDER
 from views import (device, gap as gap_module, grouping, mlp, ranks, v1_time, v2_tensor, v3_fill,
                    v4_occupancy, v5_waves, v6_stalls, v7_memory, v8_selection)
 
@@ -155,6 +156,9 @@ class ViewsResult:
     imbalance: pd.DataFrame = field(default_factory=pd.DataFrame)
     rank_time_ns: dict = field(default_factory=dict)  # each rank's whole time: its shares' base
     mlp: pd.DataFrame = field(default_factory=pd.DataFrame)  # the activation's share of MLP time per phase
+    # After a phase filter, each selected phase's whole time (share_basis): time shares are of its
+    # sum. Empty: shares of the whole run.
+    phase_time_ns: dict = field(default_factory=dict)
 
     def filter(self, phase=None, role=None, kernel=None) -> "ViewsResult":
         """The kernels of some phases, roles or names (a regular expression), with groups, gap and
@@ -171,8 +175,19 @@ class ViewsResult:
             return frame[mask]
 
         timed = selected(self.timed) if not self.timed.empty else self.timed
-        return _assemble(selected(self.kernels), self.view_ids, self.devices, self.total_time_ns,
-                         timed, self.rank_time_ns)
+        if not phase:
+            return replace(_assemble(selected(self.kernels), self.view_ids, self.devices,
+                                     self.total_time_ns, timed, self.rank_time_ns),
+                           phase_time_ns=self.phase_time_ns)
+        # shares of the selected phases' whole time (per rank: of the rank's time in them)
+        basis = share_basis(self.kernels, phase, self.timed)
+        rank_time_ns = {}
+        if self.rank_time_ns:
+            in_phases = [f[f["phase"].isin(_as_list(phase)).to_numpy()] if not f.empty else f
+                         for f in (self.kernels, self.timed)]
+            rank_time_ns = ranks.rank_times(*in_phases)
+        return replace(_assemble(selected(self.kernels), self.view_ids, self.devices,
+                                 sum(basis.values()), timed, rank_time_ns), phase_time_ns=basis)
 
     def validation_summary(self) -> pd.DataFrame:
         rows = []
@@ -206,6 +221,9 @@ class ViewsResult:
             record["validations"] = {v: {s: int(row[f"{v}_{s}"]) for s in STATUSES}
                                      for v in self.view_ids if f"{v}_pass" in row}
         out = {"run": run, "views": {v: VIEWS[v].TITLE for v in self.view_ids},
+               # what time shares are of: null, the whole run; else the phases selected, each's time
+               "time_shares_of": {"time_ns": sum(self.phase_time_ns.values()),
+                                  "phase_time_ns": self.phase_time_ns} if self.phase_time_ns else None,
                "devices": _records(self.devices), "kernels": kernels, "groups": groups,
                "gap": _records(self.gap), "selection": _records(self.selection),
                "mlp": _records(self.mlp)}
@@ -221,6 +239,23 @@ class ViewsResult:
 
 def _as_list(value) -> list:
     return [value] if isinstance(value, str) else list(value)
+
+
+def share_basis(kernels: pd.DataFrame, phase=None, timed: pd.DataFrame | None = None) -> dict[str, float]:
+    """What time shares are of under a filter, one rule for the terminal, the JSON, the report and
+    the verdict: with `phase` (a name or several), each selected phase's whole time (every role and
+    kernel, the collectives timed without replay included), in run order; time shares are of their
+    sum. Without a phase: empty, shares of the whole run."""
+    if not phase:
+        return {}
+    frames = [f[["phase", "time_ns"]] for f in (kernels, timed) if f is not None and not f.empty]
+    if not frames:
+        return {}
+    both = pd.concat(frames, ignore_index=True)
+    both = both[both["phase"].isin(_as_list(phase)).to_numpy()]
+    times = both.groupby(both["phase"].astype(object), sort=False)["time_ns"].sum()
+    rank = {p: i for i, p in enumerate(PHASE_ORDER)}
+    return {str(p): float(times[p]) for p in sorted(times.index, key=lambda p: rank.get(p, len(rank)))}
 
 
 def _computed_views(ids: list[str]) -> list[str]:

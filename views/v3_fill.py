@@ -1,9 +1,9 @@
-"""V3 Fragment fill: how much of the tensor work is useful.
+"""V3 Useful MMA work: how much of the tensor work is not padding.
 
-fill = useful FLOPs (2·M·N·K for a GEMM; 4·B·H·Sq·Skv·D for attention, halved when causal) / the
-tensor ops counted. Tensor cores work in whole tiles, so a batch-4 decode GEMM on an 8-wide tile
-multiplies padding half the time. The validation predicts the fill from the tile in the kernel's
-name (tiles.py) and the problem shape alone.
+fill (labelled "useful MMA share") = useful FLOPs (2·M·N·K for a GEMM; 4·B·H·Sq·Skv·D for
+attention, halved when causal) / the tensor ops counted. Tensor cores work in whole tiles, so a
+batch-4 decode GEMM on an 8-wide tile multiplies padding half the time. The validation predicts the
+fill from the tile in the kernel's name (tiles.py) and the problem shape alone.
 `useful_tensor_pct` = tensor_device_pct · fill: the useful MMA work as a share of what the device's
 best path for its input type could do in the elapsed time, the figure the headline should have been.
 """
@@ -18,21 +18,22 @@ from views.common import Checks, metric, safe_div
 from views.context import Context, geometry, kind_is, names, shapes
 
 ID = "V3"
-TITLE = "Fragment fill"
+TITLE = "Useful MMA work"
 METRICS = [v2_tensor.TENSOR_PIPE, "launch__grid_size"] + v2_tensor.OPS_METRICS
 FIGURES = (
     Figure("useful_flops", "useful FLOPs", "FLOP", NEITHER, KERNEL,
            "2·M·N·K for a GEMM; 4·B·H·Sq·Skv·D for attention (halved when causal); from the NVTX "
            "shapes", bounds=(0, None)),
-    Figure("fill", "fill", "ratio", HIGHER, RATIO, "useful FLOPs / tensor ops: the share of the "
-           "tensor work that was not padding", ratio_of=("useful_flops", "tensor_ops"),
+    Figure("fill", "useful MMA share", "ratio", HIGHER, RATIO, "useful FLOPs / tensor ops: the share "
+           "of the MMA work that was not padding (a tile reaching past the problem's edge multiplies "
+           "zeros: 0.50 is half)", ratio_of=("useful_flops", "tensor_ops"),
            rests_on=("V2",), summary=True, bounds=(0, 1)),
-    Figure("predicted_fill", "predicted fill", "ratio", NEITHER, KERNEL,
+    Figure("predicted_fill", "predicted useful MMA share", "ratio", NEITHER, KERNEL,
            "M·N·K / the problem padded to whole tiles of the kernel's name: what the validation "
-           "expects of a GEMM's fill"),
+           "expects of a GEMM's useful MMA share"),
     Figure("useful_tensor_pct", "useful tensor", "%", HIGHER, MEAN,
-           "tensor_device_pct x fill: the useful MMA work against what the device's best path for "
-           "its input type does in the elapsed time, the figure the headline should have been",
+           "tensor_device_pct x useful MMA share: the useful MMA work against what the device's best "
+           "path for its input type does in the elapsed time, the figure the headline should have been",
            rests_on=("V1", "V2"), summary=True, bounds=(0, 100)),
 )
 
@@ -87,7 +88,7 @@ def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     m, _, _ = shapes(ctx)
     ops = v2_tensor.tensor_ops(ctx)
     checks = Checks(len(kernels))
-    checks.na(kind_is(ctx, "attention"), "attention: no tile model predicts its fill "
+    checks.na(kind_is(ctx, "attention"), "attention: no tile model predicts its useful MMA share "
                                          "(the figure itself comes from B, H, Sq, Skv, D)")
     checks.na(~kind_is(ctx, "gemm"), "not a GEMM")
     checks.na(np.isnan(m), "no problem shape: give M= N= K= in the role's NVTX range or --shapes")
@@ -97,6 +98,6 @@ def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     checks.na(np.isnan(predicted), "the tile does not fit the grid (split-K factor unknown)")
     close = np.abs(safe_div(fill, predicted) - 1) <= TOLERANCE
     checks.passed(close)
-    checks.failed(~close, lambda f, p, t: f"fill {f:.3f} measured, {p:.3f} predicted by the {t} tile",
-                  fill, predicted, tile)
+    checks.failed(~close, lambda f, p, t: f"useful MMA share {f:.3f} measured, {p:.3f} predicted by the "
+                                          f"{t} tile", fill, predicted, tile)
     return checks.frame(kernels.index)

@@ -16,7 +16,8 @@ ranked by that time: time x headroom.
 
 Kernels outside any phase range (phase `other`: weight initialisation, warm-up; or `setup`, a
 profiled program's kernels outside its forwards) are setup: shown apart, left out of the shares,
-unless the run has no phase at all.
+unless the run has no phase at all. After a phase filter (the result's `phase_time_ns`), shares are
+of the selected phases' whole time, as the gap's.
 
 A group figure a later view adds for the same thing is read in place of these when present: a
 group `bound` column whose values are this module's BOUNDS.
@@ -233,8 +234,8 @@ def _hints(row, bound: str | None) -> tuple[str, ...]:
         "occupancy": (f"occupancy {occupancy:.0f} % of the SM's warps"
                       + (f", limited by {_limiter_words(limiter)}" if limiter else "")
                       + " (V4)") if occupancy < LOW_OCCUPANCY_PCT else None,
-        "fill": (f"{(1 - fill) * 100:.0f} % of the tensor work multiplies padding (fill {fill:.2f}, V3)")
-        if fill < LOW_FILL else None,
+        "fill": (f"{(1 - fill) * 100:.0f} % of the MMA work multiplies padding (useful MMA share "
+                 f"{fill:.2f}, V3)") if fill < LOW_FILL else None,
         "stall": f"warps wait most on {stall.replace('_', ' ')} (V6)" if stall else None,
     }
     order = {"latency": ("short", "coverage", "occupancy", "stall"),
@@ -362,6 +363,9 @@ def verdict(result, top: int = TOP) -> Verdict:
     has_setup = bool(phases_present & set(SETUP_PHASES)) and bool(phases_present - set(SETUP_PHASES))
     story = rows[~in_setup] if has_setup else rows
     workload_ns = float(pd.to_numeric(story["time_ns"], errors="coerce").sum())
+    basis = getattr(result, "phase_time_ns", None)  # a phase filter (registry.share_basis)
+    if basis:  # shares of the selected phases' whole time, whatever roles or kernels are shown
+        workload_ns = sum(t for p, t in basis.items() if not (has_setup and p in SETUP_PHASES))
     fp32 = _group_fp32(result.kernels, getattr(result, "devices", None))
     if "fp32_pct" in rows.columns:  # V7's, on the elapsed cycles as DRAM's and the tensor pipe's
         fp32 = {(p, r): _get(row, "fp32_pct") for p, r, row in
