@@ -75,6 +75,10 @@ TINY = dict(hidden_size=64, intermediate_size=128, num_attention_heads=4, num_ke
 
 
 def hf_model(family: str, **extra):
+    if family == "gemma2_eager":
+        # Gemma-2's layout from transformers 5.18 on, whatever version is installed: no SDPA (it
+        # has no softcap), attention is the modeling file's own eager_attention_forward
+        family, extra = "gemma2", {**extra, "attn_implementation": "eager"}
     cfg_class, model_class, kw = {
         "llama": ("LlamaConfig", "LlamaForCausalLM", TINY),
         "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", TINY),
@@ -123,7 +127,12 @@ def _messages(stack):
 
 # --- Hugging Face models ---------------------------------------------------------------------
 
-FAMILIES = ["llama", "qwen2", "mistral", "gemma2", "gpt2"]
+FAMILIES = ["llama", "qwen2", "mistral", "gemma2", "gemma2_eager", "gpt2"]
+EAGER = {"gemma2_eager"}  # and gemma2 itself from transformers 5.18 on (is_eager tells)
+
+
+def is_eager(config) -> bool:
+    return config._attn_implementation == "eager"
 
 
 @pytest.fixture(scope="module", params=FAMILIES)
@@ -180,6 +189,9 @@ def test_every_gemm_in_a_layer_has_its_role_and_shape(hf_run):
         if op not in GEMM_OPS or not any(e.startswith("smlens:layer_") for e in stack):
             continue
         parsed = nvtx.classify(list(stack), kernel_name(op))
+        if parsed["role"] == "attention" and is_eager(config):
+            assert op in ("matmul", "bmm") and parsed["role_source"] == "annotation", stack  # QK^T, PV
+            continue
         assert parsed["role"] in vocabulary.GEMM_ROLES and parsed["role_source"] == "annotation", stack
         m, n, k = parsed["shape_m"], parsed["shape_n"], parsed["shape_k"]
         tokens = 2 * 8 if nvtx.phase_of(list(stack)) != "decode" else 2
@@ -202,7 +214,7 @@ def test_every_kernel_in_a_layer_has_one_of_the_six_roles(hf_run):
         parsed = nvtx.classify(list(stack), kernel_name(op))
         assert parsed["role"] in vocabulary.ROLES, (op, stack)
         roles.add(parsed["role"])
-        if op in ATTENTION_OPS:
+        if op in ATTENTION_OPS or (is_eager(config) and parsed["role"] == "attention"):
             heads = config.num_attention_heads if family != "gpt2" else config.n_head
             kv_heads = heads if family == "gpt2" else config.num_key_value_heads
             decode = nvtx.phase_of(list(stack)) == "decode"
@@ -212,7 +224,8 @@ def test_every_kernel_in_a_layer_has_one_of_the_six_roles(hf_run):
                                                                          16, 0 if decode else 1)
             assert parsed["attn_kv_heads"] in (kv_heads, heads)  # repeat_kv may widen K and V
             assert parsed["attn_kv_len"] >= parsed["attn_q_len"]
-            assert shapes[0] == (2, heads, parsed["attn_q_len"], 16)
+            if op in ATTENTION_OPS:
+                assert shapes[0] == (2, heads, parsed["attn_q_len"], 16)
     assert roles == set(vocabulary.ROLES)
 
 
@@ -257,16 +270,28 @@ def test_nothing_installed_without_a_tool():
     assert torch.nn.functional.scaled_dot_product_attention is sdpa
 
 
-def test_eager_attention_matmuls_are_attention(annotated):
-    """Eager attention computes QK^T and PV as plain matmuls inside the attention module: they
-    carry no projection range and ingest gives them the attention role."""
-    model, _ = hf_model("llama", attn_implementation="eager")
+@pytest.mark.parametrize("family", ["llama", "gemma2"])
+def test_eager_attention_is_attention(annotated, family):
+    """Eager attention computes QK^T and PV as plain matmuls, with the softcap and softmax between,
+    in the modeling file's eager_attention_forward: all of it runs in an attention range with the
+    shapes (Gemma-2's default since transformers 5.18, where this was a GEMM with no role)."""
+    model, config = hf_model(family, attn_implementation="eager")
     _, domain = annotated()
     with OpRecorder(domain) as recorder, torch.no_grad():
         generate_twice(model)
-    roles = [nvtx.classify(list(stack), kernel_name(op)) for op, stack, _ in recorder.ops
-             if op in ("matmul", "bmm") and any(e.startswith("smlens:layer_") for e in stack)]
-    assert roles and {(r["role"], r["role_source"]) for r in roles} == {("attention", "name")}
+    in_layers = [(op, shapes, nvtx.classify(list(stack), kernel_name(op))) for op, stack, shapes in recorder.ops
+                 if op not in VIEW_OPS and any(e.startswith("smlens:layer_") for e in stack)]
+    matmuls = [(shapes, parsed) for op, shapes, parsed in in_layers if op in ("matmul", "bmm")]
+    assert matmuls and {(p["role"], p["role_source"]) for _, p in matmuls} == {("attention", "annotation")}
+    softmax = [p for op, _, p in in_layers if op == "_softmax"]
+    assert softmax and {p["role"] for p in softmax} == {"attention"}
+    heads = config.num_attention_heads
+    for shapes, parsed in matmuls:
+        assert (parsed["attn_batch"], parsed["attn_heads"], parsed["attn_kv_heads"], parsed["attn_head_dim"]) \
+            == (2, heads, config.num_key_value_heads, 16)
+        assert parsed["attn_causal"] == (parsed["attn_q_len"] > 1)
+        # QK^T's or PV's batch of matrices: B x H of them, Sq rows
+        assert shapes[0][-2] == parsed["attn_q_len"] and 2 * heads in (shapes[0][0], shapes[0][0] * shapes[0][1])
 
 
 def test_setup_is_labelled_only_when_asked(annotated):

@@ -146,7 +146,9 @@ class Annotator:
             model = annotator._thread.model
             if annotator._compiling() or model is None or model.capturing:
                 return original(query, key, value, *args, **kwargs)
-            pushed = annotator._push_attention(query, key, args, kwargs)
+            mask = kwargs.get("attn_mask", args[0] if args else None)
+            causal = kwargs.get("is_causal", args[2] if len(args) > 2 else False)
+            pushed = annotator._push_attention(query, key, mask, causal)
             try:
                 return original(query, key, value, *args, **kwargs)
             finally:
@@ -157,6 +159,37 @@ class Annotator:
         scaled_dot_product_attention.__doc__ = original.__doc__
         functional.scaled_dot_product_attention = scaled_dot_product_attention
         self._undo.append(lambda: setattr(functional, "scaled_dot_product_attention", original))
+
+    def _wrap_eager_attention(self, module) -> None:
+        """Hugging Face's eager attention (Gemma-2's default since transformers 5.18: SDPA has no
+        softcap) is the module-level `eager_attention_forward(module, query, key, value, mask, ...)`
+        of the attention class's modeling file, looked up at each call: wrapped there, its matmuls,
+        softcap and softmax run in an attention range with the shapes, as SDPA's kernels do."""
+        import sys
+        source = sys.modules.get(type(module).__module__)
+        original = getattr(source, "eager_attention_forward", None)
+        if not callable(original) or getattr(original, "_smlens_wrapped", False):
+            return
+        annotator = self
+
+        def eager_attention_forward(attention, query, key, value, *args, **kwargs):
+            model = annotator._thread.model
+            if annotator._compiling() or annotator.error is not None or model is None or model.capturing:
+                return original(attention, query, key, value, *args, **kwargs)
+            mask = kwargs.get("attention_mask", args[0] if args else None)
+            # the causal mask comes as `mask` (eager attention has no is_causal)
+            pushed = annotator._push_attention(query, key, mask, False)
+            try:
+                return original(attention, query, key, value, *args, **kwargs)
+            finally:
+                if pushed:
+                    annotator.domain.pop_range()
+
+        eager_attention_forward.__wrapped__ = original
+        eager_attention_forward._smlens_wrapped = True
+        eager_attention_forward.__doc__ = original.__doc__
+        source.eager_attention_forward = eager_attention_forward
+        self._undo.append(lambda: setattr(source, "eager_attention_forward", original))
 
     def _wrap_cuda_graph(self, torch) -> None:
         """A CUDA graph captured around a model forward gets that forward's phase (and a decode step
@@ -229,16 +262,16 @@ class Annotator:
         self._push(f"step_{step}")
         return 2
 
-    def _push_attention(self, query, key, args, kwargs) -> bool:
+    def _push_attention(self, query, key, mask, causal) -> bool:
+        """The attention range of one SDPA or eager-attention call, from its query and key:
+        [B, H, S, D] (or [H, S, D])."""
         try:
             batch, heads, q_len, head_dim = (int(v) for v in query.shape[-4:]) if query.dim() == 4 \
                 else (1, *(int(v) for v in query.shape[-3:]))
             kv_heads, kv_len = int(key.shape[-3]), int(key.shape[-2])
-            mask = kwargs.get("attn_mask", args[0] if args else None)
-            causal = bool(kwargs.get("is_causal", args[2] if len(args) > 2 else False))
             # a mask at Sq > 1 in a decoder's forward is the causal mask (Hugging Face passes one
             # when padding or a cache offset rules out is_causal)
-            causal = causal or (mask is not None and q_len > 1)
+            causal = bool(causal) or (mask is not None and q_len > 1)
             records = self._thread.records
             path = records[-1].path if records else ""
             self._push(f"attention B={batch} H={heads} KVH={kv_heads} Sq={q_len} Skv={kv_len} "
@@ -401,9 +434,11 @@ class Annotator:
                 info = _Info(_OWNER, path)
             else:
                 kind, word = roles[path]
-                if kind == _BLOCK and word == "attention" and \
-                        not any(p.startswith(path + ".") for p in projections):
-                    kind = _ATTENTION  # the attention computation itself (vLLM's Attention)
+                if kind == _BLOCK and word == "attention":
+                    if not any(p.startswith(path + ".") for p in projections):
+                        kind = _ATTENTION  # the attention computation itself (vLLM's Attention)
+                    else:
+                        self._wrap_eager_attention(child)
                 info = self._describe(kind, path, word, child)
             self._remember(child, info)
         with self._lock:
