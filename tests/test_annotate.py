@@ -294,6 +294,42 @@ def test_eager_attention_is_attention(annotated, family):
         assert shapes[0][-2] == parsed["attn_q_len"] and 2 * heads in (shapes[0][0], shapes[0][0] * shapes[0][1])
 
 
+class Ended(BaseException):
+    """What the annotation's exit raises here instead of ending the test process."""
+
+
+@pytest.mark.parametrize("targets, forwards, ended", [
+    ("cold_prefill", {"cold_prefill": 1, "warm_prefill": 0, "decode": 0}, True),
+    # decode step 1 is in the first generate: the second one's prefill is the last target
+    ("warm_prefill,decode:1", {"cold_prefill": 1, "warm_prefill": 1, "decode": 2}, True),
+    ("decode:3", {"cold_prefill": 1, "warm_prefill": 1, "decode": 4}, True),
+    ("decode:4", {"cold_prefill": 1, "warm_prefill": 1, "decode": 4}, False),  # never reached
+])
+def test_the_program_ends_after_the_last_profiled_forward(targets, forwards, ended):
+    """With SMLENS_STOP_AFTER's targets the process ends (exit 0) as the forward that meets the
+    last of them returns, every range closed; a target never met lets the program finish."""
+    model, _ = hf_model("llama")
+    domain = RecordingDomain()
+    annotator = Annotator(vocabulary, domain, stop_after=targets).install(torch)
+    exits = []
+
+    def end(code):
+        exits.append((code, tuple(domain.stack), dict(annotator.forwards)))
+        raise Ended
+
+    annotator._exit = end
+    try:
+        with torch.no_grad():
+            generate_twice(model)
+    except Ended:
+        pass
+    finally:
+        annotator.remove()
+    assert exits == ([(0, (), forwards)] if ended else [])
+    assert annotator.forwards == forwards
+    assert annotator.status()["stopped_after"] == (targets if ended else None)
+
+
 def test_setup_is_labelled_only_when_asked(annotated):
     model, _ = hf_model("llama")
     _, domain = annotated(setup=True)

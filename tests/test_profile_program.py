@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from profiler.ingest.store import Store
 from profiler.run import annotate, ncu
+from profiler.run import program as program_path
 from tests.cli import smlens
 
 FAKES = Path(__file__).parent / "fakes"
@@ -70,6 +71,21 @@ with torch.no_grad():
             sys.exit(3)
 print("bits", b"".join(o.numpy().tobytes() for o in outs).hex())
 '''
+# a child of the program, started after its first forward: it is not the process smlens stops
+CHILD = '''
+import os, subprocess, sys
+import torch
+from torch import nn
+model = nn.Module()
+model.layers = nn.ModuleList([nn.Linear(4, 4)])
+model.forward = lambda x: model.layers[0](x)
+if len(sys.argv) == 1:
+    code = subprocess.run([sys.executable, __file__, "child"]).returncode
+    print("child exit", code, flush=True)
+with torch.no_grad():
+    model(torch.ones(1, 1, 4))  # decode step 0
+print("stop env", os.environ.get("SMLENS_STOP_AFTER"), flush=True)
+'''
 
 
 @pytest.fixture
@@ -79,9 +95,11 @@ def program(tmp_path):
     return path
 
 
-def run_program(program, tmp_path, *args, annotate_it=True, extra_path=(), setup=False):
+def run_program(program, tmp_path, *args, annotate_it=True, extra_path=(), setup=False, stop_after=None):
     """The program in a fresh interpreter, with the environment `smlens profile` gives it."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SMLENS_ANNOTATE_DIR")}
+    if stop_after:
+        env[program_path.STOP_ENV] = stop_after
     env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (*extra_path, NVTX_RECORDER))
     env["FAKE_NVTX_LOG"] = str(tmp_path / "nvtx.jsonl")
     if annotate_it:
@@ -140,6 +158,30 @@ def test_injection_keeps_the_programs_own_modules(program, tmp_path):
 
 
 @needs_torch
+def test_the_program_ends_after_its_last_profiled_forward(program, tmp_path):
+    """SMLENS_STOP_AFTER=cold_prefill: the process exits 0 right after its first forward (no
+    later range, its last line never printed), and its status says so."""
+    proc, pushed, (status,) = run_program(program, tmp_path, stop_after="cold_prefill")
+    assert proc.returncode == 0, proc.stderr
+    assert "bits" not in proc.stdout
+    assert {p[0] for p in pushed} == {"smlens:cold_prefill"} and len(pushed) > 10
+    assert status["forwards"] == {"cold_prefill": 1, "warm_prefill": 0, "decode": 0}
+    assert status["stopped_after"] == "cold_prefill"
+
+
+@needs_torch
+def test_only_the_started_process_is_ended(tmp_path):
+    """A process the program starts neither inherits the stop nor is ended (it runs on to its last
+    line); the program itself ends after its forward."""
+    child = tmp_path / "child.py"
+    child.write_text(CHILD)
+    proc, _, statuses = run_program(child, tmp_path, stop_after="decode:0")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["stop env None", "child exit 0"]
+    assert sorted(str(s["stopped_after"]) for s in statuses) == ["None", "decode:0"]
+
+
+@needs_torch
 def test_setup_range_in_a_real_process(program, tmp_path):
     _, pushed, _ = run_program(program, tmp_path, setup=True)
     assert pushed[0] == ["smlens:setup"]
@@ -156,26 +198,31 @@ def test_plan_profiles_one_layer_per_phase(program):
     assert (cold["cache_control"], warm["cache_control"]) == ("all", "none")
     assert cold["nvtx_include"] == ["smlens@cold_prefill/layer_0/"]
     assert warm["nvtx_include"] == ["smlens@warm_prefill/layer_0/", "smlens@decode/step_1/layer_0/"]
-    assert cold["env"] == {"PYTHONPATH": str(annotate.BOOT_DIR)}
+    assert cold["env"] == {"PYTHONPATH": str(annotate.BOOT_DIR), "SMLENS_STOP_AFTER": "cold_prefill"}
+    assert warm["env"]["SMLENS_STOP_AFTER"] == "warm_prefill,decode:1"
     assert cold["command"][-3:] == ["python3", str(program), "--x"]
     notes = " ".join(plan["notes"])
     assert "--include setup" in notes and "dedup: layer_0" in notes and "MODULE_ROLES" in notes
 
 
-@pytest.mark.parametrize("args, cold, warm", [
+@pytest.mark.parametrize("args, cold, warm, stops", [
     (["--layer", "3"], ["smlens@cold_prefill/layer_3/"],
-     ["smlens@warm_prefill/layer_3/", "smlens@decode/step_1/layer_3/"]),
+     ["smlens@warm_prefill/layer_3/", "smlens@decode/step_1/layer_3/"], ["cold_prefill", "warm_prefill,decode:1"]),
+    # setup is profiled after the cold prefill too; a whole phase has no last forward
     (["--include", "setup"], ["smlens@cold_prefill/layer_0/", "smlens@setup/"],
-     ["smlens@warm_prefill/layer_0/", "smlens@decode/step_1/layer_0/"]),
-    (["--no-dedup"], ["smlens@cold_prefill/"], ["smlens@warm_prefill/", "smlens@decode/"]),
+     ["smlens@warm_prefill/layer_0/", "smlens@decode/step_1/layer_0/"], [None, "warm_prefill,decode:1"]),
+    (["--no-dedup"], ["smlens@cold_prefill/"], ["smlens@warm_prefill/", "smlens@decode/"], [None, None]),
     (["--graph-profiling", "node"], ["smlens@cold_prefill/layer_0/"],
-     ["smlens@warm_prefill/layer_0/", "smlens@decode/"]),
+     ["smlens@warm_prefill/layer_0/", "smlens@decode/"], ["cold_prefill", None]),
+    (["--tp", "2"], ["smlens@cold_prefill/layer_0/"],
+     ["smlens@warm_prefill/layer_0/", "smlens@decode/step_1/layer_0/"], [None, None]),
 ])
-def test_plan_options(program, args, cold, warm):
+def test_plan_options(program, args, cold, warm, stops):
     code, out, err = smlens("profile", "--plan", "--format", "json", *args, "--", "python3", program)
     assert code == 0, err
     first, second = json.loads(out)[0]["invocations"]
     assert first["nvtx_include"] == cold and second["nvtx_include"] == warm
+    assert [first["env"].get("SMLENS_STOP_AFTER"), second["env"].get("SMLENS_STOP_AFTER")] == stops
     assert (first["env"].get("SMLENS_ANNOTATE_SETUP") == "1") == ("setup" in args)
 
 
@@ -228,9 +275,14 @@ def test_profile_a_program(fake_env, program):
     """Two ncu runs with the dedup filters; the duplicates skipped counted from the layers and
     decode steps the annotation saw (3 layers, 2 decode steps)."""
     store = fake_env / "store"
-    code, out, err = smlens("profile", "--store", store, "--format", "json", "--quiet", "--",
-                            sys.executable, program)
+    code, out, err = smlens("profile", "--store", store, "--format", "json", "--quiet", "--keep",
+                            fake_env / "kept", "--", sys.executable, program)
     assert code == 0, err
+    # each run's program ended after the last forward its filters match
+    statuses = program_path.read_status(fake_env / "kept" / "app")
+    assert [(s["stopped_after"], s["forwards"]) for s in statuses] == [
+        ("cold_prefill", {"cold_prefill": 1, "warm_prefill": 0, "decode": 0}),
+        ("warm_prefill,decode:1", {"cold_prefill": 1, "warm_prefill": 1, "decode": 2})]
     (outcome,) = json.loads(out)
     # the fake replays the decoder capture's rows that match the filters: 17 + 17 + 20
     assert outcome["kernels"] == 54
@@ -253,7 +305,9 @@ def test_a_failing_program_keeps_what_was_profiled(fake_env, program, mode, code
     assert err.startswith("smlens: ") and words in err and "marked partial" in err
     assert len(err.strip().splitlines()) == 1
     runs = Store(store, create=False).runs()
-    assert bool(runs["partial"].iloc[0]) and runs["kernel_count"].iloc[0] == 17  # the cold run's rows
+    # the cold run ended the program after its first forward, before the failure: the failure is
+    # the second run's (the fake ncu 'profiles' its 37 rows whatever the program does)
+    assert bool(runs["partial"].iloc[0]) and runs["kernel_count"].iloc[0] == 17 + 37
 
 
 @needs_torch

@@ -27,6 +27,7 @@ INCLUDES = ("setup",)
 # the decode step profiled: the second, so the first call of the decode shapes stays out
 DECODE_STEP = decoder.representative_decode_step(2)
 STATUS_DIR = "annotate"
+STOP_ENV = "SMLENS_STOP_AFTER"  # read by the annotation (annotate/runtime.py)
 
 
 def check_program(program: list[str]) -> None:
@@ -108,10 +109,13 @@ def plan_program(program: list[str], metrics: list[str], options, cache_control:
     setup_filter = [f"{decoder.DOMAIN}@setup/"] if "setup" in includes else []
     invocations = []
     for label, cache, group in cache_groups(chosen, cache_control):
-        includes_here = [r.nvtx_include() for r in group] + (setup_filter if not invocations else [])
+        setup_here = setup_filter if not invocations else []
+        stop = None if setup_here or options.tp > 1 else stop_after(group)
         invocations.append(Invocation(label=label, program=list(program), cache_control=cache,
-                                      nvtx_includes=includes_here, graph_profiling=graph_profiling,
-                                      phases=tuple(r.phase for r in group), env=env))
+                                      nvtx_includes=[r.nvtx_include() for r in group] + setup_here,
+                                      graph_profiling=graph_profiling,
+                                      phases=tuple(r.phase for r in group),
+                                      env={**env, STOP_ENV: stop} if stop else env))
     notes = _notes(True, graph_profiling, own=False)
     if dedup:
         notes.append(f"dedup: layer_{layer} of each phase and decode step {DECODE_STEP} are profiled "
@@ -125,11 +129,25 @@ def plan_program(program: list[str], metrics: list[str], options, cache_control:
                  "labelled phase `setup`" if "setup" in includes else
                  "only model forwards are profiled: construction, weight loading, tokenisation and "
                  "sampling are not (--include setup keeps them, labelled phase `setup`)")
+    if any(STOP_ENV in inv.env for inv in invocations):
+        notes.append("each ncu run ends the program (exit 0, its teardown skipped) once the last forward "
+                     f"it profiles has run ({STOP_ENV} in its environment): the first warm prefill "
+                     f"and decode step {DECODE_STEP} stand for all, so nothing after them would be "
+                     "profiled; the skipped estimate counts the decode steps run until then")
     notes.append("warm_prefill needs a second prefill forward in the process (a second generate "
                  "call, or a warm-up request first); decode step "
                  f"{DECODE_STEP} needs two one-token forwards")
     return ProfilePlan(title, invocations, metrics, None, None, chosen, notes, annotated=True,
                        subject="the program")
+
+
+def stop_after(group: list[decoder.Region]) -> str | None:
+    """SMLENS_STOP_AFTER for an ncu run profiling `group`: the forwards after which its filters
+    match nothing more (the cold prefill is the process's first prefill, a decode region one step),
+    or None when a region takes a whole phase (--no-dedup, graph decode)."""
+    if any(len(r.ranges) == 1 for r in group):
+        return None
+    return ",".join(f"decode:{DECODE_STEP}" if r.phase == "decode" else r.phase for r in group)
 
 
 def _notes(annotated: bool, graph_profiling: str | None, own: bool) -> list[str]:

@@ -87,7 +87,8 @@ class Annotator:
     """The hooks and their state. `domain` has push_range(attributes), pop_range() and
     get_event_attributes(message=...) (the `nvtx` package's Domain, or a test's recorder)."""
 
-    def __init__(self, vocab, domain=None, setup: bool = False, status_path: str | None = None):
+    def __init__(self, vocab, domain=None, setup: bool = False, status_path: str | None = None,
+                 stop_after: str | None = None):
         self.vocab = vocab
         self.domain = domain
         self.setup = setup and domain is not None
@@ -95,6 +96,12 @@ class Annotator:
         self.forwards = {"cold_prefill": 0, "warm_prefill": 0, "decode": 0}
         self.models: list[dict] = []
         self.error: str | None = None
+        self.stopped: str | None = None   # the targets met when the program was ended
+        # what this ncu run profiles last (`cold_prefill`, `warm_prefill`, `decode:<step>`): once
+        # all have run, the process ends (see _stop_if_done)
+        self._stop_after = [t for t in (stop_after or "").split(",") if t]
+        self._stop_pid = os.getpid()
+        self._exit = os._exit
         self.torch_imported = False
         self.nvtx_package = True   # boot() says whether the program's Python has it
         self._decode_step = 0
@@ -221,6 +228,7 @@ class Annotator:
                     annotator.domain.pop_range()
                 if setup:
                     annotator._open_setup()
+                annotator._stop_if_done()
 
         graph_class.capture_end, graph_class.replay = wrapped_capture_end, wrapped_replay
 
@@ -410,6 +418,34 @@ class Annotator:
         state.pending = None
         if record.reopen_setup:
             self._open_setup()
+        self._stop_if_done()
+
+    def _stop_if_done(self) -> None:
+        """End the process once the forwards this ncu run profiles have all run: what follows
+        (later forwards, the program's teardown) would profile nothing and only cost time. smlens
+        plans it only where no later forward can match the run's filters, and only in the process
+        it started (a child or a fork of it runs on)."""
+        if not self._stop_after or os.getpid() != self._stop_pid:
+            return
+        for target in self._stop_after:
+            phase, _, step = target.partition(":")
+            done = self._decode_step > int(step) if step else self.forwards.get(phase, 0) > 0
+            if not done:
+                return
+        self.stopped = ",".join(self._stop_after)
+        self.write_status()
+        torch = self._torch
+        if torch.cuda.is_initialized():
+            torch.cuda.synchronize()  # the profiled kernels are done; let the rest finish too
+        import sys
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):
+                pass
+        # exit code 0 at once: the program's own exit handlers and teardown (freeing a model's
+        # memory) are skipped, ncu keeps every kernel it profiled
+        self._exit(0)
 
     # --- learning a model's modules --------------------------------------------------------------
 
@@ -503,7 +539,8 @@ class Annotator:
         return {"pid": os.getpid(), "torch_imported": self.torch_imported,
                 "nvtx_package": self.nvtx_package, "nvtx_tool": self.domain is not None,
                 "forwards": dict(self.forwards),
-                "decode_steps": self._decode_step, "models": list(self.models), "error": self.error}
+                "decode_steps": self._decode_step, "models": list(self.models), "error": self.error,
+                "stopped_after": self.stopped}
 
     def write_status(self) -> None:
         if not self.status_path:
@@ -538,8 +575,11 @@ def boot(vocab, environ=os.environ) -> None:
     status_dir = environ.get("SMLENS_ANNOTATE_DIR")
     status_path = os.path.join(status_dir, f"annotate-{os.getpid()}.json") if status_dir else None
     domain, has_package = _nvtx_domain()
+    # taken out of the environment: a process this one starts is not stopped (its parent may
+    # wait for it)
+    stop_after = environ.pop("SMLENS_STOP_AFTER", None)
     annotator = Annotator(vocab, domain, setup=environ.get("SMLENS_ANNOTATE_SETUP") == "1",
-                          status_path=status_path)
+                          status_path=status_path, stop_after=stop_after)
     annotator.nvtx_package = has_package
     if status_path:
         try:
