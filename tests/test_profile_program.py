@@ -158,13 +158,21 @@ def test_injection_keeps_the_programs_own_modules(program, tmp_path):
 
 
 @needs_torch
-def test_the_program_ends_after_its_last_profiled_forward(program, tmp_path):
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_the_program_ends_after_its_last_profiled_forward(program, tmp_path, wrapped):
     """SMLENS_STOP_AFTER=cold_prefill: the process exits 0 right after its first forward (no
-    later range, its last line never printed), and its status says so."""
-    proc, pushed, (status,) = run_program(program, tmp_path, stop_after="cold_prefill")
+    later range, its last line never printed), and its status says so. Also when a Python
+    launcher without torch starts it (the H200 image's `python3` is such a shim)."""
+    if wrapped:
+        launcher = tmp_path / "launcher.py"
+        launcher.write_text("import subprocess, sys\n"
+                            f"sys.exit(subprocess.run([sys.executable, {str(program)!r}]).returncode)\n")
+    proc, pushed, statuses = run_program(launcher if wrapped else program, tmp_path, stop_after="cold_prefill")
     assert proc.returncode == 0, proc.stderr
     assert "bits" not in proc.stdout
     assert {p[0] for p in pushed} == {"smlens:cold_prefill"} and len(pushed) > 10
+    status = next(s for s in statuses if s["torch_imported"])
+    assert len(statuses) == 1 + wrapped
     assert status["forwards"] == {"cold_prefill": 1, "warm_prefill": 0, "decode": 0}
     assert status["stopped_after"] == "cold_prefill"
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from profiler.errors import BadInput
 from profiler.run import annotate
+from profiler.run.annotate.runtime import STOP_ENV
 from profiler.run.ncu import Invocation
 from profiler.workloads import decoder
 
@@ -27,7 +28,6 @@ INCLUDES = ("setup",)
 # the decode step profiled: the second, so the first call of the decode shapes stays out
 DECODE_STEP = decoder.representative_decode_step(2)
 STATUS_DIR = "annotate"
-STOP_ENV = "SMLENS_STOP_AFTER"  # read by the annotation (annotate/runtime.py)
 
 
 def check_program(program: list[str]) -> None:

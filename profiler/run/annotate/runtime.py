@@ -20,6 +20,12 @@ cold, later ones warm), one token per sequence is a decode step (numbered across
 `module=` marks the ranges as the annotation's (role_source `annotation` at ingest). Modules the
 table does not name push nothing: their kernels get the kernel-name classifier's role.
 
+With SMLENS_STOP_AFTER (`cold_prefill`, `warm_prefill`, `decode:<step>`, comma-separated: what the
+current ncu run profiles last) the process ends with exit code 0 as soon as the forward that meets
+the last target returns: nothing after it would be profiled. It is the first process to run torch
+under the tool that takes the targets (a `python3` launcher passes them on, a worker it starts
+does not get them).
+
 No harm: the hooks never change a module's inputs or outputs, read only tensor shapes (never values,
 except the positions of a flattened batch, see `_tokens_per_sequence`), push nothing inside
 torch.compile's tracing or a CUDA-graph capture's forward, and turn themselves off on any internal
@@ -38,6 +44,7 @@ import threading
 import weakref
 
 DOMAIN = "smlens"
+STOP_ENV = "SMLENS_STOP_AFTER"
 PREFILL_PHASES = ("cold_prefill", "warm_prefill")
 _MAX_MESSAGES = 20000  # cached event attributes; a program with ever-new shapes starts over
 
@@ -126,6 +133,12 @@ class Annotator:
             self.write_status()
             return self
         self._compiling = torch.compiler.is_compiling
+        if self._stop_after:
+            # the first process that runs torch under the tool is the one to end: it takes the
+            # targets out of the environment, so a process it starts (a worker its parent waits
+            # for) runs on, while a launcher without torch (a `python3` shim) passes them on
+            os.environ.pop(STOP_ENV, None)
+            self._stop_pid = os.getpid()
         from torch.nn.modules import module as module_mod
         pre = module_mod.register_module_forward_pre_hook(self._pre)
         post = module_mod.register_module_forward_hook(self._post, always_call=True)
@@ -575,11 +588,8 @@ def boot(vocab, environ=os.environ) -> None:
     status_dir = environ.get("SMLENS_ANNOTATE_DIR")
     status_path = os.path.join(status_dir, f"annotate-{os.getpid()}.json") if status_dir else None
     domain, has_package = _nvtx_domain()
-    # taken out of the environment: a process this one starts is not stopped (its parent may
-    # wait for it)
-    stop_after = environ.pop("SMLENS_STOP_AFTER", None)
     annotator = Annotator(vocab, domain, setup=environ.get("SMLENS_ANNOTATE_SETUP") == "1",
-                          status_path=status_path, stop_after=stop_after)
+                          status_path=status_path, stop_after=environ.get(STOP_ENV))
     annotator.nvtx_package = has_package
     if status_path:
         try:
