@@ -3,6 +3,7 @@ models of five families, modules named and called as vLLM's are, a recording NVT
 every range pushed, and the aten ops each ran under (the CPU's stand-in for kernel launches)."""
 from __future__ import annotations
 
+import shutil
 import types
 
 import pytest
@@ -360,6 +361,45 @@ def test_no_ranges_inside_torch_compile(annotated):
     assert all(torch.equal(c, expected) for c in compiled)
     assert [s for s in domain.pushed if len(s) > 1] == [] and domain.stack == []
     assert [s[0] for s in domain.pushed][-2:] == ["smlens:warm_prefill"] * 2
+
+
+@pytest.mark.skipif(not any(shutil.which(c) for c in ("g++", "c++", "clang++")),
+                    reason="torch.compile's default backend builds C++ on the CPU")
+def test_compiled_decode_steps_get_phase_and_step():
+    """Hugging Face's static cache with its compile config (default backend and mode
+    "reduce-overhead", which on the CPU compiles without CUDA graphs): prefill runs eagerly and
+    keeps its layers; each decode step runs `torch.compile(model.__call__)`, inside which the hooks
+    step aside, so it gets its phase and step and nothing deeper (roles from kernel names); the
+    same tokens and logits bit for bit as compiled without the annotation."""
+    def generate(model):
+        config = transformers.CompileConfig(fullgraph=False)
+        config._compile_all_devices = True  # Hugging Face compiles on GPUs only by default
+        ids = torch.randint(1, 100, (2, 8), generator=torch.Generator().manual_seed(1))
+        with torch.no_grad():
+            return [model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=3,
+                                   min_new_tokens=3, do_sample=False, pad_token_id=0,
+                                   cache_implementation="static", compile_config=config,
+                                   return_dict_in_generate=True, output_logits=True)
+                    for _ in range(2)]
+
+    plain = generate(hf_model("llama")[0])
+    domain = RecordingDomain()
+    annotator = Annotator(vocabulary, domain).install(torch)
+    try:
+        ranged = generate(hf_model("llama")[0])
+    finally:
+        annotator.remove()
+    for a, b in zip(plain, ranged):
+        assert torch.equal(a.sequences, b.sequences)
+        assert all(torch.equal(x, y) for x, y in zip(a.logits, b.logits))
+    assert annotator.forwards == {"cold_prefill": 1, "warm_prefill": 1, "decode": 4}
+    assert annotator.status()["compiled_forwards"] == 4
+    decode = [_messages(s) for s in domain.pushed if s[0] == "smlens:decode"]
+    assert decode == [m for j in range(4) for m in (["decode"], ["decode", f"step_{j}"])]
+    assert ["warm_prefill", "layer_1"] in [_messages(s) for s in domain.pushed]
+    parsed = nvtx.classify(list(domain.pushed[-1]), "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT")
+    assert (parsed["phase"], parsed["role"], parsed["role_source"]) == ("decode", "gemm", "name")
+    assert domain.stack == []
 
 
 def test_cuda_graph_replays_get_the_captured_phase():

@@ -211,6 +211,7 @@ def test_plan_profiles_one_layer_per_phase(program):
     assert cold["command"][-3:] == ["python3", str(program), "--x"]
     notes = " ".join(plan["notes"])
     assert "--include setup" in notes and "dedup: layer_0" in notes and "MODULE_ROLES" in notes
+    assert "torch.compile" in notes and "--no-dedup" in notes
 
 
 @pytest.mark.parametrize("args, cold, warm, stops", [
@@ -232,6 +233,23 @@ def test_plan_options(program, args, cold, warm, stops):
     assert first["nvtx_include"] == cold and second["nvtx_include"] == warm
     assert [first["env"].get("SMLENS_STOP_AFTER"), second["env"].get("SMLENS_STOP_AFTER")] == stops
     assert (first["env"].get("SMLENS_ANNOTATE_SETUP") == "1") == ("setup" in args)
+
+
+@pytest.mark.parametrize("dedup", [True, False])
+def test_compiled_forwards_are_explained(program, dedup):
+    """A status that counts compiled forwards (no layer ranges in them): with the layer filters,
+    the reason nothing matched and a note after a run name them; profiling whole phases, neither."""
+    from profiler.run.options import ProgramOptions
+
+    argv = ("python3", str(program))
+    plan = program_path.plan_program(list(argv), ["gpu__time_duration.sum"],
+                                     ProgramOptions(program=argv, dedup=dedup), "auto", None)
+    status = {"torch_imported": True, "nvtx_tool": True, "models": [{"class": "M", "layers": 2}],
+              "forwards": {"cold_prefill": 1, "warm_prefill": 1, "decode": 4}, "compiled_forwards": 4}
+    reason = program_path.nothing_profiled([status], plan)
+    notes = program_path.missing_phases([status], plan)
+    assert ("ran 4 forward(s) compiled (torch.compile)" in reason) == dedup
+    assert any("4 forward(s) ran compiled" in n for n in notes) == dedup
 
 
 def test_plan_without_annotation_profiles_everything(program):

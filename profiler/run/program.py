@@ -150,6 +150,14 @@ def stop_after(group: list[decoder.Region]) -> str | None:
     return ",".join(f"decode:{DECODE_STEP}" if r.phase == "decode" else r.phase for r in group)
 
 
+COMPILED_NOTE = (
+    "a forward run through torch.compile (Hugging Face compiles a static cache's decode steps) gets "
+    "its phase and decode-step ranges only, no layer or role ranges (the hooks step aside inside "
+    "compiled code): its kernels' roles come from their names (role_source name) and no layer filter "
+    "matches them, so profile it with --no-dedup (and --graph-profiling node under "
+    "mode=\"reduce-overhead\"), or run it eagerly for per-layer roles and shapes")
+
+
 def _notes(annotated: bool, graph_profiling: str | None, own: bool) -> list[str]:
     notes = []
     if annotated:
@@ -158,6 +166,7 @@ def _notes(annotated: bool, graph_profiling: str | None, own: bool) -> list[str]
                      "1 token is a decode step; layers from `model.layers.N`-style paths; roles from "
                      "module names (views/vocabulary.py MODULE_ROLES); GEMM M N K and attention shapes "
                      "from the tensors; other kernels get the kernel-name classifier's role")
+        notes.append(COMPILED_NOTE)
     else:
         notes.append("roles come from the program's NVTX ranges, else the kernel-name classifier")
     if graph_profiling == "node":
@@ -216,6 +225,11 @@ def nothing_profiled(statuses: list[dict], plan) -> str:
     if any(s.get("error") for s in statuses):
         error = next(s["error"] for s in statuses if s.get("error"))
         return f"the annotation stopped on an error ({error}); --no-annotate profiles without it"
+    compiled = _compiled_forwards(statuses)
+    if compiled and any(len(r.ranges) > 1 for r in plan.regions):
+        return (f"ncu matched no kernel for {filters}: the program's model ran {compiled} forward(s) "
+                "compiled (torch.compile), which have no layer ranges; --no-dedup profiles whole "
+                "phases (roles from kernel names), an eager run gives per-layer roles")
     if not any(s.get("models") for s in statuses):
         return ("the program imported torch but never called a model: no module that owns decoder "
                 "layers (`model.layers.N`, `transformer.h.N`) ran a forward")
@@ -230,6 +244,10 @@ def nothing_profiled(statuses: list[dict], plan) -> str:
             "layer and step)")
 
 
+def _compiled_forwards(statuses: list[dict]) -> int:
+    return max((s.get("compiled_forwards", 0) for s in statuses), default=0)
+
+
 def missing_phases(statuses: list[dict], plan) -> list[str]:
     """Notes for phases the plan wanted and the program never ran."""
     notes = []
@@ -237,6 +255,11 @@ def missing_phases(statuses: list[dict], plan) -> list[str]:
     for status in statuses:
         for phase, count in status.get("forwards", {}).items():
             forwards[phase] = max(forwards.get(phase, 0), count)
+    compiled = _compiled_forwards(statuses)
+    if compiled and any(len(r.ranges) > 1 for r in plan.regions):
+        notes.append(f"{compiled} forward(s) ran compiled (torch.compile): they have no layer ranges, "
+                     "so the layer filters matched none of their kernels; --no-dedup profiles them "
+                     "whole (roles from kernel names)")
     for region in plan.regions:
         if region.phase == "decode" and len(region.ranges) > 1 and forwards.get("decode", 0) <= DECODE_STEP:
             notes.append(f"decode step {DECODE_STEP} never ran (the program ran "

@@ -102,6 +102,7 @@ class Annotator:
         self.status_path = status_path
         self.forwards = {"cold_prefill": 0, "warm_prefill": 0, "decode": 0}
         self.models: list[dict] = []
+        self.compiled_forwards = 0   # model forwards that ran through torch.compile
         self.error: str | None = None
         self.stopped: str | None = None   # the targets met when the program was ended
         # what this ncu run profiles last (`cold_prefill`, `warm_prefill`, `decode:<step>`): once
@@ -145,6 +146,7 @@ class Annotator:
         self._undo += [pre.remove, post.remove]
         self._wrap_sdpa(torch)
         self._wrap_cuda_graph(torch)
+        self._wrap_compile(torch)
         if self.setup:
             self._open_setup()
         self.write_status()
@@ -210,6 +212,61 @@ class Annotator:
         eager_attention_forward.__doc__ = original.__doc__
         source.eager_attention_forward = eager_attention_forward
         self._undo.append(lambda: setattr(source, "eager_attention_forward", original))
+
+    def _wrap_compile(self, torch) -> None:
+        """A model's forward compiled as a function (`torch.compile(model.forward)`, or Hugging
+        Face's `torch.compile(model.__call__)` for a static cache's decode steps): inside it the
+        hooks step aside, so the call itself, made eagerly, opens the forward's phase and decode
+        step (from `input_ids` / `inputs_embeds` or the first tensor argument). Its kernels get no
+        layer or role range: roles come from kernel names. A compiled module
+        (`torch.compile(model)`) is called as a module, and its pre-hook opens the phase."""
+        original = torch.compile
+        annotator = self
+
+        def compile(model=None, *args, **kwargs):
+            if model is None:  # @torch.compile(mode=...)
+                return lambda fn: compile(fn, *args, **kwargs)
+            compiled = original(model, *args, **kwargs)
+            owner = getattr(model, "__self__", None)
+            if not isinstance(owner, torch.nn.Module) or annotator.error is not None:
+                return compiled
+            info = annotator._info.get(id(owner)) or annotator._learn(owner)
+            if info.kind != _OWNER:
+                return compiled
+
+            def compiled_forward(*call_args, **call_kwargs):
+                return annotator._compiled_forward(compiled, call_args, call_kwargs)
+
+            compiled_forward.__wrapped__ = compiled
+            return compiled_forward
+
+        compile.__wrapped__ = original
+        compile.__doc__ = original.__doc__
+        torch.compile = compile
+        self._undo.append(lambda: setattr(torch, "compile", original))
+
+    def _compiled_forward(self, compiled, args, kwargs):
+        state = self._thread
+        if self._compiling() or self.error is not None or state.model is not None:
+            return compiled(*args, **kwargs)
+        record = _Record("")
+        try:
+            state.records.append(record)
+            self._open_forward(state, record, ())
+            given = [kwargs.get(k) for k in ("input_ids", "inputs_embeds")]
+            self._start_forward(state, [t for t in given if t is not None] + list(args))
+            with self._lock:
+                self.compiled_forwards += 1
+        except Exception as err:  # noqa: BLE001
+            self._fail(err)
+        try:
+            return compiled(*args, **kwargs)
+        finally:
+            if self.error is None and state.records and state.records[-1] is record:
+                state.records.pop()
+                for _ in range(record.pushed):
+                    self.domain.pop_range()
+                self._close_forward(state, record)
 
     def _wrap_cuda_graph(self, torch) -> None:
         """A CUDA graph captured around a model forward gets that forward's phase (and a decode step
@@ -553,6 +610,7 @@ class Annotator:
                 "nvtx_package": self.nvtx_package, "nvtx_tool": self.domain is not None,
                 "forwards": dict(self.forwards),
                 "decode_steps": self._decode_step, "models": list(self.models), "error": self.error,
+                "compiled_forwards": self.compiled_forwards,
                 "stopped_after": self.stopped}
 
     def write_status(self) -> None:
