@@ -393,7 +393,7 @@ def test_compiled_decode_steps_get_phase_and_step():
         assert torch.equal(a.sequences, b.sequences)
         assert all(torch.equal(x, y) for x, y in zip(a.logits, b.logits))
     assert annotator.forwards == {"cold_prefill": 1, "warm_prefill": 1, "decode": 4}
-    assert annotator.status()["compiled_forwards"] == 4
+    assert annotator.status()["compiled_forwards"] == {"decode": 4}
     decode = [_messages(s) for s in domain.pushed if s[0] == "smlens:decode"]
     assert decode == [m for j in range(4) for m in (["decode"], ["decode", f"step_{j}"])]
     assert ["warm_prefill", "layer_1"] in [_messages(s) for s in domain.pushed]

@@ -235,21 +235,24 @@ def test_plan_options(program, args, cold, warm, stops):
     assert (first["env"].get("SMLENS_ANNOTATE_SETUP") == "1") == ("setup" in args)
 
 
-@pytest.mark.parametrize("dedup", [True, False])
-def test_compiled_forwards_are_explained(program, dedup):
-    """A status that counts compiled forwards (no layer ranges in them): with the layer filters,
-    the reason nothing matched and a note after a run name them; profiling whole phases, neither."""
+@pytest.mark.parametrize("args, named", [({}, True), ({"dedup": False}, False),
+                                          ({"phases": "cold_prefill,warm_prefill"}, False)])
+def test_compiled_forwards_are_explained(program, args, named):
+    """A status that counts compiled decode forwards (no layer ranges in them): with decode
+    filtered by layer, the reason nothing matched and a note after a run name them; with decode
+    profiled whole or not at all, neither does."""
     from profiler.run.options import ProgramOptions
 
     argv = ("python3", str(program))
     plan = program_path.plan_program(list(argv), ["gpu__time_duration.sum"],
-                                     ProgramOptions(program=argv, dedup=dedup), "auto", None)
+                                     ProgramOptions(program=argv, **args), "auto", None)
     status = {"torch_imported": True, "nvtx_tool": True, "models": [{"class": "M", "layers": 2}],
-              "forwards": {"cold_prefill": 1, "warm_prefill": 1, "decode": 4}, "compiled_forwards": 4}
+              "forwards": {"cold_prefill": 1, "warm_prefill": 1, "decode": 4},
+              "compiled_forwards": {"decode": 4}}
     reason = program_path.nothing_profiled([status], plan)
     notes = program_path.missing_phases([status], plan)
-    assert ("ran 4 forward(s) compiled (torch.compile)" in reason) == dedup
-    assert any("4 forward(s) ran compiled" in n for n in notes) == dedup
+    assert ("ran 4 decode forward(s) compiled (torch.compile)" in reason) == named
+    assert any(n.startswith("4 decode forward(s) ran compiled") for n in notes) == named
 
 
 def test_plan_without_annotation_profiles_everything(program):

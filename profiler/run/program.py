@@ -225,9 +225,9 @@ def nothing_profiled(statuses: list[dict], plan) -> str:
     if any(s.get("error") for s in statuses):
         error = next(s["error"] for s in statuses if s.get("error"))
         return f"the annotation stopped on an error ({error}); --no-annotate profiles without it"
-    compiled = _compiled_forwards(statuses)
-    if compiled and any(len(r.ranges) > 1 for r in plan.regions):
-        return (f"ncu matched no kernel for {filters}: the program's model ran {compiled} forward(s) "
+    compiled = _compiled_in_layer_filters(statuses, plan)
+    if compiled:
+        return (f"ncu matched no kernel for {filters}: the program's model ran {compiled} "
                 "compiled (torch.compile), which have no layer ranges; --no-dedup profiles whole "
                 "phases (roles from kernel names), an eager run gives per-layer roles")
     if not any(s.get("models") for s in statuses):
@@ -244,8 +244,18 @@ def nothing_profiled(statuses: list[dict], plan) -> str:
             "layer and step)")
 
 
-def _compiled_forwards(statuses: list[dict]) -> int:
-    return max((s.get("compiled_forwards", 0) for s in statuses), default=0)
+def _compiled_in_layer_filters(statuses: list[dict], plan) -> str:
+    """`4 decode forward(s)`: the compiled forwards (no layer ranges) of phases the plan filters by
+    layer, or ''."""
+    layered = {r.phase for r in plan.regions if len(r.ranges) > 1}
+    counts = {}
+    for status in statuses:
+        for phase, count in (status.get("compiled_forwards") or {}).items():
+            if phase in layered:
+                counts[phase] = max(counts.get(phase, 0), count)
+    if not counts:
+        return ""
+    return ", ".join(f"{count} {phase}" for phase, count in counts.items()) + " forward(s)"
 
 
 def missing_phases(statuses: list[dict], plan) -> list[str]:
@@ -255,11 +265,11 @@ def missing_phases(statuses: list[dict], plan) -> list[str]:
     for status in statuses:
         for phase, count in status.get("forwards", {}).items():
             forwards[phase] = max(forwards.get(phase, 0), count)
-    compiled = _compiled_forwards(statuses)
-    if compiled and any(len(r.ranges) > 1 for r in plan.regions):
-        notes.append(f"{compiled} forward(s) ran compiled (torch.compile): they have no layer ranges, "
-                     "so the layer filters matched none of their kernels; --no-dedup profiles them "
-                     "whole (roles from kernel names)")
+    compiled = _compiled_in_layer_filters(statuses, plan)
+    if compiled:
+        notes.append(f"{compiled} ran compiled (torch.compile): they have no layer ranges, so the "
+                     "layer filters matched none of their kernels; --no-dedup profiles them whole "
+                     "(roles from kernel names)")
     for region in plan.regions:
         if region.phase == "decode" and len(region.ranges) > 1 and forwards.get("decode", 0) <= DECODE_STEP:
             notes.append(f"decode step {DECODE_STEP} never ran (the program ran "

@@ -37,6 +37,7 @@ package of its own. The module-role table comes in as `vocab` (views/vocabulary.
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import re
@@ -102,7 +103,7 @@ class Annotator:
         self.status_path = status_path
         self.forwards = {"cold_prefill": 0, "warm_prefill": 0, "decode": 0}
         self.models: list[dict] = []
-        self.compiled_forwards = 0   # model forwards that ran through torch.compile
+        self.compiled_forwards: dict[str, int] = {}   # per phase: forwards run through torch.compile
         self.error: str | None = None
         self.stopped: str | None = None   # the targets met when the program was ended
         # what this ncu run profiles last (`cold_prefill`, `warm_prefill`, `decode:<step>`): once
@@ -234,10 +235,10 @@ class Annotator:
             if info.kind != _OWNER:
                 return compiled
 
+            @functools.wraps(compiled)  # and its attributes (dynamo's own marks)
             def compiled_forward(*call_args, **call_kwargs):
                 return annotator._compiled_forward(compiled, call_args, call_kwargs)
 
-            compiled_forward.__wrapped__ = compiled
             return compiled_forward
 
         compile.__wrapped__ = original
@@ -254,9 +255,10 @@ class Annotator:
             state.records.append(record)
             self._open_forward(state, record, ())
             given = [kwargs.get(k) for k in ("input_ids", "inputs_embeds")]
-            self._start_forward(state, [t for t in given if t is not None] + list(args))
-            with self._lock:
-                self.compiled_forwards += 1
+            phase = self._start_forward(state, [t for t in given if t is not None] + list(args))
+            if phase is not None:
+                with self._lock:
+                    self.compiled_forwards[phase] = self.compiled_forwards.get(phase, 0) + 1
         except Exception as err:  # noqa: BLE001
             self._fail(err)
         try:
@@ -435,11 +437,11 @@ class Annotator:
         if args:
             self._start_forward(state, args)
 
-    def _start_forward(self, state: _Thread, args) -> None:
+    def _start_forward(self, state: _Thread, args) -> str | None:
         """The phase of the pending forward, from the first tensor a call in it receives."""
         tokens = self._tokens_per_sequence(args, state.pending.capturing)
         if tokens is None:
-            return
+            return None
         record, state.pending = state.pending, None
         with self._lock:
             if tokens == 1:
@@ -448,12 +450,13 @@ class Annotator:
                 phase = "warm_prefill" if self.forwards["cold_prefill"] else "cold_prefill"
             if record.capturing:  # replays run it: the phase goes with the graph
                 self._captured_phase = phase
-                return
+                return phase
             self.forwards[phase] += 1
             first = self.forwards[phase] == 1
         record.pushed = self._push_phase(phase)
         if first:
             self.write_status()
+        return phase
 
     def _tokens_per_sequence(self, args, capturing: bool) -> int | None:
         torch = self._torch
@@ -610,7 +613,7 @@ class Annotator:
                 "nvtx_package": self.nvtx_package, "nvtx_tool": self.domain is not None,
                 "forwards": dict(self.forwards),
                 "decode_steps": self._decode_step, "models": list(self.models), "error": self.error,
-                "compiled_forwards": self.compiled_forwards,
+                "compiled_forwards": dict(self.compiled_forwards),
                 "stopped_after": self.stopped}
 
     def write_status(self) -> None:
