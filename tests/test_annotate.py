@@ -129,10 +129,10 @@ def _messages(stack):
 # --- Hugging Face models ---------------------------------------------------------------------
 
 FAMILIES = ["llama", "qwen2", "mistral", "gemma2", "gemma2_eager", "gpt2"]
-EAGER = {"gemma2_eager"}  # and gemma2 itself from transformers 5.18 on (is_eager tells)
 
 
 def is_eager(config) -> bool:
+    """gemma2_eager, and gemma2 itself from transformers 5.18 on"""
     return config._attn_implementation == "eager"
 
 
@@ -280,7 +280,8 @@ def test_eager_attention_is_attention(annotated, family):
     _, domain = annotated()
     with OpRecorder(domain) as recorder, torch.no_grad():
         generate_twice(model)
-    in_layers = [(op, shapes, nvtx.classify(list(stack), kernel_name(op))) for op, stack, shapes in recorder.ops
+    in_layers = [(op, shapes, nvtx.classify(list(stack), kernel_name(op)))
+                 for op, stack, shapes in recorder.ops
                  if op not in VIEW_OPS and any(e.startswith("smlens:layer_") for e in stack)]
     matmuls = [(shapes, parsed) for op, shapes, parsed in in_layers if op in ("matmul", "bmm")]
     assert matmuls and {(p["role"], p["role_source"]) for _, p in matmuls} == {("attention", "annotation")}
@@ -288,11 +289,12 @@ def test_eager_attention_is_attention(annotated, family):
     assert softmax and {p["role"] for p in softmax} == {"attention"}
     heads = config.num_attention_heads
     for shapes, parsed in matmuls:
-        assert (parsed["attn_batch"], parsed["attn_heads"], parsed["attn_kv_heads"], parsed["attn_head_dim"]) \
-            == (2, heads, config.num_key_value_heads, 16)
+        assert (parsed["attn_batch"], parsed["attn_heads"], parsed["attn_kv_heads"],
+                parsed["attn_head_dim"]) == (2, heads, config.num_key_value_heads, 16)
         assert parsed["attn_causal"] == (parsed["attn_q_len"] > 1)
         # QK^T's or PV's batch of matrices: B x H of them, Sq rows
-        assert shapes[0][-2] == parsed["attn_q_len"] and 2 * heads in (shapes[0][0], shapes[0][0] * shapes[0][1])
+        assert shapes[0][-2] == parsed["attn_q_len"]
+        assert 2 * heads in (shapes[0][0], shapes[0][0] * shapes[0][1])
 
 
 class Ended(BaseException):

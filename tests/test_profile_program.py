@@ -167,7 +167,8 @@ def test_the_program_ends_after_its_last_profiled_forward(program, tmp_path, wra
         launcher = tmp_path / "launcher.py"
         launcher.write_text("import subprocess, sys\n"
                             f"sys.exit(subprocess.run([sys.executable, {str(program)!r}]).returncode)\n")
-    proc, pushed, statuses = run_program(launcher if wrapped else program, tmp_path, stop_after="cold_prefill")
+    proc, pushed, statuses = run_program(launcher if wrapped else program, tmp_path,
+                                         stop_after="cold_prefill")
     assert proc.returncode == 0, proc.stderr
     assert "bits" not in proc.stdout
     assert {p[0] for p in pushed} == {"smlens:cold_prefill"} and len(pushed) > 10
@@ -216,7 +217,8 @@ def test_plan_profiles_one_layer_per_phase(program):
 
 @pytest.mark.parametrize("args, cold, warm, stops", [
     (["--layer", "3"], ["smlens@cold_prefill/layer_3/"],
-     ["smlens@warm_prefill/layer_3/", "smlens@decode/step_1/layer_3/"], ["cold_prefill", "warm_prefill,decode:1"]),
+     ["smlens@warm_prefill/layer_3/", "smlens@decode/step_1/layer_3/"],
+     ["cold_prefill", "warm_prefill,decode:1"]),
     # setup is profiled after the cold prefill too; a whole phase has no last forward
     (["--include", "setup"], ["smlens@cold_prefill/layer_0/", "smlens@setup/"],
      ["smlens@warm_prefill/layer_0/", "smlens@decode/step_1/layer_0/"], [None, "warm_prefill,decode:1"]),
