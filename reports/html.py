@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 
 import pandas as pd
 
-from reports import compare
+from reports import compare, html_ranks
 from reports.html_figures import (fig_gap, fig_occupancy, fig_roofline, fig_stalls, fig_tensor,
                                   fig_time, fig_time_compare, fig_waves)
 from reports.html_tables import (badge, changes_table, columns_of, gap_table, group_reasons, group_table,
@@ -53,6 +53,10 @@ class ReportInput:
     phase_time_ns: dict = field(default_factory=dict)  # after a phase filter: registry.share_basis
     tokens: Optional[dict] = None  # phase -> (tokens, source) when figures are per token
     mlp: pd.DataFrame = field(default_factory=pd.DataFrame)  # activation share of MLP time per phase
+    # tensor parallel (views/ranks.py), empty for one GPU: per phase and rank, per role, per collective
+    communication: pd.DataFrame = field(default_factory=pd.DataFrame)
+    imbalance: pd.DataFrame = field(default_factory=pd.DataFrame)
+    collectives: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 # The views keep the kernels table's identity names; the report reads the views JSON's names.
@@ -84,7 +88,11 @@ def from_views(result: Any, run: dict, source_kernels: Optional[pd.DataFrame] = 
                        groups=_frame(getattr(result, "groups", None)),
                        gap=_frame(getattr(result, "gap", None)),
                        view_ids=list(getattr(result, "view_ids", registry.VIEWS)),
-                       devices=_frame(devices), mlp=_frame(getattr(result, "mlp", None)))
+                       devices=_frame(devices), mlp=_frame(getattr(result, "mlp", None)),
+                       **{name: _frame(getattr(result, name, None)) for name in RANK_FRAMES})
+
+
+RANK_FRAMES = ("communication", "imbalance", "collectives")
 
 
 def _frame(frame: Optional[pd.DataFrame]) -> pd.DataFrame:
@@ -116,8 +124,11 @@ def filter_input(data: ReportInput, phase: Optional[str] = None,
             groups, gap = (_shares_of(f, basis) for f in (groups, gap))
             share_of = f"{phase}'s kernel time ({fmt_time_ns(basis)})"
     mlp = data.mlp if data.mlp.empty or not phase else data.mlp[data.mlp["phase"] == phase]
+    # communication per phase and rank sums every role: with a role it goes, like the gap's `all`
+    ranks = {"communication": keep(data.communication) if not role else pd.DataFrame(),
+             "imbalance": keep(data.imbalance), "collectives": keep(data.collectives)}
     return replace(data, kernels=keep(data.kernels), groups=groups, gap=gap, share_of=share_of,
-                   mlp=mlp, phase_time_ns=phase_time_ns)
+                   mlp=mlp, phase_time_ns=phase_time_ns, **ranks)
 
 
 def _shares_of(frame: pd.DataFrame, basis: float) -> pd.DataFrame:
@@ -391,6 +402,10 @@ def _sections(data: ReportInput, base: Optional[ReportInput], reasons: dict) -> 
                   [], top_kernels_table(data.kernels, time_label=f"total {_time_label(data)}"), (),
                   has_pictures=False, nav="Top kernels")
     sections = [gap_section, top]
+    if html_ranks.has_ranks(data):
+        lead, body = html_ranks.tp_body(data, base)
+        sections.insert(1, Section(html_ranks.ANCHOR, "Tensor parallel: ranks and communication", lead,
+                                   [], body, (), has_pictures=False, nav="Ranks"))
     if base is not None:
         changes = compare.kernel_changes(data.kernels, base.kernels)
         counts = changes["status"].value_counts()

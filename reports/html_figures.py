@@ -14,7 +14,7 @@ from typing import Optional
 
 import pandas as pd
 
-from reports.html_text import (PHASE_ORDER, _order_key, col, group_label, is_missing, numbers,
+from reports.html_text import (PHASE_ORDER, _order_key, col, group_keys, group_label, is_missing, numbers,
                                plot_text, short_name, sort_groups)
 from views import gap as gap_figures, registry
 from views.vocabulary import STALL_FAMILIES
@@ -73,7 +73,7 @@ def story(groups: pd.DataFrame) -> pd.DataFrame:
 
 
 def _labels(groups: pd.DataFrame) -> list:
-    return [plot_text(group_label(p, r)) for p, r in zip(col(groups, "phase"), col(groups, "role"))]
+    return [plot_text(group_label(*key)) for key in group_keys(groups)]
 
 
 def _keys(groups: pd.DataFrame) -> list:
@@ -96,8 +96,8 @@ def _bar(groups: pd.DataFrame, name: str, values: pd.Series, color: str, hover_n
 def _baseline_marks(groups: pd.DataFrame, base: pd.DataFrame, name: str, column: str,
                     scale: float = 1.0, first: bool = True, value_format: str = "%{y:.3g} %") -> dict:
     """The baseline's value of `column` as a dash across the bar of the same name and group."""
-    lookup = {(p, r): v for p, r, v in zip(col(base, "phase"), col(base, "role"), numbers(base, column))}
-    values = [lookup.get((p, r)) for p, r in zip(col(groups, "phase"), col(groups, "role"))]
+    lookup = dict(zip(group_keys(base), numbers(base, column)))
+    values = [lookup.get(key) for key in group_keys(groups)]
     return {"type": "scatter", "mode": "markers", "name": BASELINE, "legendgroup": BASELINE,
             "showlegend": first, "x": _labels(groups), "offsetgroup": plot_text(name),
             "y": [None if is_missing(v) else float(v) * scale for v in values], "customdata": _keys(groups),
@@ -110,12 +110,13 @@ def _with_base_groups(groups: pd.DataFrame, base: Optional[pd.DataFrame]) -> pd.
     """The current groups, then any group only the baseline has (its bars are empty)."""
     if base is None or base.empty:
         return groups
-    have = set(zip(col(groups, "phase"), col(groups, "role")))
+    have = set(group_keys(groups))
     extra = story(base)
-    extra = extra[[(p, r) not in have for p, r in zip(extra["phase"], extra["role"])]]
+    extra = extra[[key not in have for key in group_keys(extra)]]
     if extra.empty:
         return groups
-    return sort_groups(pd.concat([groups, extra[["phase", "role"]]], ignore_index=True))
+    keys = [c for c in ("phase", "role", "rank") if c in extra.columns]
+    return sort_groups(pd.concat([groups, extra[keys]], ignore_index=True))
 
 
 def _grouped_bars(groups: pd.DataFrame, base: Optional[pd.DataFrame], series: list) -> list:
@@ -205,8 +206,8 @@ def fig_tensor(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Opt
                    "marker": {"symbol": "diamond", "size": 11, "color": "#e45756"},
                    "hovertemplate": f"%{{x}}<br>{plot_text(fill)}: %{{y:.3f}}<extra></extra>"})
     if base is not None and not base.empty:
-        lookup = {(p, r): v for p, r, v in zip(col(base, "phase"), col(base, "role"), numbers(base, "fill"))}
-        values = [lookup.get((p, r)) for p, r in zip(groups["phase"], groups["role"])]
+        lookup = dict(zip(group_keys(base), numbers(base, "fill")))
+        values = [lookup.get(key) for key in group_keys(groups)]
         traces.append({"type": "scatter", "mode": "markers", "name": f"baseline {fill}", "x": _labels(groups),
                        "y": [None if is_missing(v) else float(v) for v in values], "yaxis": "y2",
                        "legendgroup": BASELINE, "customdata": _keys(groups),
@@ -325,9 +326,9 @@ def fig_stalls(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Opt
     traces = []
     sides = [("this run", groups, 1.0)]
     if compare:
-        lookup = base.set_index(["phase", "role"])
-        aligned = pd.DataFrame([lookup.loc[(p, r)] if (p, r) in lookup.index else pd.Series(dtype=float)
-                                for p, r in zip(groups["phase"], groups["role"])]).reset_index(drop=True)
+        lookup = {key: row for key, (_, row) in zip(group_keys(base), base.iterrows())}
+        aligned = pd.DataFrame([lookup.get(key, pd.Series(dtype=float))
+                                for key in group_keys(groups)]).reset_index(drop=True)
         sides.append((BASELINE, aligned, 0.45))
     for side, frame, opacity in sides:
         below = pd.Series(0.0, index=range(len(groups)))

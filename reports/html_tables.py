@@ -14,7 +14,7 @@ import pandas as pd
 
 from reports.formatting import in_units, na_advice, value_text
 from reports.html_text import (arrow, change_class, col, delta_pct, esc, fmt, fmt_bytes, fmt_time_ns,
-                               is_missing, na_reasons, numbers, short_name, sort_groups, view_status)
+                               group_keys, is_missing, na_reasons, numbers, short_name, sort_groups, view_status)
 from views import gap as gap_figures, registry
 from views.catalog import Figure
 from views.vocabulary import PHASE_ORDER
@@ -163,7 +163,7 @@ def group_table(groups: pd.DataFrame, figures: list, base: Optional[pd.DataFrame
     figures = [f for f in figures if f[0] in groups.columns]  # what the views did not give: no column
     lookup = {}
     if compare:
-        lookup = {(r["phase"], r["role"]): r for _, r in base.iterrows()}
+        lookup = {key: r for key, (_, r) in zip(group_keys(base), base.iterrows())}
     total = numbers(groups, "time_ns").sum()
     base_total = numbers(base, "time_ns").sum() if compare else 0.0
     catalog = registry.figures()
@@ -177,14 +177,15 @@ def group_table(groups: pd.DataFrame, figures: list, base: Optional[pd.DataFrame
     headers += [(label, _definition(column)) for column, label, _ in figures]
     reasons = reasons or {}
     rows = []
-    for _, g in groups.iterrows():
-        b = lookup.get((g.get("phase"), g.get("role")))
+    for key, (_, g) in zip(group_keys(groups), groups.iterrows()):
+        b = lookup.get(key)
 
         def before(column):
             return b.get(column) if b is not None else NOT_IN_BASELINE
 
         phase, role = g.get("phase"), g.get("role")
-        role_cell = kernels_link(f"<b>{esc(role)}</b>" if role == "all" else esc(role), phase, role)
+        text = esc(role) + ("" if key[2] is None else f" r{key[2]}")  # a tensor-parallel rank's group
+        role_cell = kernels_link(f"<b>{text}</b>" if role == "all" else text, phase, role)
         row = [esc(phase), role_cell] + ([esc(role_source_text(g))] if sourced else [])
         if with_time and "time_share_pct" in groups.columns:
             share, bshare = g.get("time_share_pct"), before("time_share_pct")
@@ -262,7 +263,7 @@ def _ratio(v: Any) -> str:
 _FORMATS: dict[str, Callable[[Any], str]] = {
     "%": _pct, "share": _share, "ratio": _ratio, "ns": fmt_time_ns, "bytes": fmt_bytes, "text": _text,
     "flag": _flag, "GHz": lambda v: fmt(v, 3, " GHz"), "ops": lambda v: _si(v), "FLOP": lambda v: _si(v, "FLOP"),
-    "bytes/s": lambda v: "\u2014" if is_missing(v) else fmt_bytes(v) + "/s"}
+    "bytes/s": lambda v: "\u2014" if is_missing(v) else fmt_bytes(v) + "/s", "GB/s": lambda v: fmt(v, 3, " GB/s")}
 
 
 def _format(figure: Figure) -> Callable[[Any], str]:

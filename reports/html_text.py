@@ -92,11 +92,19 @@ def sort_groups(frame: pd.DataFrame, role_first: bool = False) -> pd.DataFrame:
     out["_p"] = _order_key(out["phase"], PHASE_ORDER)
     out["_r"] = _order_key(out["role"], ROLE_ORDER) if "role" in out.columns else 0
     keys = ["_r", "_p"] if role_first else ["_p", "_r"]
+    keys += ["rank"] if "rank" in out.columns else []  # tensor parallel: a group per rank
     return out.sort_values(keys, kind="stable").drop(columns=["_p", "_r"])
 
 
-def group_label(phase: Any, role: Any) -> str:
-    return f"{phase} \u00b7 {role}"
+def group_keys(frame: pd.DataFrame) -> list:
+    """Each group's (phase, role, rank): rank None but in a tensor-parallel run's groups."""
+    ranks = [None if is_missing(v) else int(v) for v in frame["rank"]] if "rank" in frame.columns \
+        else [None] * len(frame)
+    return list(zip(col(frame, "phase"), col(frame, "role"), ranks))
+
+
+def group_label(phase: Any, role: Any, rank: Any = None) -> str:
+    return f"{phase} \u00b7 {role}" + ("" if rank is None else f" r{rank}")
 
 
 def short_name(name: Any, limit: int = 80) -> str:
@@ -149,7 +157,7 @@ def is_regression(figure: str, delta: Optional[float]) -> bool:
 def change_class(figure: str, delta: Optional[float]) -> str:
     """`good` or `bad` when the change passes REGRESSION_PCT in a direction the catalog calls
     better or worse; empty when it does not, or the figure has no better direction."""
-    declared = registry.figures().get(figure)
+    declared = registry.figures().get(figure) or registry.rank_figures().get(figure)
     if delta is None or declared is None or abs(delta) <= REGRESSION_PCT:
         return ""
     if declared.better == HIGHER:

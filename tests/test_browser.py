@@ -237,3 +237,25 @@ def test_the_harness_sees_console_errors_and_blank_figures(browser, tmp_path):
     errors = browser.errors(session)
     assert any("boom" in e for e in errors) and any("undefinedFunction" in e for e in errors)
     assert browser.evaluate(session, FIGURES_JS) == [{"id": "f", "width": 0, "height": 0, "marks": 0}]
+
+
+def test_a_tensor_parallel_report_shows_ranks_and_communication_at_1440_pixels(browser, tmp_path):
+    tp = DATA / "h200_tp"
+    current = views_input(tp / "llama-3.1-8b-tp2-b8-p512.csv.gz", None, {"id": "b8", "name": "tp-b8"})
+    baseline = views_input(tp / "llama-3.1-8b-tp2-b1-p512.csv.gz", None, {"id": "b1", "name": "tp-b1"})
+    path = tmp_path / "tp.html"
+    report.write_report(path, report.render_report(current, baseline))
+    _assert_renders(browser, path)
+    session = _screen(browser, path)
+    seen = browser.evaluate(session, VISIBLE_JS + """(function () {
+      document.querySelector('nav a[href="#tp"]').click();
+      var section = document.getElementById('tp'), top = section.getBoundingClientRect().top;
+      var tables = Array.from(section.querySelectorAll('table'));
+      return {page: document.documentElement.scrollWidth <= window.innerWidth,
+              top: top >= 0 && top < 900, tables: tables.length,
+              // phase, rank, compute, comm and comm % of every rank's row, in view without scrolling sideways
+              comm: Array.from(tables[0].tBodies[0].rows).map(function (tr) {
+                return [0, 1, 2, 3, 4].every(function (i) { return shown(tr.cells[i]); }); })};
+    })()""")
+    assert seen == {"page": True, "top": True, "tables": 3, "comm": [True] * 6}
+    assert browser.errors(session) == []

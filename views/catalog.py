@@ -34,7 +34,7 @@ BOUND_SLACK = {"%": 0.005, "share": 0.005, "ratio": 0.005}
 
 # `%`: percent of a peak or of cycles; `share`: a part of a whole as a fraction 0..1 (shown as a
 # percentage); `ratio`: a plain ratio (shown as 0.50); `text` and `flag`: not numbers.
-UNITS = ("ns", "%", "share", "ratio", "GHz", "ops", "FLOP", "FLOP/byte", "bytes", "bytes/s",
+UNITS = ("ns", "%", "share", "ratio", "GHz", "ops", "FLOP", "FLOP/byte", "bytes", "bytes/s", "GB/s",
          "ops/cycle/SM", "warps/issue", "waves", "count", "text", "flag")
 
 

@@ -14,14 +14,20 @@ Communication per phase and rank (`communication`):
 - comm_wait_ns: the part of comm_ns spent waiting for slower ranks: a collective cannot finish
   before the last rank joins it, so the fastest rank's time for the same call is its transfer and
   the rest of a rank's time is waiting (imbalance in what came before the collective);
-- bus_gbps: NCCL's bus bandwidth over the transfer time, bytes x 2(n-1)/n for an all-reduce.
-Rank imbalance per phase and role (`imbalance`): the slowest rank's time over the mean rank's.
+- bus_gbps: NCCL's bus bandwidth over the transfer time: bytes x 2(n-1)/n for an all-reduce,
+  x (n-1)/n for an all-gather, reduce-scatter or all-to-all, x 1 for a broadcast (BUS_FACTOR).
+Each timed collective per rank (`collectives`): its op, bytes, calls timed, time (the median over
+them), wait, transfer and bus bandwidth, and how it was timed (`time_source`).
+Rank imbalance per phase and role (`imbalance`): the slowest rank's time over the mean rank's, and
+which ranks were slowest and fastest.
+FIGURES declares each of these columns for the reports (label, unit, direction, definition).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from views.catalog import GROUP, HIGHER, LOWER, NEITHER, SUM, Figure
 from views.common import STATUSES, metric, safe_div
 from views.grouping import PHASE_ORDER, ROLE_ORDER
 
@@ -30,7 +36,54 @@ PROFILED = "ncu"
 COMM_COLUMNS = ["phase", "rank", "compute_ns", "comm_ns", "comm_share_pct", "exposed_comm_ns",
                 "comm_wait_ns", "comm_transfer_ns", "comm_bytes", "bus_gbps", "collectives"]
 IMBALANCE_COLUMNS = ["phase", "role", "ranks", "min_rank_time_ns", "max_rank_time_ns",
-                     "mean_rank_time_ns", "imbalance", "slowest_rank"]
+                     "mean_rank_time_ns", "imbalance", "slowest_rank", "fastest_rank"]
+COLLECTIVE_COLUMNS = ["phase", "role", "after", "rank", "comm_bytes", "comm_samples", "comm_ns",
+                      "comm_wait_ns", "comm_transfer_ns", "bus_gbps", TIME_SOURCE]
+# Bytes on the bus per byte of the collective (NCCL's bus bandwidth), n ranks; an unknown op counts
+# as an all-reduce, the collective the TP runs time.
+BUS_FACTOR = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
+              "reducescatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n,
+              "broadcast": lambda n: 1.0}
+_TIME = "the time a rank spends in its collectives, from the stream reaching each to its end " \
+        "(CUDA events, or the wall clock on the CPU, in a run without ncu; a call's time is the " \
+        "median over the calls it stands for): the transfer, waiting for a slower rank, and a host " \
+        "late to launch it"
+# The figures of the tables above, for the reports (views.registry.rank_figures()).
+FIGURES = (
+    Figure("compute_ns", "compute", "ns", LOWER, SUM,
+           "the rank's profiled kernel time in the phase (ncu's gpu__time_duration.sum)"),
+    Figure("comm_ns", "comm", "ns", LOWER, SUM, _TIME),
+    Figure("comm_share_pct", "comm %", "%", LOWER, GROUP,
+           "comm_ns / (compute_ns + comm_ns): the share of the rank's time spent in collectives",
+           ratio_of=("comm_ns", "compute_ns"), bounds=(0, 100)),
+    Figure("exposed_comm_ns", "exposed comm", "ns", LOWER, SUM,
+           "communication not hidden behind compute: the collectives run on the compute stream, "
+           "which waits for them, so all of comm_ns"),
+    Figure("comm_wait_ns", "wait", "ns", LOWER, SUM,
+           "a rank's time over the fastest rank's for the same call: waiting for a slower rank "
+           "(imbalance in what came before the collective)"),
+    Figure("comm_transfer_ns", "transfer", "ns", LOWER, SUM,
+           "the fastest rank's time for the same call: a collective cannot end before the last "
+           "rank joins it, so this is the transfer"),
+    Figure("comm_bytes", "bytes", "bytes", NEITHER, SUM,
+           "bytes each rank contributes to the collective (the tensor's numel x itemsize; an "
+           "all-gather's output)"),
+    Figure("bus_gbps", "bus", "GB/s", HIGHER, GROUP,
+           "NCCL's bus bandwidth over the transfer time: bytes x 2(n-1)/n for an all-reduce, "
+           "x (n-1)/n for an all-gather or reduce-scatter, x 1 for a broadcast",
+           ratio_of=("comm_bytes", "comm_transfer_ns")),
+    Figure("collectives", "calls", "count", NEITHER, SUM, "the collectives of the phase per rank "
+           "(each standing for the layers and steps it is the median of)"),
+    Figure("comm_samples", "timed", "count", NEITHER, SUM,
+           "calls timed: the call's time is their median"),
+    Figure("min_rank_time_ns", "fastest rank", "ns", LOWER, SUM, "the fastest rank's time in the role"),
+    Figure("max_rank_time_ns", "slowest rank", "ns", LOWER, SUM, "the slowest rank's time in the role"),
+    Figure("mean_rank_time_ns", "mean rank", "ns", LOWER, SUM, "the ranks' mean time in the role"),
+    Figure("imbalance", "max/mean", "ratio", LOWER, GROUP,
+           "the slowest rank's time over the mean rank's: 1 is balanced; the phase waits for the "
+           "slowest rank at its next collective",
+           ratio_of=("max_rank_time_ns", "mean_rank_time_ns"), bounds=(1, None)),
+)
 # (phase, step, layer, collective): what makes a timed row the same call on every rank
 _CALL = ("phase", "step", "layer", "after")
 
@@ -139,8 +192,7 @@ def communication(kernels: pd.DataFrame, timed: pd.DataFrame) -> pd.DataFrame:
     world = int(calls["rank"].nunique())
     calls["transfer_ns"] = calls.groupby(list(_CALL), dropna=False, observed=True)["time_ns"].transform("min")
     calls["wait_ns"] = calls["time_ns"] - calls["transfer_ns"]
-    bytes_ = pd.to_numeric(calls.get("comm_bytes"), errors="coerce") if "comm_bytes" in calls else np.nan
-    calls["bus_bytes"] = bytes_ * 2 * (world - 1) / world
+    calls["bus_bytes"] = _bus_bytes(calls, world)
     comm = (calls.groupby(["phase", "rank"], observed=True)
             .agg(comm_ns=("time_ns", "sum"), comm_wait_ns=("wait_ns", "sum"),
                  comm_transfer_ns=("transfer_ns", "sum"), comm_bytes=("comm_bytes", "sum")
@@ -156,6 +208,30 @@ def communication(kernels: pd.DataFrame, timed: pd.DataFrame) -> pd.DataFrame:
     return _in_phase_order(out)[COMM_COLUMNS]
 
 
+def _bus_bytes(calls: pd.DataFrame, world: int) -> pd.Series:
+    bytes_ = pd.to_numeric(calls["comm_bytes"], errors="coerce") if "comm_bytes" in calls else np.nan
+    factor = calls["role"].astype(object).map(lambda r: BUS_FACTOR.get(r, BUS_FACTOR["allreduce"])(world))
+    return bytes_ * factor.astype(float)
+
+
+def collectives(timed: pd.DataFrame) -> pd.DataFrame:
+    """Each timed collective per rank: its time, the fastest rank's for the same call (transfer),
+    the rest (wait), and the bus bandwidth over the transfer."""
+    if timed.empty or not has_ranks(timed):
+        return pd.DataFrame(columns=COLLECTIVE_COLUMNS)
+    calls = _calls(timed).astype({"role": object})
+    world = int(calls["rank"].nunique())
+    calls["comm_ns"] = calls["time_ns"]
+    calls["comm_transfer_ns"] = calls.groupby(list(_CALL), dropna=False, observed=True)["time_ns"].transform("min")
+    calls["comm_wait_ns"] = calls["comm_ns"] - calls["comm_transfer_ns"]
+    calls["bus_gbps"] = safe_div(_bus_bytes(calls, world), calls["comm_transfer_ns"])
+    for column in ("comm_bytes", "comm_samples", TIME_SOURCE):
+        if column not in calls:
+            calls[column] = np.nan
+    calls["rank"] = calls["rank"].astype("Int64")
+    return _in_phase_order(calls, with_role=True, then=("after",))[COLLECTIVE_COLUMNS]
+
+
 def imbalance(kernels: pd.DataFrame, timed: pd.DataFrame) -> pd.DataFrame:
     """Per phase and role: each rank's time, and the slowest rank's over the mean."""
     frames = [f[["phase", "role", "rank", "time_ns"]] for f in (kernels, timed)
@@ -167,19 +243,21 @@ def imbalance(kernels: pd.DataFrame, timed: pd.DataFrame) -> pd.DataFrame:
     grouped = per_rank.groupby(["phase", "role"], observed=True)
     out = grouped["time_ns"].agg(ranks="size", min_rank_time_ns="min", max_rank_time_ns="max",
                                  mean_rank_time_ns="mean").reset_index()
-    slowest = per_rank.loc[grouped["time_ns"].idxmax().to_numpy(), ["phase", "role", "rank"]]
-    out = out.merge(slowest.rename(columns={"rank": "slowest_rank"}), on=["phase", "role"])
+    for name, pick in (("slowest_rank", grouped["time_ns"].idxmax()), ("fastest_rank", grouped["time_ns"].idxmin())):
+        chosen = per_rank.loc[pick.to_numpy(), ["phase", "role", "rank"]]
+        out = out.merge(chosen.rename(columns={"rank": name}), on=["phase", "role"])
+        out[name] = out[name].astype("Int64")
     out["imbalance"] = safe_div(out["max_rank_time_ns"], out["mean_rank_time_ns"])
-    out["slowest_rank"] = out["slowest_rank"].astype("Int64")
     return _in_phase_order(out, with_role=True)[IMBALANCE_COLUMNS]
 
 
-def _in_phase_order(frame: pd.DataFrame, with_role: bool = False) -> pd.DataFrame:
+def _in_phase_order(frame: pd.DataFrame, with_role: bool = False, then: tuple = ()) -> pd.DataFrame:
     ranked = frame.assign(_p=frame["phase"].map({p: i for i, p in enumerate(PHASE_ORDER)}).fillna(99))
     keys = ["_p", "phase"]
     if with_role:
         ranked["_r"] = ranked["role"].map({r: i for i, r in enumerate(ROLE_ORDER)}).fillna(99)
         keys += ["_r", "role"]
+    keys += list(then)
     if "rank" in ranked:
         keys.append("rank")
     return ranked.sort_values(keys, kind="stable").drop(columns=[c for c in ("_p", "_r") if c in ranked]

@@ -81,6 +81,12 @@ def gap_figures() -> Mapping[str, Figure]:
     return MappingProxyType({f.column: replace(f, view="gap") for f in gap_module.FIGURES})
 
 
+def rank_figures() -> Mapping[str, Figure]:
+    """The figures of a tensor-parallel run's tables (views.ranks): communication per phase and
+    rank, each timed collective, the imbalance between ranks."""
+    return MappingProxyType({f.column: replace(f, view="ranks") for f in ranks.FIGURES})
+
+
 def gap_views() -> list[str]:
     """The views whose figures the gap (headline -> useful) reads: they are computed whatever is
     asked."""
@@ -159,6 +165,7 @@ class ViewsResult:
     # After a phase filter, each selected phase's whole time (share_basis): time shares are of its
     # sum. Empty: shares of the whole run.
     phase_time_ns: dict = field(default_factory=dict)
+    collectives: pd.DataFrame = field(default_factory=pd.DataFrame)  # each timed collective per rank
 
     def filter(self, phase=None, role=None, kernel=None) -> "ViewsResult":
         """The kernels of some phases, roles or names (a regular expression), with groups, gap and
@@ -231,6 +238,7 @@ class ViewsResult:
             out["timed"] = _records(self.timed.drop(columns=["nvtx_stack"], errors="ignore"))
             out["communication"] = _records(self.communication)
             out["imbalance"] = _records(self.imbalance)
+            out["collectives"] = _records(self.collectives)
         return out
 
     def to_json(self, run=None, indent=None) -> str:
@@ -301,7 +309,8 @@ def _assemble(kernels: pd.DataFrame, ids: list[str], devices: pd.DataFrame,
     return ViewsResult(kernels, grouping.order(groups), gap, selection, devices, ids, total_time_ns,
                        timed, ranks.communication(kernels, timed) if tp else pd.DataFrame(),
                        ranks.imbalance(kernels, timed) if tp else pd.DataFrame(), rank_time_ns,
-                       mlp.activation_share(kernels))
+                       mlp.activation_share(kernels),
+                       collectives=ranks.collectives(timed) if tp else pd.DataFrame())
 
 
 def _devices(ctx: Context, result: pd.DataFrame) -> pd.DataFrame:

@@ -247,8 +247,10 @@ def run_rank(argv: list[str] | None = None) -> int:
             "method": reduce.method, "pid": os.getpid(), "model": config.model.id,
             "records": records}))
         os.replace(tmp, out / f"rank{rank}.json")
-    print(json.dumps({"workload": "tensor_parallel", "rank": rank, "tp": world,
-                      "model": rank_config.model.id, "device": device, **result}), flush=True)
+    # one write per line: the ranks share stdout, and print's separate newline interleaves them
+    sys.stdout.write(json.dumps({"workload": "tensor_parallel", "rank": rank, "tp": world,
+                                 "model": rank_config.model.id, "device": device, **result}) + "\n")
+    sys.stdout.flush()
     return 0 if result["finite"] else 1
 
 
