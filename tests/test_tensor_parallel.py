@@ -4,6 +4,7 @@ into a capture, the views per rank, and `smlens profile --tp` end to end with a 
 from __future__ import annotations
 
 import csv
+import functools
 import gzip
 import importlib.util
 import json
@@ -267,7 +268,7 @@ def test_finish_capture_merges_the_timed_collectives(tmp_path, monkeypatch):
     path = _ncu_rows_only(TP8_B8, tmp_path / "merged.csv")
     monkeypatch.setattr(distributed, "time_collectives", lambda config, tp, deadline: _reports())
     config = WorkloadConfig(MODELS["tiny"], layers=2, decode_steps=3)
-    tags = distributed.finish_capture(path, 2, (config, True, None))
+    tags = distributed.finish_capture(path, 2, functools.partial(distributed._workload_rows, config, 2, True, None))
     assert tags["tp"] == "2" and tags["rank_source"] == "nvtx" and "CUDA events" in tags["comm_time"]
     kernels = read_capture(path).kernels
     timed = kernels[kernels["time_source"] == "cuda_events"]
@@ -453,3 +454,120 @@ def test_profile_tp_program_ranks_from_gpus_and_a_rank_that_dies(tp_env, monkeyp
     assert code == ncu.EXIT_WORKLOAD_FAILED
     one_line_error(err, "rank 1 exited with code 7")
     assert "marked partial" in err and Store(store).run("dies")["partial"]
+
+
+# --- a program's collectives, timed by the annotation (profiler/run/annotate/collectives.py) --------
+
+# A tiny tensor-parallel-shaped program: three decoder layers, an all-reduce after o_proj inside
+# the attention module's forward and an all-gather in the MLP's, two prefills and three decode steps.
+COLLECTIVES_PROGRAM = """
+import torch, torch.distributed as dist
+from torch import nn
+
+class Attention(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.o_proj = nn.Linear(16, 16)
+    def forward(self, x):
+        y = self.o_proj(x)
+        dist.all_reduce(y)
+        return y
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.down_proj = nn.Linear(16, 8)
+    def forward(self, x):
+        part = self.down_proj(x).contiguous()
+        whole = torch.empty((2 * part.shape[0],) + tuple(part.shape[1:]))
+        dist.all_gather_into_tensor(whole, part)
+        return x
+
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.self_attn, self.mlp = Attention(), MLP()
+    def forward(self, x):
+        x = x + self.self_attn(x)
+        return self.mlp(x)
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([Layer() for _ in range(3)])
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+model = Model()
+with torch.no_grad():
+    for tokens in (8, 8, 1, 1, 1):
+        model(torch.randn(2, tokens, 16))
+dist.destroy_process_group()
+"""
+
+
+@needs_torch
+def test_a_programs_collectives_are_timed_per_rank_with_gloo(tmp_path):
+    """The timing run's reports (one per rank) and the rows merged from them."""
+    from profiler.run import annotate
+    from profiler.run.annotate import collectives
+    from profiler.run.profile import _env
+    program = tmp_path / "tp_program.py"
+    program.write_text(COLLECTIVES_PROGRAM)
+    env = _env({**annotate.program_env({}), collectives.ENV: str(tmp_path / "out")})
+    done = subprocess.run([PY, "-m", "profiler.run.distributed", "--nproc", "2", "--", PY, str(program)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    reports = [json.loads(p.read_text()) for p in sorted((tmp_path / "out").glob("collectives-*.json"))]
+    assert sorted((r["rank"], r["tp"], r["backend"], r["method"]) for r in reports) == [
+        (0, 2, "gloo", "wall_clock"), (1, 2, "gloo", "wall_clock")]
+    for report in reports:
+        records = pd.DataFrame(report["records"])
+        # 2 collectives in each of 3 layers of 5 forwards
+        assert len(records) == 2 * 3 * 5 and report["error"] is None
+        assert records.groupby("phase").size().to_dict() == {"cold_prefill": 6, "warm_prefill": 6, "decode": 18}
+        assert set(records["site"]) == {"attention_block#0", "mlp_block#0"}  # the module each is called in
+        assert set(records["layer"]) == {0, 1, 2} and set(records.dropna(subset=["step"])["step"]) == {0, 1, 2}
+    rows = pd.DataFrame(distributed.program_comm_rows(reports, ("cold_prefill", "warm_prefill", "decode"), 0))
+    assert len(rows) == 2 * 3 * 2  # rank x phase x collective
+    assert set(rows["rank"]) == {0, 1} and set(rows["layer"]) == {0}
+    all_reduce = rows[rows["op"] == "all_reduce"].set_index(["phase", "rank"])
+    # fp32 [2, tokens, 16]: numel x itemsize
+    assert all_reduce["bytes"].to_dict() == {(p, r): 2 * t * 16 * 4 for p, t in
+                                             (("cold_prefill", 8), ("warm_prefill", 8), ("decode", 1)) for r in (0, 1)}
+    # layer 0 stands for the 3 layers; decode step 1 for the steps after the first
+    assert all_reduce["samples"].to_dict() == {(p, r): n for p, n in
+                                               (("cold_prefill", 3), ("warm_prefill", 3), ("decode", 6)) for r in (0, 1)}
+    assert set(all_reduce["step"].dropna()) == {1}
+    gather = rows[rows["op"] == "all_gather_into_tensor"]
+    assert set(gather["bytes"]) == {2 * 2 * 8 * 8 * 4, 2 * 2 * 1 * 8 * 4}  # the gathered output
+    assert set(gather["after"]) == {"mlp_block#0"} and (rows["time_ns"] > 0).all()
+
+
+@needs_torch
+def test_profile_tp_program_merges_its_timed_collectives(tp_env, monkeypatch):
+    from profiler.ingest.store import Store
+    monkeypatch.setenv("FAKE_NCU_KEEP_PIDS", "1")
+    program = tp_env / "tp_program.py"
+    program.write_text(COLLECTIVES_PROGRAM)
+    store = tp_env / "store"
+    code, _, err = smlens("profile", "--tp", "2", "--store", store, "--quiet", "--name", "prog", "--",
+                          PY, "-m", "profiler.run.distributed", "--nproc", "2", "--", PY, str(program))
+    assert code == 0, err
+    tags = json.loads(Store(store).run("prog")["tags"])
+    assert "torch.distributed collective" in tags["comm_time"] and "wall clock" in tags["comm_time"]
+    assert tags["comm_calls"] == "each row the median of 3 to 6 calls (48 in all)"  # decode step 0 left out
+    kernels = Store(store).kernels("prog")
+    timed = kernels[kernels["time_source"] == "wall_clock"]
+    assert len(timed) == 12 and set(timed["rank"]) == {0, 1}
+    assert set(timed["role"]) == {"allreduce", "allgather"}
+    assert set(timed[timed["role"] == "allreduce"]["comm_bytes"]) == {1024, 128}
+    assert set(timed["phase"]) == {"cold_prefill", "warm_prefill", "decode"}
+    from views.registry import compute_views
+    views = compute_views(kernels)
+    assert set(views.collectives["role"]) == {"allreduce", "allgather"}
+    assert len(views.communication) == 6  # phase x rank

@@ -21,6 +21,7 @@ when one fails stops the others and exits with its code after one line saying wh
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import signal
@@ -36,6 +37,8 @@ from pathlib import Path
 from profiler.errors import BadInput, EnvironmentProblem
 from profiler.ingest.nvtx import RANK_DOMAIN, parse_stack, rank_marker
 from profiler.run import ncu as ncu_mod
+from profiler.run.annotate import collectives as program_collectives
+from views.vocabulary import COLLECTIVE_ROLES, ROLE_ALIASES
 
 # NVLink multicast (NVLS) stays off in every process smlens starts: on the lent machines a program
 # that uses it can put GPUs that others share out of service.
@@ -53,6 +56,15 @@ COMM_METHOD = {"cuda_events": "CUDA events around each all-reduce on its rank's 
                "wall_clock": "wall clock around each all-reduce (CPU, gloo), in a run of the same "
                              "workload without ncu (at least 4 layers and decode steps); median over "
                              "the layers it stands for"}
+# A program's collectives: timed by smlens's annotation in one more run of the program
+# (profiler/run/annotate/collectives.py).
+PROGRAM_METHOD = {"cuda_events": "CUDA events around each torch.distributed collective the program "
+                                 "calls (async_op=False) on its rank's current stream, in one more run "
+                                 "of the program without ncu; median over the layers (and decode steps "
+                                 "after the first) that the profiled layer stands for",
+                  "wall_clock": "wall clock around each torch.distributed collective the program calls "
+                                "(CPU, gloo), in one more run of the program without ncu; median over "
+                                "the layers (and decode steps after the first) it stands for"}
 
 
 def with_no_multicast(env: dict) -> dict:
@@ -173,22 +185,45 @@ def plan_tp(config, tp: int, metrics: list[str], dedup: bool = True, cache_contr
         "communication: each all-reduce is timed with CUDA events in one more run without ncu, and "
         "merged as rows of role allreduce per rank"] + plan.notes
     plan.after_merge = lambda merged, failed, deadline: finish_capture(
-        merged, tp, None if failed else (config, dedup, deadline))
+        merged, tp, None if failed else functools.partial(_workload_rows, config, tp, dedup, deadline))
     return plan
 
 
 def plan_program(plan, tp: int):
     """A user's multi-process program (torchrun, vLLM) under ncu: NCCL kernels not replayed unless
-    --kernel-name says otherwise, ranks from the program's `rank=` ranges or its processes' GPUs."""
+    --kernel-name says otherwise, ranks from the program's `rank=` ranges or its processes' GPUs;
+    when annotated with smlens's own filters, its torch.distributed collectives timed in one more
+    run without ncu."""
     for inv in plan.invocations:  # one per cache control (the annotated program's cold run, ...)
         if inv.kernel_name is None:
             inv.kernel_name = NOT_REPLAYED
+    timed = bool(plan.annotated and plan.regions)
     plan.notes = [f"tensor parallel over {tp} ranks: every process is profiled; NCCL kernels are not "
                   f"replayed (--kernel-name {inv.kernel_name}); a kernel's rank comes from a "
                   "`rank=<r>` NVTX range of the program, else from the GPU its process used; "
-                  "collectives are not timed (the program's code is not smlens's)"] + plan.notes
-    plan.after_merge = lambda merged, failed, deadline: finish_capture(merged, tp, None)
+                  + ("its torch.distributed collectives are timed in one more run of the program "
+                     "without ncu" if timed else "collectives are not timed (that needs the "
+                     "annotation and smlens's own filters)")] + plan.notes
+    if not timed:
+        plan.after_merge = lambda merged, failed, deadline: finish_capture(merged, tp, None)
+        return plan
+    first = plan.invocations[0]
+    phases = tuple(dict.fromkeys(r.phase for r in plan.regions))
+    layer = _profiled_layer(plan.regions)
+    dedup = layer is not None
+    plan.after_merge = lambda merged, failed, deadline: finish_capture(
+        merged, tp, None if failed else functools.partial(
+            _program_rows, first.program, first.env, phases, layer if dedup else 0, dedup, deadline))
     return plan
+
+
+def _profiled_layer(regions) -> int | None:
+    """The layer the program's regions profile (dedup), None when they profile whole phases."""
+    for region in regions:
+        for message in region.ranges:
+            if message.startswith("layer_") and message[6:].isdigit():
+                return int(message[6:])
+    return None
 
 
 # --- communication time ----------------------------------------------------------------------------
@@ -207,18 +242,55 @@ def time_collectives(config, tp: int, deadline: float | None = None) -> list[dic
     timing = replace(config, layers=max(config.layers, TIMING_LAYERS),
                      decode_steps=max(config.decode_steps, TIMING_DECODE_STEPS))
     with tempfile.TemporaryDirectory(prefix="smlens-comm-") as folder:
-        command = tp_program(timing, tp, ["--no-nvtx", "--time-collectives", folder])
-        timeout = max(30.0, deadline - time.monotonic()) if deadline else None
-        try:
-            done = subprocess.run(command, env=_env(), capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise EnvironmentProblem("the run that times the collectives did not finish in time",
-                                     ncu_mod.EXIT_TIME_LIMIT) from None
-        if done.returncode != 0:
-            tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
-            raise EnvironmentProblem(f"the run that times the collectives failed (exit code "
-                                     f"{done.returncode}): {tail}", ncu_mod.EXIT_WORKLOAD_FAILED)
+        _run_timing(tp_program(timing, tp, ["--no-nvtx", "--time-collectives", folder]), _env(),
+                    deadline, "the collectives")
         return [json.loads(path.read_text()) for path in sorted(Path(folder).glob("rank*.json"))]
+
+
+def _run_timing(command: list[str], env: dict, deadline: float | None, what: str) -> None:
+    """Run the command that times the collectives (no ncu); EnvironmentProblem when it fails."""
+    timeout = max(30.0, deadline - time.monotonic()) if deadline else None
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise EnvironmentProblem(f"the run that times {what} did not finish in time",
+                                 ncu_mod.EXIT_TIME_LIMIT) from None
+    if done.returncode != 0:
+        tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])
+        raise EnvironmentProblem(f"the run that times {what} failed (exit code "
+                                 f"{done.returncode}): {tail}", ncu_mod.EXIT_WORKLOAD_FAILED)
+
+
+def time_program_collectives(program: list[str], env: dict, deadline: float | None = None) -> list[dict]:
+    """Run a program once without ncu, its torch.distributed collectives timed by the annotation
+    (profiler/run/annotate/collectives.py); every process's report that timed any."""
+    from profiler.run.profile import _env
+
+    with tempfile.TemporaryDirectory(prefix="smlens-comm-") as folder:
+        _run_timing(list(program), _env({**env, program_collectives.ENV: folder}), deadline,
+                    "the program's collectives")
+        return [json.loads(path.read_text()) for path in sorted(Path(folder).glob("collectives-*.json"))]
+
+
+def _median_rows(reports: list[dict], key_of) -> list[dict]:
+    """One row per rank and key (phase, step, layer, call site): the median of the records that
+    `key_of(record)` gives that key (None: left out)."""
+    rows = []
+    for report in reports:
+        groups: dict[tuple, list[dict]] = {}
+        for record in report["records"]:
+            key = key_of(record)
+            if key is not None:
+                groups.setdefault(key, []).append(record)
+        for (phase, step_index, layer, after), records in groups.items():
+            rows.append({"rank": report["rank"], "tp": report["tp"], "device": report["device"],
+                         "pid": report.get("pid"), "backend": report["backend"],
+                         "method": report["method"], "phase": phase, "step": step_index,
+                         "layer": layer, "after": after, "op": records[0].get("op"),
+                         "bytes": records[0]["bytes"], "dtype": records[0]["dtype"],
+                         "samples": len(records),
+                         "time_ns": statistics.median(r["time_ns"] for r in records)})
+    return rows
 
 
 def comm_rows(reports: list[dict], config, dedup: bool = True) -> list[dict]:
@@ -229,30 +301,62 @@ def comm_rows(reports: list[dict], config, dedup: bool = True) -> list[dict]:
     from profiler.workloads import decoder
 
     step = decoder.representative_decode_step(config.decode_steps)
-    rows = []
-    for report in reports:
-        groups: dict[tuple, list[dict]] = {}
-        for record in report["records"]:
-            phase, decode = record["phase"], record["phase"] == "decode"
-            if phase not in config.phases:
-                continue
-            if dedup:
-                if decode and config.decode_steps > 1 and record["step"] == 0:
-                    continue  # like the profiled step, the first decode step's calls are left out
-                key = (phase, step if decode else None, 0, record["after"])
-            elif record["layer"] < config.layers and (not decode or record["step"] < config.decode_steps):
-                key = (phase, record["step"], record["layer"], record["after"])
-            else:
-                continue
-            groups.setdefault(key, []).append(record)
-        for (phase, step_index, layer, after), records in groups.items():
-            rows.append({"rank": report["rank"], "tp": report["tp"], "device": report["device"],
-                         "pid": report.get("pid"), "backend": report["backend"],
-                         "method": report["method"], "phase": phase, "step": step_index,
-                         "layer": layer, "after": after, "bytes": records[0]["bytes"],
-                         "dtype": records[0]["dtype"], "samples": len(records),
-                         "time_ns": statistics.median(r["time_ns"] for r in records)})
-    return rows
+
+    def key_of(record):
+        phase, decode = record["phase"], record["phase"] == "decode"
+        if phase not in config.phases:
+            return None
+        if dedup:
+            if decode and config.decode_steps > 1 and record["step"] == 0:
+                return None  # like the profiled step, the first decode step's calls are left out
+            return (phase, step if decode else None, 0, record["after"])
+        if record["layer"] < config.layers and (not decode or record["step"] < config.decode_steps):
+            return (phase, record["step"], record["layer"], record["after"])
+        return None
+
+    return _median_rows(reports, key_of)
+
+
+def program_comm_rows(reports: list[dict], phases: tuple, layer: int, dedup: bool = True) -> list[dict]:
+    """A program's timed collectives as rows, as its kernels were profiled (profiler/run/program.py):
+    with dedup, `layer` of each prefill and of decode step 1 stands for every layer and step, its
+    time the median over them (the first decode step left out when there are more); without, each
+    call in a layer. Calls outside the decoder layers are left out: no profiled kernel stands
+    beside them."""
+    from profiler.run.program import DECODE_STEP
+
+    steps = {r.get("step") for report in reports for r in report["records"] if r.get("phase") == "decode"}
+    skip_first = len(steps - {None}) > 1
+
+    def key_of(record):
+        phase, decode = record.get("phase"), record.get("phase") == "decode"
+        if phase not in phases or record.get("layer") is None or record.get("time_ns") is None:
+            return None
+        if not dedup:
+            return (phase, record["step"], record["layer"], record["site"])
+        if decode and skip_first and record.get("step") == 0:
+            return None
+        return (phase, DECODE_STEP if decode else None, layer, record["site"])
+
+    return _median_rows(reports, key_of)
+
+
+def _workload_rows(config, tp: int, dedup: bool, deadline) -> tuple[list[dict], dict]:
+    return comm_rows(time_collectives(config, tp, deadline), config, dedup), COMM_METHOD
+
+
+def _program_rows(program, env, phases, layer, dedup, deadline) -> tuple[list[dict], dict]:
+    return program_comm_rows(time_program_collectives(program, env, deadline), phases, layer, dedup), \
+        PROGRAM_METHOD
+
+
+def collective_role(op: str) -> str:
+    """The role of a torch.distributed function's timed rows: all_gather_into_tensor -> allgather."""
+    base = op
+    for suffix in ("_into_tensor", "_tensor", "_single"):
+        base = base.removesuffix(suffix)
+    role = ROLE_ALIASES.get(base, base)
+    return role if role in COLLECTIVE_ROLES else "communication"
 
 
 # --- the capture -------------------------------------------------------------------------------------
@@ -262,10 +366,11 @@ def _cell(entries: list[tuple[str, str]]) -> str:
     return "  ".join(f'"{domain}:{message}:none:none:none:none:none:none"' for domain, message in entries)
 
 
-def finish_capture(path: Path, tp: int, timing) -> dict:
+def finish_capture(path: Path, tp: int, measure) -> dict:
     """Rewrite a merged raw CSV of a TP run: a rank marker on every process that lacks one, a
-    `time_source` column, and (timing = (config, dedup, deadline)) the timed collectives as rows.
-    Returns the tags that say how communication was measured (or why it was not)."""
+    `time_source` column, and the timed collectives as rows (`measure()`: the rows, and what each
+    timing method means in words). Returns the tags that say how communication was measured (or
+    why it was not)."""
     # the merged exports (profiler.ingest.merge): the header, the units row, then one row per kernel
     with open(path, newline="", encoding="utf-8") as handle:
         header, units, *rows = list(csv.reader(handle)) or [[], []]
@@ -281,19 +386,21 @@ def finish_capture(path: Path, tp: int, timing) -> dict:
         column[push_pop] = len(header) - 1
     tags.update(_mark_ranks(rows, column, push_pop, tp))
     added = []
-    if timing is not None:
-        config, dedup, deadline = timing
+    if measure is not None:
         try:
-            added = comm_rows(time_collectives(config, tp, deadline), config, dedup)
+            added, methods = measure()
         except EnvironmentProblem as err:
             print(f"smlens: note: {err}; the run is stored without communication rows",
                   file=sys.stderr)
             tags["comm_time"] = f"not measured: {err}"
         else:
-            tags["comm_time"] = COMM_METHOD.get(added[0]["method"], added[0]["method"]) if added else \
+            tags["comm_time"] = methods.get(added[0]["method"], added[0]["method"]) if added else \
                 "no collectives in the profiled phases"
+            if added:
+                tags["comm_calls"] = calls_tag(added)
     else:
-        tags["comm_time"] = "not measured (a program's collectives are not timed)"
+        tags["comm_time"] = ("not measured (a program's collectives are timed only with the "
+                             "annotation and smlens's own filters)")
     extra = [TIME_SOURCE, COMM_BYTES, COMM_SAMPLES]
     header = header + extra
     units = units + ["", "byte", ""]
@@ -305,6 +412,14 @@ def finish_capture(path: Path, tp: int, timing) -> dict:
         writer.writerows([header, units, *out_rows])
     os.replace(tmp, path)
     return tags
+
+
+def calls_tag(rows: list[dict]) -> str:
+    """How many calls the rows' medians are taken over, for the run's tags."""
+    samples = [row["samples"] for row in rows]
+    low, high = min(samples), max(samples)
+    each = f"{low}" if low == high else f"{low} to {high}"
+    return f"each row the median of {each} calls ({sum(samples)} in all)"
 
 
 def _mark_ranks(rows: list[list[str]], column: dict, push_pop: str, tp: int) -> dict:
@@ -359,12 +474,14 @@ def _comm_csv_rows(added: list[dict], header: list[str], units: list[str], rows:
                    (decoder.DOMAIN, item["phase"])]
         if item["step"] is not None:
             entries.append((decoder.DOMAIN, decoder.step_range(item["step"])))
+        op = item.get("op")  # a program's torch.distributed function; the workload's all-reduce
+        collective = f"{collective_role(op)} op={op}" if op else f"{COLLECTIVE} op=sum"
         entries += [(decoder.DOMAIN, decoder.layer_range(item["layer"])),
-                    (decoder.DOMAIN, f"{COLLECTIVE} op=sum bytes={item['bytes']} dtype={item['dtype']} "
+                    (decoder.DOMAIN, f"{collective} bytes={item['bytes']} dtype={item['dtype']} "
                                      f"after={item['after']}")]
         cells = {"ID": str(next_id + index), "Process ID": str(item.get("pid") or ""),
                  "Process Name": "python3", "Host Name": first[column["Host Name"]] if "Host Name" in column else "",
-                 push_pop: _cell(entries), "Kernel Name": f"{item['backend']} all_reduce",
+                 push_pop: _cell(entries), "Kernel Name": f"{item['backend']} {op or 'all_reduce'}",
                  "Device": "" if item["device"] is None else str(item["device"]),
                  "CC": first[column["CC"]] if "CC" in column else "",
                  "gpu__time_duration.sum": f"{item['time_ns'] / to_ns:.6g}",

@@ -42,6 +42,10 @@ finally:
     try:
         _vocabulary = _load("_smlens_vocabulary", os.path.join(_ROOT, "views", "vocabulary.py"))
         _runtime = _load("_smlens_annotate", os.path.join(_ROOT, "profiler", "run", "annotate", "runtime.py"))
-        _runtime.boot(_vocabulary)
+        if os.environ.get("SMLENS_TIME_COLLECTIVES"):  # the run that times collectives (collectives.py)
+            _load("_smlens_collectives", os.path.join(_ROOT, "profiler", "run", "annotate",
+                                                      "collectives.py")).boot(_runtime, _vocabulary)
+        else:
+            _runtime.boot(_vocabulary)
     except Exception as _err:  # noqa: BLE001 - never stop the program: it runs unannotated
         sys.stderr.write(f"smlens: note: the annotation could not start ({type(_err).__name__}: {_err})\n")
