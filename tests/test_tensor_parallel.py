@@ -426,11 +426,15 @@ def test_profile_tp_end_to_end(tp_env):
     run = Store(store).run("latest")
     tags = json.loads(run["tags"])
     assert (tags["tp"], tags["rank_source"]) == ("2", "nvtx") and "wall clock" in tags["comm_time"]
+    # timed over 8 layers and 8 decode steps: a prefill row the median of 8 calls, decode of 7 x 8;
+    # 2 ranks x (2 prefills x 2 collectives x 8 + 2 collectives x 56)
+    assert tags["comm_calls"] == "each row the median of 8 to 56 calls (288 in all)"
     kernels = Store(store).kernels("latest")
     timed = kernels[kernels["time_source"] == "wall_clock"]
     # the gloo ranks' all-reduces, 2 per profiled layer, for each phase and rank
     assert len(timed) == 12 and set(timed["role"]) == {"allreduce"} and set(timed["rank"]) == {0, 1}
     assert set(timed["comm_bytes"]) == {8 * 64 * 2, 64 * 2}  # tiny: hidden 64, prompt 8, bf16
+    assert sorted(set(timed["comm_samples"])) == [8, 56]
     assert all(distributed.NOT_REPLAYED in call for call in ncu_calls(tp_env))
 
 

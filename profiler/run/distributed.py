@@ -49,12 +49,21 @@ NOT_REPLAYED = "regex:^(?!nccl|cross_device_reduce)"
 TIME_SOURCE = "time_source"        # column: ncu, or how a collective was timed
 COMM_BYTES = "comm_bytes"          # column: bytes each rank contributes to the collective
 COMM_SAMPLES = "comm_samples"      # column: timed calls the row's median is taken over
+# The run that times the collectives has at least this many layers and decode steps (the same
+# shapes): with the 2 of a profiled run, one call that waited for a late rank (a phase's first, or a
+# first-call library heuristic on one rank) was half the median (seen on the H200). With 8 and 8 a
+# prefill row is the median of 8 calls (one per layer) and a decode row of 56 (8 layers x the 7
+# steps after the first); the run's tag `comm_calls` says how many each row had.
+TIMING_LAYERS = 8
+TIMING_DECODE_STEPS = 8
 COMM_METHOD = {"cuda_events": "CUDA events around each all-reduce on its rank's stream, in a run "
-                              "of the same workload without ncu (at least 4 layers and decode steps); "
+                              f"of the same workload without ncu (at least {TIMING_LAYERS} layers and "
+                              f"{TIMING_DECODE_STEPS} decode steps); "
                               "median over the layers (and decode steps after the first) that the "
                               "profiled layer stands for",
                "wall_clock": "wall clock around each all-reduce (CPU, gloo), in a run of the same "
-                             "workload without ncu (at least 4 layers and decode steps); median over "
+                             f"workload without ncu (at least {TIMING_LAYERS} layers and "
+                             f"{TIMING_DECODE_STEPS} decode steps); median over "
                              "the layers it stands for"}
 # A program's collectives: timed by smlens's annotation in one more run of the program
 # (profiler/run/annotate/collectives.py).
@@ -227,12 +236,6 @@ def _profiled_layer(regions) -> int | None:
 
 
 # --- communication time ----------------------------------------------------------------------------
-
-# The run that times the collectives has at least this many layers and decode steps (the same
-# shapes): with the 2 of a profiled run, one call that waited for a late rank (a phase's first, or a
-# first-call library heuristic on one rank) was half the median (seen on the H200).
-TIMING_LAYERS = 4
-TIMING_DECODE_STEPS = 4
 
 
 def time_collectives(config, tp: int, deadline: float | None = None) -> list[dict]:
