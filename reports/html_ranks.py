@@ -108,7 +108,7 @@ def tp_body(data, base=None) -> tuple[str, str]:
         rank = lambda v: "" if is_missing(v) else f"rank {int(v)}"  # noqa: E731
         body += ("<h3>Imbalance between ranks, per phase and role</h3>"
                  + rank_table(data.imbalance, IMBALANCE, of(base, "imbalance"), "imbalance",
-                              [("slowest", "slowest_rank", rank), ("fastest", "fastest_rank", rank)]))
+                              [("slowest rank", "slowest_rank", rank), ("fastest rank", "fastest_rank", rank)]))
     if not data.collectives.empty:
         body += ("<h3>Collectives</h3><p>Each collective of a profiled layer per rank: its time is "
                  "the median over the calls timed, transfer the fastest rank's time for the same "

@@ -1,11 +1,13 @@
 """Terminal tables of a tensor-parallel run: compute against communication per phase and rank, and
-the imbalance between ranks (the views result's `.communication` and `.imbalance`)."""
+the imbalance between ranks (the views result's `.communication` and `.imbalance`); headings are
+the declared figures' labels (views.registry.rank_figures)."""
 from __future__ import annotations
 
 import pandas as pd
 from rich.table import Table
 
 from reports.terminal import Column, Rows, fit, pct, ratio, us
+from views import registry
 
 COMM_LEGEND = ("comm: the rank's collectives, timed with CUDA events in a run without ncu (ncu cannot "
                "replay them); on the compute stream, so all of it is exposed. wait: the part spent "
@@ -31,23 +33,26 @@ def _column(heading: str, records: list, show) -> Column:
     return Column(heading, [None if r is None else show(r) for r in records])
 
 
+def _figure(column: str, records: list, show) -> Column:
+    """A declared figure's column: its label, and its unit where the table's title does not say it."""
+    figure = registry.rank_figures()[column]
+    unit = f" {figure.unit}" if figure.unit == "GB/s" else ""
+    return _column(figure.label + unit, records, lambda r: show(r[column]))
+
+
 def communication_table(comm: pd.DataFrame, width: int = 10_000) -> list[Table]:
     rows, records = _by_phase(comm, lambda r: f"rank {int(r['rank'])}")
-    columns = [_column("compute", records, lambda r: us(r["compute_ns"])),
-               _column("comm", records, lambda r: us(r["comm_ns"])),
-               _column("comm %", records, lambda r: pct(r["comm_share_pct"])),
-               _column("wait", records, lambda r: us(r["comm_wait_ns"])),
-               _column("transfer", records, lambda r: us(r["comm_transfer_ns"])),
-               _column("bus GB/s", records, lambda r: ratio(r["bus_gbps"])),
-               _column("calls", records, lambda r: str(int(r["collectives"])))]
+    columns = [_figure("compute_ns", records, us), _figure("comm_ns", records, us),
+               _figure("comm_share_pct", records, pct), _figure("comm_wait_ns", records, us),
+               _figure("comm_transfer_ns", records, us), _figure("bus_gbps", records, ratio),
+               _figure("collectives", records, lambda v: str(int(v)))]
     return fit("Compute and communication per phase and rank (µs)", "phase / rank", rows, columns, width)
 
 
 def imbalance_table(imbalance: pd.DataFrame, width: int = 10_000) -> list[Table]:
     rows, records = _by_phase(imbalance, lambda r: str(r["role"]))
-    columns = [_column("min µs", records, lambda r: us(r["min_rank_time_ns"])),
-               _column("max µs", records, lambda r: us(r["max_rank_time_ns"])),
-               _column("max/mean", records, lambda r: ratio(r["imbalance"])),
-               _column("slowest", records, lambda r: f"rank {int(r['slowest_rank'])}")]
-    return fit("Rank imbalance: the slowest rank's time over the mean rank's", "phase / role", rows,
+    columns = [_figure("min_rank_time_ns", records, us), _figure("max_rank_time_ns", records, us),
+               _figure("imbalance", records, ratio),
+               _column("slowest rank", records, lambda r: f"rank {int(r['slowest_rank'])}")]
+    return fit("Rank imbalance: the slowest rank's time over the mean rank's (µs)", "phase / role", rows,
                columns, width)

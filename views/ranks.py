@@ -76,9 +76,9 @@ FIGURES = (
            "(each standing for the layers and steps it is the median of)"),
     Figure("comm_samples", "timed", "count", NEITHER, SUM,
            "calls timed: the call's time is their median"),
-    Figure("min_rank_time_ns", "fastest rank", "ns", LOWER, SUM, "the fastest rank's time in the role"),
-    Figure("max_rank_time_ns", "slowest rank", "ns", LOWER, SUM, "the slowest rank's time in the role"),
-    Figure("mean_rank_time_ns", "mean rank", "ns", LOWER, SUM, "the ranks' mean time in the role"),
+    Figure("min_rank_time_ns", "fastest", "ns", LOWER, SUM, "the fastest rank's time in the role"),
+    Figure("max_rank_time_ns", "slowest", "ns", LOWER, SUM, "the slowest rank's time in the role"),
+    Figure("mean_rank_time_ns", "mean", "ns", LOWER, SUM, "the ranks' mean time in the role"),
     Figure("imbalance", "max/mean", "ratio", LOWER, GROUP,
            "the slowest rank's time over the mean rank's: 1 is balanced; the phase waits for the "
            "slowest rank at its next collective",
