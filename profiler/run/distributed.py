@@ -484,7 +484,7 @@ def _comm_csv_rows(added: list[dict], header: list[str], units: list[str], rows:
                                      f"after={item['after']}")]
         cells = {"ID": str(next_id + index), "Process ID": str(item.get("pid") or ""),
                  "Process Name": "python3", "Host Name": first[column["Host Name"]] if "Host Name" in column else "",
-                 push_pop: _cell(entries), "Kernel Name": f"{item['backend']} {op or 'all_reduce'}",
+                 push_pop: _cell(entries), "Kernel Name": f"{item['backend'] or 'torch.distributed'} {op or 'all_reduce'}",
                  "Device": "" if item["device"] is None else str(item["device"]),
                  "CC": first[column["CC"]] if "CC" in column else "",
                  "gpu__time_duration.sum": f"{item['time_ns'] / to_ns:.6g}",
