@@ -403,9 +403,9 @@ def _sections(data: ReportInput, base: Optional[ReportInput], reasons: dict) -> 
                   has_pictures=False, nav="Top kernels")
     sections = [gap_section, top]
     if html_ranks.has_ranks(data):
-        lead, body = html_ranks.tp_body(data, base)
+        lead, figures, body = html_ranks.tp_body(data, base)
         sections.insert(1, Section(html_ranks.ANCHOR, "Tensor parallel: ranks and communication", lead,
-                                   [], body, (), has_pictures=False, nav="Ranks"))
+                                   figures, body, (), has_pictures=False, nav="Ranks"))
     if base is not None:
         changes = compare.kernel_changes(data.kernels, base.kernels)
         counts = changes["status"].value_counts()
@@ -568,7 +568,7 @@ def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
             drawn = f'<p class="na">{esc(NO_FIGURE)}</p>'
         aside = validation_box(data.kernels, s.views, checks) if s.views else ""
         if drawn:  # the figures beside their validation, the tables below at full width
-            inner = f'<div class="row"><div>{drawn}</div>{aside}</div>{s.body}'
+            inner = f'<div class="row{"" if aside else " wide"}"><div>{drawn}</div>{aside}</div>{s.body}'
         else:
             inner = f'{s.body}<div class="row wide">{aside}</div>' if aside else s.body
         lead = f'<p class="lead">{esc(s.lead)}</p>' if s.lead else ""

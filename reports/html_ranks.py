@@ -11,8 +11,9 @@ from typing import Any, Optional
 
 import pandas as pd
 
+from reports.html_figures import BASELINE, BASELINE_COLOR, LEVEL_COLORS, _layout
 from reports.html_tables import NOT_IN_BASELINE, _delta_cell, _format, _table
-from reports.html_text import esc, is_missing
+from reports.html_text import esc, is_missing, numbers, plot_text
 from views import registry
 
 ANCHOR = "tp"
@@ -80,14 +81,47 @@ def rank_table(frame: pd.DataFrame, spec: tuple, base: Optional[pd.DataFrame], c
     return _table(headers, rows, f"ranks {cls}", sticky=len(keys) if len(keys) <= 2 else 0)
 
 
+# The stacked bars of the chart: (figure column, colour); comm_ns = transfer + wait
+CHART = (("compute_ns", LEVEL_COLORS[2]), ("comm_transfer_ns", "#f58518"), ("comm_wait_ns", "#e45756"))
+
+
+def fig_ranks(comm: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Optional[dict]:
+    """Per phase and rank, its compute, and its communication split into transfer and wait,
+    stacked (µs); against a baseline, a dash at the baseline's total for the same phase and rank."""
+    if comm is None or comm.empty:
+        return None
+    declared = registry.rank_figures()
+    labels = [plot_text(f"{p} \u00b7 rank {int(r)}") for p, r in zip(comm["phase"], comm["rank"])]
+    phases = [f"{p}|" for p in comm["phase"]]  # a click shows the phase's kernels
+    traces = [{"type": "bar", "name": plot_text(declared[column].label), "x": labels,
+               "y": [None if is_missing(v) else v / 1e3 for v in numbers(comm, column)],
+               "customdata": phases, "marker": {"color": color},
+               "hovertemplate": f"%{{x}}<br>{plot_text(declared[column].label)}: %{{y:.4g}} µs<extra></extra>"}
+              for column, color in CHART]
+    if base is not None and not base.empty:
+        totals = {(p, _key_text("rank", r)): c + m for p, r, c, m in
+                  zip(base["phase"], base["rank"], numbers(base, "compute_ns"), numbers(base, "comm_ns"))}
+        values = [totals.get((p, _key_text("rank", r))) for p, r in zip(comm["phase"], comm["rank"])]
+        traces.append({"type": "scatter", "mode": "markers", "name": f"{BASELINE} compute + comm",
+                       "x": labels, "y": [None if v is None or is_missing(v) else v / 1e3 for v in values],
+                       "customdata": phases,
+                       "marker": {"symbol": "line-ew-open", "size": 30, "color": BASELINE_COLOR,
+                                  "line": {"width": 3, "color": BASELINE_COLOR}},
+                       "hovertemplate": "%{x}<br>baseline compute + comm: %{y:.4g} µs<extra></extra>"})
+    return {"data": traces, "layout": _layout(
+        "Compute and communication per phase and rank (communication: transfer, then waiting for a "
+        "slower rank)", 380, barmode="stack", yaxis={"title": {"text": "µs"}})}
+
+
 def _how_measured(run: dict) -> str:
     tags = tags_of(run)
     shown = [f"{words}: {tags[key]}" for key, words in TAG_WORDS if tags.get(key)]
     return "; ".join(shown) if shown else "the run's tags do not say how communication was measured"
 
 
-def tp_body(data, base=None) -> tuple[str, str]:
-    """(lead, body) of the tensor-parallel section of `data` (a ReportInput), against `base`."""
+def tp_body(data, base=None) -> tuple[str, list, str]:
+    """(lead, figures, body) of the tensor-parallel section of `data` (a ReportInput), against
+    `base`."""
     def of(report, name):
         return None if report is None else getattr(report, name)
 
@@ -115,4 +149,4 @@ def tp_body(data, base=None) -> tuple[str, str]:
                  "call, wait the rest.</p>"
                  + rank_table(data.collectives, COLLECTIVES, of(base, "collectives"), "collectives",
                               [("timed by", "time_source", source)]))
-    return lead, body
+    return lead, [fig_ranks(data.communication, of(base, "communication"))], body

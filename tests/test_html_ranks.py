@@ -129,3 +129,19 @@ def test_a_single_gpu_run_has_no_tensor_parallel_section():
     data = views_input(DATA / "h200_runs" / "llama-3.1-8b-b8-p512.csv.gz", None, {"id": "one"})
     page = Page(report.render_report(data))
     assert "tp" not in page.sections and ("a", {"href": "#tp"}) not in page.tags
+
+
+def test_the_chart_stacks_compute_transfer_and_wait_per_rank(b8, b1):
+    from tests.test_html_report import figures_of
+    text = report.render_report(b8, b1)
+    figure = figures_of(text)["fig-tp"]
+    comm = b8.communication
+    labels = [f"{p} \u00b7 rank {r}" for p, r in zip(comm["phase"], comm["rank"])]
+    declared = registry.rank_figures()
+    for column in ("compute_ns", "comm_transfer_ns", "comm_wait_ns"):
+        trace = next(t for t in figure["data"] if t["name"] == declared[column].label)
+        assert trace["x"] == labels and trace["y"] == pytest.approx((comm[column] / 1e3).tolist(), rel=1e-4)
+    assert figure["layout"]["barmode"] == "stack"
+    baseline = next(t for t in figure["data"] if t["name"].startswith("baseline"))
+    base = b1.communication
+    assert baseline["y"] == pytest.approx(((base["compute_ns"] + base["comm_ns"]) / 1e3).tolist(), rel=1e-4)
