@@ -463,7 +463,8 @@ def test_profile_tp_program_ranks_from_gpus_and_a_rank_that_dies(tp_env, monkeyp
 # --- a program's collectives, timed by the annotation (profiler/run/annotate/collectives.py) --------
 
 # A tiny tensor-parallel-shaped program: three decoder layers, an all-reduce after o_proj inside
-# the attention module's forward and an all-gather in the MLP's, two prefills and three decode steps.
+# the attention module's forward and an all-gather in the MLP's, two broadcasts before the layers
+# (one async), two prefills and three decode steps.
 COLLECTIVES_PROGRAM = """
 import torch, torch.distributed as dist
 from torch import nn
@@ -500,6 +501,8 @@ class Model(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList([Layer() for _ in range(3)])
     def forward(self, x):
+        dist.broadcast(x, 0)  # outside the layers: timed, not merged
+        dist.broadcast(x, 0, async_op=True).wait()  # async: not timed
         for layer in self.layers:
             x = layer(x)
         return x
@@ -531,11 +534,14 @@ def test_a_programs_collectives_are_timed_per_rank_with_gloo(tmp_path):
         (0, 2, "gloo", "wall_clock"), (1, 2, "gloo", "wall_clock")]
     for report in reports:
         records = pd.DataFrame(report["records"])
-        # 2 collectives in each of 3 layers of 5 forwards
-        assert len(records) == 2 * 3 * 5 and report["error"] is None
-        assert records.groupby("phase").size().to_dict() == {"cold_prefill": 6, "warm_prefill": 6, "decode": 18}
-        assert set(records["site"]) == {"attention_block#0", "mlp_block#0"}  # the module each is called in
-        assert set(records["layer"]) == {0, 1, 2} and set(records.dropna(subset=["step"])["step"]) == {0, 1, 2}
+        # 2 collectives in each of 3 layers of 5 forwards, and each forward's synchronous broadcast
+        assert len(records) == (2 * 3 + 1) * 5 and report["error"] is None
+        assert records.groupby("phase").size().to_dict() == {"cold_prefill": 7, "warm_prefill": 7, "decode": 21}
+        outside = records[records["layer"].isna()]
+        assert set(outside["op"]) == {"broadcast"} and len(outside) == 5
+        inside = records.dropna(subset=["layer"])
+        assert set(inside["site"]) == {"attention_block#0", "mlp_block#0"}  # the module each is called in
+        assert set(inside["layer"]) == {0, 1, 2} and set(records.dropna(subset=["step"])["step"]) == {0, 1, 2}
     rows = pd.DataFrame(distributed.program_comm_rows(reports, ("cold_prefill", "warm_prefill", "decode"), 0))
     assert len(rows) == 2 * 3 * 2  # rank x phase x collective
     assert set(rows["rank"]) == {0, 1} and set(rows["layer"]) == {0}

@@ -95,6 +95,13 @@ class CollectiveTimer:
                 setattr(dist, name, self._wrap(name, original))
         atexit.register(self.write)
 
+    def _untimeable(self) -> bool:
+        """Inside torch.compile's tracing or a CUDA graph's capture: no events, no clock."""
+        torch = self._torch
+        if torch.compiler.is_compiling():
+            return True
+        return bool(torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing())
+
     def place(self) -> dict:
         """Phase, decode step, layer and site of a call made now, from the open ranges."""
         found = {"phase": None, "step": None, "layer": None}
@@ -121,7 +128,7 @@ class CollectiveTimer:
         @functools.wraps(original)
         def timed(*args, **kwargs):
             if kwargs.get("async_op") or len(timer.records) + len(timer._pending) >= _MAX_CALLS \
-                    or timer.error is not None:
+                    or timer.error is not None or timer._untimeable():
                 return original(*args, **kwargs)  # an async call ends at its wait(): not timed
             try:
                 tensor = args[position] if len(args) > position else kwargs[keyword]
