@@ -214,7 +214,9 @@ def plan_program(plan, tp: int):
                      "without ncu" if timed else "collectives are not timed (that needs the "
                      "annotation and smlens's own filters)")] + plan.notes
     if not timed:
-        plan.after_merge = lambda merged, failed, deadline: finish_capture(merged, tp, None)
+        plan.after_merge = lambda merged, failed, deadline: finish_capture(
+            merged, tp, None, "a program's collectives are timed only with the annotation and smlens's "
+            "own filters")
         return plan
     first = plan.invocations[0]
     phases = tuple(dict.fromkeys(r.phase for r in plan.regions))
@@ -369,11 +371,11 @@ def _cell(entries: list[tuple[str, str]]) -> str:
     return "  ".join(f'"{domain}:{message}:none:none:none:none:none:none"' for domain, message in entries)
 
 
-def finish_capture(path: Path, tp: int, measure) -> dict:
+def finish_capture(path: Path, tp: int, measure, why_not: str = "the profiled run failed") -> dict:
     """Rewrite a merged raw CSV of a TP run: a rank marker on every process that lacks one, a
     `time_source` column, and the timed collectives as rows (`measure()`: the rows, and what each
-    timing method means in words). Returns the tags that say how communication was measured (or
-    why it was not)."""
+    timing method means in words; None: not measured, `why_not`). Returns the tags that say how
+    communication was measured (or why it was not)."""
     # the merged exports (profiler.ingest.merge): the header, the units row, then one row per kernel
     with open(path, newline="", encoding="utf-8") as handle:
         header, units, *rows = list(csv.reader(handle)) or [[], []]
@@ -402,8 +404,7 @@ def finish_capture(path: Path, tp: int, measure) -> dict:
             if added:
                 tags["comm_calls"] = calls_tag(added)
     else:
-        tags["comm_time"] = ("not measured (a program's collectives are timed only with the "
-                             "annotation and smlens's own filters)")
+        tags["comm_time"] = f"not measured ({why_not})"
     extra = [TIME_SOURCE, COMM_BYTES, COMM_SAMPLES]
     header = header + extra
     units = units + ["", "byte", ""]
