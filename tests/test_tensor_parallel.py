@@ -581,3 +581,15 @@ def test_profile_tp_program_merges_its_timed_collectives(tp_env, monkeypatch):
     views = compute_views(kernels)
     assert set(views.collectives["role"]) == {"allreduce", "allgather"}
     assert len(views.communication) == 6  # phase x rank
+
+
+def test_plan_says_whether_a_programs_collectives_are_timed(tmp_path):
+    script = tmp_path / "app.py"
+    script.write_text("pass\n")
+    notes = {}
+    for flags in ((), ("--no-annotate",)):
+        code, out, err = smlens("profile", "--plan", "--tp", "2", "--format", "json", *flags, "--", PY, str(script))
+        assert code == 0, err
+        notes[flags] = " ".join(json.loads(out)[0]["notes"])
+    assert "collectives are timed in one more run of the program without ncu" in notes[()]
+    assert "collectives are not timed (that needs the annotation" in notes[("--no-annotate",)]
