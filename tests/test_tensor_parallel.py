@@ -312,6 +312,18 @@ def test_groups_per_rank_only_for_a_run_with_ranks(tp8_views):
     assert np.allclose(roles.groupby("rank")["time_share_pct"].sum().to_numpy(), [100.0, 100.0])
 
 
+def test_ranks_without_timed_collectives(tp8):
+    """A TP program profiled without timing its collectives (--no-annotate, a failed timing run):
+    the views still group by rank, each rank's shares of its own kernels' time."""
+    from views.registry import compute_views
+    profiled = tp8[tp8["time_source"] == "ncu"].reset_index(drop=True)
+    views = compute_views(profiled)
+    per_rank = profiled.groupby("rank")["gpu__time_duration.sum"].sum()
+    assert views.rank_time_ns == pytest.approx(per_rank.to_dict())
+    assert views.timed.empty and set(views.groups["rank"]) == {0, 1}
+    assert np.allclose(views.groups.groupby("rank")["time_share_pct"].sum().to_numpy(), [100.0, 100.0])
+
+
 def test_allreduce_rows_in_the_time_view(tp8_views, tp8):
     gap = tp8_views.gap
     allreduce = gap[gap["role"] == "allreduce"]

@@ -114,7 +114,8 @@ def rank_times(kernels: pd.DataFrame, timed: pd.DataFrame) -> dict:
     """Each rank's whole time (profiled kernels and timed collectives): the time shares' base."""
     if not has_ranks(kernels) and not has_ranks(timed):
         return {}
-    both = pd.concat([kernels[["rank", "time_ns"]], timed[["rank", "time_ns"]]], ignore_index=True)
+    both = pd.concat([f[["rank", "time_ns"]] for f in (kernels, timed) if not f.empty],
+                     ignore_index=True)
     return {rank: float(t) for rank, t in both.groupby("rank", observed=True)["time_ns"].sum().items()}
 
 
