@@ -8,6 +8,10 @@ from typing import Any
 import pandas as pd
 
 _TEMPLATE = re.compile(r"<[^<>]*>")
+# the space between a number and its unit (`2.5 %`, `371 µs`, `4.81 TB/s`, `12.6 M`): prose wraps
+# never there (the terminal's Prose, the report's `prose`)
+NUMBER_UNIT_SPACE = re.compile(r"(\d) (?=(?:%|[µun]?s|ms|[kMGTP]?B(?:/s)?|[kMGT]?Hz|[kMGTP]?FLOP(?:/s|/byte)?|ops|"
+                               r"[kMGTP])(?![\w/]))")
 
 
 def is_missing(value: Any) -> bool:

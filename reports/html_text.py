@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Optional
 
 import pandas as pd
-from reports.formatting import bytes_text, is_missing, na_advice, number_text, short_kernel_name, time_text
+from reports.formatting import NUMBER_UNIT_SPACE, bytes_text, is_missing, na_advice, number_text, short_kernel_name, time_text
 from views import registry
 from views.catalog import HIGHER, LOWER
 from views.grouping import ROLE_ORDER
@@ -32,6 +32,12 @@ def esc(value: Any) -> str:
     if is_missing(value):
         return "\u2014"
     return html.escape(str(value), quote=True)
+
+
+def prose(value: Any) -> str:
+    """`esc` for a sentence: a number and its unit joined by a no-break space, so a browser never
+    puts them on two lines."""
+    return NUMBER_UNIT_SPACE.sub("\\1\u00a0", esc(value))
 
 
 def plot_text(value: Any) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from reports.html_tables import _table, change_span, kernels_link
-from reports.html_text import esc, fmt, fmt_time_ns, is_missing
+from reports.html_text import esc, fmt, fmt_time_ns, is_missing, prose
 from views.verdict import BOUND_WORDS, LATENCY_BELOW_PCT, Verdict
 
 PHASE_COLUMNS = (
@@ -55,17 +55,17 @@ def verdict_section(verdict: Verdict, base: Optional[Verdict] = None,
                       change_span("time_ns", time, before, fmt_time_ns) if not is_missing(before) else "",
                       esc(_bounds(b.bounds)) if b is not None else ""]
         rows.append(cells)
-    missing = f'<p class="na">{esc(verdict.missing)}</p>' if verdict.missing else ""
+    missing = f'<p class="na">{prose(verdict.missing)}</p>' if verdict.missing else ""
     items = []
     for g in verdict.opportunities:
         prefix = f"{g.phase} \u00b7 {g.role}: "
         rest = g.text[len(prefix):] if g.text.startswith(prefix) else g.text
-        items.append(f"<li>{kernels_link(f'<b>{esc(prefix[:-2])}</b>', g.phase, g.role)}: {esc(rest)}</li>")
+        items.append(f"<li>{kernels_link(f'<b>{esc(prefix[:-2])}</b>', g.phase, g.role)}: {prose(rest)}</li>")
     ranked = (f'<h3>Where time can be won</h3><p class="lead">Each phase and role by the time it would not '
               f'need if its bound unit ran at its peak (time \u00d7 headroom); click one for its kernels.</p>'
               f'<ol class="opps">{"".join(items)}</ol>') if items else ""
-    setup = f'<p class="setup">{esc(verdict.setup.text)}</p>' if verdict.setup else ""
+    setup = f'<p class="setup">{prose(verdict.setup.text)}</p>' if verdict.setup else ""
     words = ", ".join(f"{w}" for w in BOUND_WORDS.values())
-    return (f'<section id="verdict"><h2>Verdict</h2><p class="verdict">{esc(verdict.summary)}</p>{missing}'
+    return (f'<section id="verdict"><h2>Verdict</h2><p class="verdict">{prose(verdict.summary)}</p>{missing}'
             + _table(headers, rows, "phases", sticky=1) + ranked + setup
             + f'<p class="d">Bounds: {esc(words)}; hover a heading for its definition.</p></section>')

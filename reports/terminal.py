@@ -24,7 +24,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
-from reports.formatting import in_units, is_missing, na_advice, number_text, short_kernel_name, value_text
+from reports.formatting import NUMBER_UNIT_SPACE, in_units, is_missing, na_advice, number_text, short_kernel_name, value_text
 from views import gap as gap_module, registry
 from views.catalog import KERNEL, Figure
 from views.verdict import Verdict
@@ -95,16 +95,11 @@ def formatter(figure: Figure) -> Fmt:
 
 # --- sentences that wrap ---------------------------------------------------------------------------
 
-# A number and the unit after it (`2.5 %`, `371 µs`, `4.81 TB/s`, `12.6 M`): one word when wrapping.
-_NUMBER_UNIT = re.compile(r"(\d) (?=(?:%|[µun]?s|ms|[kMGTP]?B(?:/s)?|[kMGT]?Hz|[kMGTP]?FLOP(?:/s|/byte)?|ops|"
-                          r"[kMGTP])(?![\w/]))")
-
-
 def _wrapped_lines(line: Text, width: int) -> list[Text]:
     """`line` cut after spaces into lines of at most `width` cells (a word longer stays whole), never
     at the space between a number and its unit."""
     plain = line.plain
-    glued = {match.end(1) for match in _NUMBER_UNIT.finditer(plain)}
+    glued = {match.end(1) for match in NUMBER_UNIT_SPACE.finditer(plain)}
     breaks, start, space = [], 0, None
     for index, char in enumerate(plain):
         if char == " " and index not in glued:

@@ -121,3 +121,18 @@ def test_views_json_carries_the_verdict(tmp_path, judged):
     top = document["opportunities"][0]
     assert (top["phase"], top["role"], top["bound"]) == ("decode", "elementwise", "latency")
     assert document["missing"] is None
+
+
+def test_the_reports_verdict_never_puts_a_number_and_its_unit_on_two_lines(judged):
+    """In the HTML the verdict's sentences (table cells do not wrap) join each number to its unit
+    with a no-break space, as a browser wraps at any other space; the words are the verdict's."""
+    import html
+    import re
+    from reports.html_verdict import verdict_section
+    section = verdict_section(judged)
+    sentences = " ".join(re.findall(r"<(?:p|li)\b[^>]*>(.*?)</(?:p|li)>", section))
+    first = judged.opportunities[0].text  # "decode · elementwise: up to 279 µs to win ..."
+    assert re.search(r"\d µs", first) and not re.search(r"\d [%µ]", sentences)
+    assert re.search(r"\d\u00a0µs", sentences) and re.search(r"\d\u00a0%", sentences)
+    shown = html.unescape(re.sub(r"<[^>]+>", "", sentences)).replace("\u00a0", " ")
+    assert first.split(": ", 1)[1] in shown and judged.summary in shown
