@@ -88,11 +88,16 @@ def test_bundled_capture_report_renders(browser, tmp_path):
                                           "fig-v7"}
 
 
+def _comparison(path: Path, current: Path, baseline: Path, shapes=None) -> Path:
+    """The report of `current` against `baseline` (runs named after their files), written to `path`."""
+    runs = [views_input(f, shapes, {"id": f"r{i}", "name": f.name}) for i, f in enumerate((current, baseline))]
+    report.write_report(path, report.render_report(*runs))
+    return path
+
+
 def test_comparison_report_renders(browser, tmp_path):
-    current = views_input(DATA / "targeted_raw.csv", TARGETED_SHAPES, {"id": "cur", "name": "targeted"})
-    baseline = views_input(DATA / "sections_raw.csv", TARGETED_SHAPES, {"id": "base", "name": "sections"})
-    path = tmp_path / "compare.html"
-    report.write_report(path, report.render_report(current, baseline))
+    path = _comparison(tmp_path / "compare.html", DATA / "targeted_raw.csv", DATA / "sections_raw.csv",
+                       TARGETED_SHAPES)
     figures = _assert_renders(browser, path)
     assert "fig-v1-2" in {f["id"] for f in figures}  # baseline against current time
 
@@ -184,10 +189,8 @@ def test_links_and_chart_marks_lead_to_their_kernels(browser, demo_report):
 
 def test_a_comparison_has_a_baseline_trace_on_every_chart(browser, tmp_path):
     runs = DATA / "h200_runs"
-    baseline = views_input(runs / "llama-3.1-8b-b1-p512.csv.gz", None, {"id": "b1", "name": "llama-b1"})
-    current = views_input(runs / "llama-3.1-8b-b8-p512.csv.gz", None, {"id": "b8", "name": "llama-b8"})
-    path = tmp_path / "compare.html"
-    report.write_report(path, report.render_report(current, baseline))
+    path = _comparison(tmp_path / "compare.html", runs / "llama-3.1-8b-b8-p512.csv.gz",
+                       runs / "llama-3.1-8b-b1-p512.csv.gz")
     _assert_renders(browser, path)
     session = _screen(browser, path)
     charts = browser.evaluate(session, """Array.from(document.querySelectorAll('div.fig')).map(function (el) {
@@ -241,10 +244,8 @@ def test_the_harness_sees_console_errors_and_blank_figures(browser, tmp_path):
 
 def test_a_tensor_parallel_report_shows_ranks_and_communication_at_1440_pixels(browser, tmp_path):
     tp = DATA / "h200_tp"
-    current = views_input(tp / "llama-3.1-8b-tp2-b8-p512.csv.gz", None, {"id": "b8", "name": "tp-b8"})
-    baseline = views_input(tp / "llama-3.1-8b-tp2-b1-p512.csv.gz", None, {"id": "b1", "name": "tp-b1"})
-    path = tmp_path / "tp.html"
-    report.write_report(path, report.render_report(current, baseline))
+    path = _comparison(tmp_path / "tp.html", tp / "llama-3.1-8b-tp2-b8-p512.csv.gz",
+                       tp / "llama-3.1-8b-tp2-b1-p512.csv.gz")
     _assert_renders(browser, path)
     session = _screen(browser, path)
     seen = browser.evaluate(session, VISIBLE_JS + """(function () {
