@@ -58,9 +58,9 @@ def verdict_section(verdict: Verdict, base: Optional[Verdict] = None,
     missing = f'<p class="na">{prose(verdict.missing)}</p>' if verdict.missing else ""
     items = []
     for g in verdict.opportunities:
-        prefix = f"{g.phase} \u00b7 {g.role}: "
+        prefix = f"{g.label}: "
         rest = g.text[len(prefix):] if g.text.startswith(prefix) else g.text
-        items.append(f"<li>{kernels_link(f'<b>{esc(prefix[:-2])}</b>', g.phase, g.role)}: {prose(rest)}</li>")
+        items.append(f"<li>{kernels_link(f'<b>{esc(g.label)}</b>', g.phase, g.role)}: {prose(rest)}</li>")
     ranked = (f'<h3>Where time can be won</h3><p class="lead">Each phase and role by the time it would not '
               f'need if its bound unit ran at its peak (time \u00d7 headroom); click one for its kernels.</p>'
               f'<ol class="opps">{"".join(items)}</ol>') if items else ""

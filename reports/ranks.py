@@ -1,11 +1,13 @@
-"""Terminal tables of a tensor-parallel run: compute against communication per phase and rank, and
-the imbalance between ranks (the views result's `.communication` and `.imbalance`); headings are
-the declared figures' labels (views.registry.rank_figures)."""
+"""Terminal tables of a tensor-parallel run: compute against communication per phase and rank, each
+timed collective, and the imbalance between ranks (the views result's `.communication`,
+`.collectives` and `.imbalance`); headings are the declared figures' labels
+(views.registry.rank_figures)."""
 from __future__ import annotations
 
 import pandas as pd
 from rich.table import Table
 
+from reports.formatting import bytes_text
 from reports.terminal import Column, Rows, fit, pct, ratio, us
 from views import registry
 
@@ -47,6 +49,17 @@ def communication_table(comm: pd.DataFrame, width: int = 10_000) -> list[Table]:
                _figure("comm_transfer_ns", records, us), _figure("bus_gbps", records, ratio),
                _figure("collectives", records, lambda v: str(int(v)))]
     return fit("Compute and communication per phase and rank (µs)", "phase / rank", rows, columns, width)
+
+
+def collectives_table(collectives: pd.DataFrame, width: int = 10_000) -> list[Table]:
+    """Each timed collective per rank, named by where it is called (`allreduce after o_proj`)."""
+    rows, records = _by_phase(collectives, lambda r: f"{r['role']} after {r['after']}, rank {int(r['rank'])}")
+    count = lambda v: "n/a" if pd.isna(v) else str(int(v))  # noqa: E731
+    columns = [_figure("comm_bytes", records, bytes_text), _figure("comm_samples", records, count),
+               _figure("comm_ns", records, us), _figure("comm_wait_ns", records, us),
+               _figure("comm_transfer_ns", records, us), _figure("bus_gbps", records, ratio)]
+    return fit("Each timed collective per rank (µs; time: the median call)", "phase / collective", rows,
+               columns, width)
 
 
 def imbalance_table(imbalance: pd.DataFrame, width: int = 10_000) -> list[Table]:

@@ -410,7 +410,9 @@ def device_line(devices: pd.DataFrame) -> Optional[str]:
         parts.append(f"{text(d.get('name'))}: CC {text(d.get('cc'))}, {number_text(d.get('sm_count'))} SMs, "
                      f"{si(d.get('max_clock_hz'), 'Hz')}, DRAM peak {si(peak, 'B/s')}"
                      + (f" ({source})" if not is_missing(source) else ""))
-    return "; ".join(parts)
+    # one line per kind of GPU: a tensor-parallel run's ranks on the same model are "2 x ..."
+    counts = {part: parts.count(part) for part in parts}
+    return "; ".join(part if n == 1 else f"{n} x {part}" for part, n in counts.items())
 
 
 def mlp_lines(mlp: Optional[pd.DataFrame]) -> list[str]:
@@ -474,14 +476,20 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
 
 
 def _print_ranks(result, console: Console) -> None:
-    """Tensor parallel: communication per phase and rank, and the imbalance between ranks."""
-    from reports.ranks import COMM_LEGEND, communication_table, imbalance_table
+    """Tensor parallel: communication per phase and rank, each timed collective, and the imbalance
+    between ranks."""
+    from reports.ranks import COMM_LEGEND, collectives_table, communication_table, imbalance_table
     comm, imbalance = getattr(result, "communication", None), getattr(result, "imbalance", None)
+    collectives = getattr(result, "collectives", None)
     if comm is not None and not comm.empty:
         console.print()
         for table in communication_table(comm, console.width):
             console.print(table)
         console.print(Prose(COMM_LEGEND, style="dim"))
+    if collectives is not None and not collectives.empty:
+        console.print()
+        for table in collectives_table(collectives, console.width):
+            console.print(table)
     if imbalance is not None and not imbalance.empty:
         console.print()
         for table in imbalance_table(imbalance, console.width):

@@ -375,6 +375,49 @@ def test_terminal_shows_ranks_and_communication(tp8_views):
     assert "Compute and communication per phase and rank" in out and "Rank imbalance" in out
 
 
+def test_terminal_lists_each_timed_collective(tp8_views):
+    """Each collective per rank in the terminal, as the views have it: warm prefill's all-reduce after
+    o_proj moves 33.6 MB; rank 1 waited 15.7 µs of its 177.6 µs for rank 0."""
+    from rich.console import Console
+    from reports.terminal import print_views
+    console = Console(record=True, width=120)
+    print_views(tp8_views.filter(phase="warm_prefill"), {"name": "tp"}, console=console)
+    out = console.export_text()
+    assert "Each timed collective per rank" in out
+    row = next(line for line in out.splitlines() if "allreduce after o_proj, rank 1" in line)
+    call = tp8_views.collectives.set_index(["phase", "after", "rank"]).loc[("warm_prefill", "o_proj", 1)]
+    assert row.split()[-7:] == ["33.6", "MB", "2", f"{call.comm_ns / 1e3:.1f}", f"{call.comm_wait_ns / 1e3:.1f}",
+                                f"{call.comm_transfer_ns / 1e3:.1f}", f"{call.bus_gbps:.2f}"]
+    assert row.split()[-4:-1] == ["177.6", "15.7", "161.9"]
+    assert "decode" not in out.split("Each timed collective per rank")[1].split("Rank imbalance")[0]
+
+
+def test_the_verdict_of_a_tp_run_names_ranks_and_communication(tp8_views, tp8):
+    """Collectives are the phase's communication share, not an unknown bound that blanks its
+    time-weighted figures; each opportunity names its rank; the GPUs are one line."""
+    from rich.console import Console
+    from reports.terminal import print_views
+    from views.verdict import verdict
+    judged = verdict(tp8_views)
+    decode = next(p for p in judged.phases if p.phase == "decode")
+    timed = tp8[(tp8["time_source"] == "cuda_events") & (tp8["phase"] == "decode")]
+    profiled = tp8[(tp8["time_source"] == "ncu") & (tp8["phase"] == "decode")]
+    comm_ns = timed["gpu__time_duration.sum"].sum()
+    assert decode.bound == "communication"
+    assert decode.bounds["communication"] == pytest.approx(100 * comm_ns / decode.time_ns)
+    weights = profiled["gpu__time_duration.sum"]
+    dram = (profiled["dram__throughput.avg.pct_of_peak_sustained_elapsed"] * weights).sum() / weights.sum()
+    assert decode.dram_pct == pytest.approx(dram, rel=1e-6)
+    assert [(g.label, g.rank) for g in judged.opportunities[:2]] == [
+        ("cold_prefill · elementwise r0", 0), ("cold_prefill · elementwise r1", 1)]
+    assert judged.opportunities[0].text.startswith("cold_prefill · elementwise r0: up to ")
+    assert "The most time to win: cold_prefill · elementwise r0" in judged.summary
+    console = Console(record=True, width=200)
+    print_views(tp8_views, {"name": "tp"}, console=console)
+    out = console.export_text()
+    assert out.count("NVIDIA H200: CC 9.0") == 1 and "2 x NVIDIA H200" in out
+
+
 def test_gate_compares_tensor_parallel_runs():
     from reports.gate import Run, run_gate
     from reports.gate_rules import Rule

@@ -32,12 +32,14 @@ import pandas as pd
 
 from views import device
 from views.grouping import ALL
-from views.vocabulary import PHASE_ORDER, SETUP_PHASE as PROGRAM_SETUP
+from views.vocabulary import COLLECTIVE_ROLES, PHASE_ORDER, SETUP_PHASE as PROGRAM_SETUP
 
 SETUP_PHASES = ("other", PROGRAM_SETUP)
 BOUNDS = ("memory", "tensor", "fp32", "latency")
+# A collective timed without replay (tensor parallel) has no counters: its time is communication.
+COMMUNICATION = "communication"
 BOUND_WORDS = {"memory": "memory-bound", "tensor": "tensor-bound", "fp32": "FP32-bound",
-               "latency": "latency-bound"}
+               "latency": "latency-bound", COMMUNICATION: "in collectives"}
 UNIT_WORDS = {"memory": "DRAM", "tensor": "the tensor pipe", "fp32": "the FP32 pipes"}
 # Below this share of peak on every unit, nothing is saturated: latency (dependent instructions,
 # too few warps or blocks, short kernels) bounds the group.
@@ -71,6 +73,12 @@ class Group:
     saving_ns: float  # time x headroom
     hints: tuple[str, ...]
     text: str
+    rank: int | None = None  # tensor parallel: each rank's groups are its own
+
+    @property
+    def label(self) -> str:
+        """`decode · down_proj`, and ` r1` after it for a rank's group (as the tables name it)."""
+        return f"{self.phase} · {self.role}" + ("" if self.rank is None else f" r{self.rank}")
 
 
 @dataclass(frozen=True)
@@ -183,17 +191,25 @@ def fp32_pct(kernels: pd.DataFrame, devices: pd.DataFrame) -> np.ndarray:
     return out
 
 
+def _key(row) -> tuple:
+    """A group's (phase, role, rank); rank None outside a tensor-parallel run."""
+    rank = row.get("rank")
+    return row["phase"], row["role"], None if pd.isna(rank) else int(rank)
+
+
 def _group_fp32(kernels: pd.DataFrame, devices: pd.DataFrame) -> dict:
-    """(phase, role) -> time-weighted FP32 % (NaN when any kernel lacks it)."""
+    """(phase, role, rank) -> time-weighted FP32 % (NaN when any kernel lacks it)."""
     if kernels.empty:
         return {}
     frame = pd.DataFrame({"phase": kernels["phase"].astype(object), "role": kernels["role"].astype(object),
+                          "rank": kernels["rank"] if "rank" in kernels.columns else None,
                           "t": pd.to_numeric(kernels["time_ns"], errors="coerce"),
                           "v": fp32_pct(kernels, devices)})
     frame["tv"] = frame["t"] * frame["v"]
-    sums = frame.groupby(["phase", "role"], sort=False).agg(
+    sums = frame.groupby(["phase", "role", "rank"], sort=False, dropna=False).agg(
         t=("t", "sum"), tv=("tv", lambda s: s.sum(min_count=len(s))))
-    return {key: (row.tv / row.t if row.t > 0 else np.nan) for key, row in sums.iterrows()}
+    return {_key(dict(zip(("phase", "role", "rank"), key))): (row.tv / row.t if row.t > 0 else np.nan)
+            for key, row in sums.iterrows()}
 
 
 # --- groups -------------------------------------------------------------------------------------
@@ -209,6 +225,8 @@ def _declares_bounds(groups: pd.DataFrame) -> bool:
 
 def _bound(row, fp32: float, declared_ok: bool) -> tuple[str | None, str | None, float]:
     """(bound, busiest unit, its % of peak)."""
+    if row["role"] in COLLECTIVE_ROLES:
+        return COMMUNICATION, None, float("nan")
     units = {"memory": _get(row, "dram_pct"), "tensor": _get(row, "tensor_pipe_elapsed_pct"), "fp32": fp32}
     known = {u: v for u, v in units.items() if math.isfinite(v)}
     declared = _text(row, "bound") if declared_ok else None
@@ -269,17 +287,20 @@ def _group(row, fp32: float, workload_ns: float, declared_ok: bool) -> Group:
     saving = time_ns * max(0.0, 1 - attained / 100) if math.isfinite(attained) else float("nan")
     share = 100 * time_ns / workload_ns if workload_ns > 0 else float("nan")
     hints = _hints(row, bound)
+    rank = row.get("rank")
     group = Group(phase=str(row["phase"]), role=str(row["role"]), kernels=int(_get(row, "kernels")),
                   time_ns=time_ns, share_pct=share, bound=bound, busiest=busiest, busiest_pct=busiest_pct,
                   dram_pct=_get(row, "dram_pct"), tensor_pct=tensor, useful_tensor_pct=useful,
                   fp32_pct=fp32, sm_active_pct=_get(row, "sm_active_pct"), saving_ns=saving,
-                  hints=hints, text="")
+                  hints=hints, text="", rank=None if pd.isna(rank) else int(rank))
     return _with_text(group)
 
 
 def _bound_text(g: Group) -> str:
     if g.bound is None:
         return "bound unknown"
+    if g.bound == COMMUNICATION:
+        return "in collectives (timed without replay: no counters)"
     if g.bound == "latency":
         if g.busiest is None:
             return "latency-bound"
@@ -301,14 +322,16 @@ def _with_text(g: Group) -> Group:
     bound = _bound_text(g)
     joined = "; ".join(g.hints)
     hints = f" {joined[:1].upper()}{joined[1:]}." if g.hints else ""
-    text = f"{g.phase} · {g.role}: {head}. {bound[:1].upper()}{bound[1:]}.{hints}"
+    text = f"{g.label}: {head}. {bound[:1].upper()}{bound[1:]}.{hints}"
     return Group(**{**asdict(g), "hints": g.hints, "text": text})
 
 
 # --- phases -------------------------------------------------------------------------------------
 
 def _weighted(groups: list[Group], attr: str) -> float:
-    values = [(getattr(g, attr), g.time_ns) for g in groups]
+    # collectives timed without replay have no counters by nature: the units' figures are the
+    # profiled kernels'
+    values = [(getattr(g, attr), g.time_ns) for g in groups if g.role not in COLLECTIVE_ROLES]
     if not values or any(not math.isfinite(v) for v, _ in values):
         return float("nan")
     total = sum(t for _, t in values)
@@ -368,10 +391,9 @@ def verdict(result, top: int = TOP) -> Verdict:
         workload_ns = sum(t for p, t in basis.items() if not (has_setup and p in SETUP_PHASES))
     fp32 = _group_fp32(result.kernels, getattr(result, "devices", None))
     if "fp32_pct" in rows.columns:  # V7's, on the elapsed cycles as DRAM's and the tensor pipe's
-        fp32 = {(p, r): _get(row, "fp32_pct") for p, r, row in
-                zip(rows["phase"], rows["role"], (row for _, row in rows.iterrows()))}
+        fp32 = {_key(row): _get(row, "fp32_pct") for _, row in rows.iterrows()}
     declared_ok = _declares_bounds(rows)
-    made = [_group(row, fp32.get((row["phase"], row["role"]), float("nan")), workload_ns, declared_ok)
+    made = [_group(row, fp32.get(_key(row), float("nan")), workload_ns, declared_ok)
             for _, row in story.iterrows()]
     by_phase: dict[str, list[Group]] = {}
     for g in made:
@@ -411,6 +433,6 @@ def _summary(phases: list[Phase], ranked: list[Group], missing: str) -> str:
     text += "."
     if ranked:
         best = ranked[0]
-        text += (f" The most time to win: {best.phase} · {best.role}, up to {_time(best.saving_ns)}, "
+        text += (f" The most time to win: {best.label}, up to {_time(best.saving_ns)}, "
                  f"{_pct(100 * best.saving_ns / sum(p.time_ns for p in phases))} of the workload's time.")
     return text
