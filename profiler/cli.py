@@ -18,10 +18,61 @@ import typer
 
 from profiler.cli_help import Command, example
 from profiler.errors import SmlensError
+from profiler.option_checks import check_output_file, read_option_file
 from profiler.run.options import DEFAULT_WORKLOAD, DecoderOptions, DetGemmOptions, ProgramOptions
 
+def one_line(message: str) -> str:
+    """`smlens: message` on one line whatever a file or run name holds: control characters
+    (newlines, terminal escapes) and undecodable bytes of a file name are shown escaped."""
+    return "smlens: " + "".join(c if c.isprintable() else ascii(c)[1:-1] for c in message)
+
+
+# click's exceptions, wherever this typer takes click from (newer ones carry their own copy)
+_click_errors = sys.modules[typer.BadParameter.__module__]
+_UsageError = _click_errors.UsageError
+_HelpInstead = getattr(_click_errors, "NoArgsIsHelpError", ())  # `smlens store`: the help, as before
+
+
+class _OneLineUsageError(_UsageError):
+    def show(self, file=None) -> None:
+        typer.echo(one_line(self.message), err=True)
+
+
+def _one_line_usage(err: _UsageError) -> _UsageError:
+    """click's usage error (an unknown option, a bad --format, a missing argument) as one line that
+    names the command and its --help, like every other bad input; exit code 2 as before."""
+    names, ctx = [], err.ctx
+    while ctx is not None:
+        names.insert(0, ctx.info_name if ctx.parent else "smlens")
+        ctx = ctx.parent
+    names = names or ["smlens"]
+    where = f"{' '.join(names[1:])}: " if names[1:] else ""
+    message = err.format_message().replace("Value error, ", "").rstrip(".")
+    return _OneLineUsageError(f"{where}{message}; see `{' '.join(names)} --help`", err.ctx)
+
+
+class _Group(typer.core.TyperGroup):
+    """The top-level group: every command's usage errors pass through here (see _one_line_usage)."""
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)
+        except _HelpInstead:
+            raise
+        except _UsageError as err:
+            raise _one_line_usage(err) from None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except (_HelpInstead, _OneLineUsageError):
+            raise
+        except _UsageError as err:
+            raise _one_line_usage(err) from None
+
+
 # Plain help (rich_markup_mode=None): option names are never cut to fit a panel.
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, cls=_Group,
                   rich_markup_mode=None, help="What an NVIDIA GPU is really doing during LLM inference.")
 
 
@@ -64,16 +115,17 @@ def internal_error(err: Exception) -> str:
 
 def store_path(store: Optional[str]):
     """The store's folder, or its URL as given (a Path would fold s3:// into s3:/)."""
+    from profiler.errors import BadInput
     from profiler.ingest.objectstore import is_url
 
+    if store and not all(c.isprintable() for c in store):  # e.g. SMLENS_STORE set from junk output
+        raise BadInput(f"--store / SMLENS_STORE {store!r}: holds control characters; give a folder "
+                       "or s3://bucket/prefix")
     return store if store and is_url(store) else Path(store or "smlens-store")
 
 
 def fail(message: str, code: int = 2) -> None:
-    # one line whatever a file or run name holds: control characters (newlines, terminal escapes)
-    # are shown escaped
-    shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in message)
-    typer.echo(f"smlens: {shown}", err=True)
+    typer.echo(one_line(message), err=True)
     raise typer.Exit(code)
 
 
@@ -282,11 +334,14 @@ def gate(baseline: Optional[List[str]] = typer.Option(
     from reports.gate import RulesError, cannot_judge, load_rules, run_gate
     from reports.gate_output import render_table, to_junit, to_markdown
 
+    for path, option in ((markdown, "--markdown"), (junit, "--junit")):
+        if path:  # where the verdict goes must be sound before there is one
+            check_output_file(path, option, store_path(store))
     error = None
     try:  # a run or rules file that cannot be read is still a verdict CI must see: exit 2, reports written
         from profiler.ingest.capture import parse_shapes_file
         if rules:
-            _require_utf8(rules, "--rules")
+            read_option_file(rules, "--rules")
         rule_set = load_rules(rules) if rules else None
         shape_map = parse_shapes_file(shapes) if shapes else None
         from rich.console import Console
@@ -323,17 +378,6 @@ def gate(baseline: Optional[List[str]] = typer.Option(
     raise typer.Exit(result.exit_code)
 
 
-def _require_utf8(path: Path, option: str) -> None:
-    from profiler.errors import BadInput
-
-    try:
-        Path(path).read_bytes().decode("utf-8")
-    except OSError:
-        return  # the reader says what is wrong with it
-    except UnicodeDecodeError:
-        raise BadInput(f"{option} {path} is not UTF-8 text: re-encode it, e.g. iconv -t utf-8") from None
-
-
 # --- report, demo ------------------------------------------------------------------------------
 
 def _views_of_run(the_store, ref: Optional[str]):
@@ -351,9 +395,9 @@ def _check_filter(phase: Optional[str], role: Optional[str]) -> None:
     from profiler.errors import BadInput
     from views.vocabulary import KERNEL_ROLES, PHASE_ORDER
 
-    if phase and phase not in PHASE_ORDER:
+    if phase is not None and phase not in PHASE_ORDER:
         raise BadInput(f"--phase {phase}: expected one of {', '.join(PHASE_ORDER)}")
-    if role and role not in KERNEL_ROLES:
+    if role is not None and role not in KERNEL_ROLES:
         raise BadInput(f"--role {role}: expected one of {', '.join(KERNEL_ROLES)}")
 
 
@@ -362,8 +406,7 @@ def _write_html(output: Path, data, baseline=None, phase=None, role=None, tokens
     from profiler.errors import BadInput
     from reports.html import render_report, write_report
 
-    if output.is_dir():
-        raise BadInput(f"{output} is a folder: give a file name, e.g. -o {output / 'report.html'}")
+    check_output_file(output, "--output")
     try:
         return write_report(output, render_report(data, baseline, phase=phase, role=role, tokens=tokens,
                                                   base_tokens=base_tokens))
@@ -453,6 +496,7 @@ def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, na
     from reports.html import filter_input
 
     _check_filter(phase, role)
+    check_output_file(output, "--output", store_path(store))
     the_store = Store(store_path(store), create=False)
     with Console(stderr=True).status("computing the views"):
         row, _, data = _views_of_run(the_store, run)
@@ -591,10 +635,17 @@ def profile(ctx: typer.Context,
     from profiler.run import ncu as ncu_mod
     from profiler.run import profile as prof
     from profiler.errors import BadInput
-    from profiler.ingest.store import parse_tags
+    from profiler.ingest.store import check_name, parse_tags
+    from profiler.option_checks import check_folder_option, check_positive_number
 
     if repeat < 1:
         raise BadInput("--repeat must be 1 or more")
+    # what would otherwise fail after minutes of profiling, or quietly mean something else
+    check_name(name)
+    parse_tags(tag)
+    check_positive_number(time_limit, "--time-limit")
+    if keep:
+        check_folder_option(keep, "--keep")
     # the options the user gave, not their defaults: another workload's are refused
     given = {key: value for key, value in ctx.params.items()
              if getattr(ctx.get_parameter_source(key), "name", "DEFAULT") != "DEFAULT"}
@@ -699,8 +750,8 @@ def determinism(model: str = typer.Option("llama-3.1-8b", help="Model whose four
     batch_list = bench.parse_batches(batches)
     from profiler.workloads.models import get_model
     get_model(model)  # unknown model: a clear error before the GPU is touched
-    if out is not None and out.exists() and out.is_dir():
-        raise SmlensError(f"--out {out} is a folder; give a file name")
+    if out is not None:
+        check_output_file(out, "--out")
     from rich.console import Console
     err = Console(stderr=True)
     with err.status("starting") as status:

@@ -40,8 +40,8 @@ def _tagged_runs(store, selector: str) -> list[str]:
     key, sep, value = spec.partition("=")
     if not sep or not key:
         raise BadInput(f"tag:{selector}: expected tag:KEY=VALUE (optionally ~N for the newest N)")
-    if newest and not newest.isdigit():
-        raise BadInput(f"tag:{selector}: ~N must be a whole number of runs")
+    if newest and not (newest.isdigit() and int(newest) > 0):
+        raise BadInput(f"tag:{selector}: ~N must be a whole number of runs, 1 or more")
     runs = store.runs()
     if not len(runs):
         raise BadInput(f"{store.path}: the store holds no runs; ingest a capture first")

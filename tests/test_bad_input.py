@@ -478,3 +478,96 @@ def test_views_and_show_print_no_numpy_warnings_for_a_store_with_infinities(stor
             code, out, err = smlens(*args, "--store", store)
         assert code == 0, err
         assert [w for w in caught if issubclass(w.category, RuntimeWarning)] == [], args
+
+
+# --- found by running every command with odd arguments ----------------------------------------
+
+def _odd_arguments(tmp: Path, store: Path) -> dict:
+    """(args, words the one line must hold); each case once gave a traceback-free but wrong answer:
+    click's four-line usage text, an internal error, a store overwritten, or a quiet misreading."""
+    binary = tmp / "metrics.bin"
+    binary.write_bytes(bytes(range(128, 256)))
+    warmup = tmp / "warmup_shapes.txt"
+    warmup.write_text("warmup/qkv_proj 4 6144 4096\n")
+    plan = ["profile", "--plan", "--model", "tiny"]
+    return {
+        "unknown --format": (["runs", "--format", "xml"],
+                             ["runs: Invalid value for '--format'", "'xml'", "see `smlens runs --help`"]),
+        "unknown --format of a subcommand": (["store", "check", "--format", "xml"],
+                                             ["store check:", "see `smlens store check --help`"]),
+        "missing argument": (["ingest"], ["ingest: Missing argument", "see `smlens ingest --help`"]),
+        "unknown command": (["nosuch"], ["No such command 'nosuch'", "see `smlens --help`"]),
+        "unknown subcommand": (["store", "nosuch"], ["No such command 'nosuch'", "see `smlens store --help`"]),
+        "a run reference that reads as an option": (["show", "-1"], ["show: No such option: -1"]),
+        "report -o a file of the store": (["report", "d12", "-o", store / "runs.parquet"],
+                                          ["--output", "is inside the store"]),
+        "gate --markdown into the store": (["gate", "-b", "d12", "-c", "d12", "--markdown", store / "gate.md"],
+                                           ["--markdown", "is inside the store"]),
+        "gate tag:~0": (["gate", "-b", "tag:batch=4~0", "-c", "d12"], ["tag:batch=4~0", "1 or more"]),
+        "show of a reference that is not UTF-8": (["show", os.fsdecode(b"caf\xe9")], ["no run 'caf\\udce9'"]),
+        "--name that is not UTF-8": (["ingest", RAW, "--name", os.fsdecode(b"caf\xe9")], ["--name", "not UTF-8"]),
+        "--name of 100,000 characters": (["ingest", RAW, "--name", "n" * 100_000], ["--name holds 100,000"]),
+        "--shapes of an unknown phase": (["ingest", RAW, "--shapes", warmup], ["warmup_shapes.txt:1", "no phase 'warmup'"]),
+        "report --phase empty": (["report", "d12", "--phase", "", "-o", tmp / "r.html"], ["--phase : expected one of"]),
+        "--metrics @binary": (plan + ["--metrics", f"@{binary}"], ["--metrics", "metrics.bin", "not UTF-8"]),
+        "profile --time-limit nan": (plan + ["--time-limit", "nan"], ["--time-limit nan", "above 0"]),
+        "profile --time-limit 0": (plan + ["--time-limit", "0"], ["--time-limit 0", "above 0"]),
+        "profile --name empty": (plan + ["--name", ""], ["--name is empty"]),
+        "profile --tag without =": (plan + ["--tag", "x"], ["--tag 'x'", "KEY=VALUE"]),
+        "profile --keep a file": (plan + ["--keep", RAW], ["--keep", "is a file, not a folder"]),
+    }
+
+
+ODD_ARGUMENTS = ["unknown --format", "unknown --format of a subcommand", "missing argument", "unknown command",
+                 "unknown subcommand", "a run reference that reads as an option", "report -o a file of the store",
+                 "gate --markdown into the store", "gate tag:~0", "show of a reference that is not UTF-8",
+                 "--name that is not UTF-8", "--name of 100,000 characters", "--shapes of an unknown phase",
+                 "report --phase empty", "--metrics @binary", "profile --time-limit nan",
+                 "profile --time-limit 0", "profile --name empty", "profile --tag without =",
+                 "profile --keep a file"]
+
+
+@pytest.mark.parametrize("case", ODD_ARGUMENTS)
+def test_odd_arguments_are_refused_on_one_line_and_the_store_is_unchanged(case, store, tmp_path):
+    args, words = _odd_arguments(tmp_path, store)[case]
+    before = snapshot(store)
+    assert_refused(*smlens(*args, "--store", store), *words)
+    assert snapshot(store) == before
+
+
+def test_a_capture_whose_name_is_not_utf8_is_gated_beside_a_store(store, tmp_path):
+    """The file name reached the store's run lookup, which pyarrow could not encode: exit 70."""
+    undecodable = tmp_path / os.fsdecode(b"caf\xe9.csv")
+    undecodable.write_bytes(RAW_BYTES)
+    code, out, err = smlens("gate", "-b", undecodable, "-c", RAW, "--store", store, "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["exit_code"] == 0
+
+
+def test_a_store_setting_with_control_characters_is_refused_not_created(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SMLENS_STORE", "\x01junk\n")
+    assert_refused(*smlens("ingest", RAW), "SMLENS_STORE '\\x01junk\\n'", "control characters")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_command_with_no_arguments_still_prints_its_help():
+    code, out, err = smlens("store")
+    assert "Commands:" in out + err and "check" in out + err and "smlens: " not in err
+
+
+def test_batches_up_to_a_huge_number_are_refused_without_listing_them():
+    """`--batches 1..999999999999` once built the whole range before refusing it (the process was
+    killed for memory); now the range stops at the limit."""
+    import tracemalloc
+
+    from profiler.errors import BadInput
+    from profiler.workloads.deterministic.bench import parse_batches
+
+    tracemalloc.start()
+    with pytest.raises(BadInput, match="at most 65536"):
+        parse_batches("1..5000000")
+    peak_bytes = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak_bytes < 20 << 20
+    assert parse_batches("1..3,65536") == [1, 2, 3, 65536]

@@ -986,24 +986,21 @@ def _shape_note(count: int) -> str:
 
 def parse_shapes_file(path) -> dict:
     """`--shapes FILE`: one line per role, `[phase/]role M N K` or `role M=.. N=.. K=..`; # comments."""
+    from profiler.option_checks import read_option_file
+
     shapes = {}
-    path = Path(path)
-    if not path.is_file():
-        raise BadInput(f"--shapes {path}: " + ("is a folder" if path.is_dir() else "no such file"))
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as err:
-        raise BadInput(f"--shapes {path}: cannot read it ({err.strerror or err})") from None
-    except UnicodeDecodeError:
-        raise BadInput(f"--shapes {path} is not UTF-8 text: re-encode it, e.g. iconv -t utf-8") from None
+    text = read_option_file(path, "--shapes")
     for number, line in enumerate(text.splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
             continue
         key, _, rest = line.partition(" ")
         values = re.findall(r"\d+", rest)
-        role = key.split("/")[-1]
+        phase, _, role = key.rpartition("/")
         if len(values) != 3 or not (nvtx.canonical_role(role) or role == "gemm"):
             raise BadInput(f"{path}:{number}: expected '[phase/]role M N K', got {line!r}")
+        if phase and phase not in (*nvtx.PHASES, "prefill", nvtx.SETUP_PHASE):  # it would match no kernel
+            raise BadInput(f"{path}:{number}: no phase {phase!r}; give one of "
+                           f"{', '.join((*nvtx.PHASES, 'prefill', nvtx.SETUP_PHASE))}, or none")
         shapes[key] = tuple(int(v) for v in values)
     return shapes

@@ -87,6 +87,18 @@ def _printable(text: str) -> bool:
     return all(c.isprintable() for c in text)
 
 
+def _utf8(text: str) -> bool:
+    """False for a string holding undecodable bytes of an argument (Python's surrogate escapes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+NAME_MAX_CHARS = 200  # a name is shown in tables and report titles
+
+
 def parse_tags(pairs: list[str] | None) -> dict[str, str]:
     tags = {}
     for pair in pairs or []:
@@ -106,9 +118,11 @@ def check_name(name: str | None) -> None:
         return
     if not name.strip():
         raise BadInput("--name is empty: give a name, or leave --name out for the file name")
-    if not _printable(name):
-        raise BadInput(f"--name {name!r}: control characters (a newline, a terminal escape) cannot "
-                       "be shown in a table; use plain text")
+    if not _printable(name) or not _utf8(name):
+        raise BadInput(f"--name {name!r}: control characters (a newline, a terminal escape) or bytes "
+                       "that are not UTF-8 cannot be shown in a table; use plain text")
+    if len(name) > NAME_MAX_CHARS:
+        raise BadInput(f"--name holds {len(name):,} characters: give at most {NAME_MAX_CHARS}")
     if name == "latest" or name.startswith("tag:"):
         raise BadInput(f"--name {name}: reserved (`latest` and `tag:K=V` select runs); choose another")
 
@@ -539,6 +553,8 @@ class Store:
         runs = self._read_runs() if runs is None else runs
         if not len(runs):
             raise BadInput(f"{self.path}: the store holds no runs; ingest a capture first")
+        if ref is not None and not _utf8(ref):  # undecodable bytes of a file name: no run's name
+            raise BadInput(f"no run {ref!r} in {self.path} (see `smlens runs`)")
         runs = runs.sort_values("created", kind="stable")
         if ref in (None, "latest"):
             return runs["id"].iloc[-1]

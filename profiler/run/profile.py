@@ -37,10 +37,8 @@ def parse_metrics_option(value: str | None) -> list[str] | None:
     if not value:
         return None
     if value.startswith("@"):
-        path = Path(value[1:])
-        if not path.is_file():
-            raise BadInput(f"--metrics {value}: no such file")
-        value = path.read_text()
+        from profiler.option_checks import read_option_file
+        value = read_option_file(value[1:], "--metrics")
     names = [n.strip() for chunk in value.splitlines() for n in chunk.split(",")]
     names = [n for n in names if n and not n.startswith("#")]
     if not names:

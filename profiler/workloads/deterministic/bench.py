@@ -38,6 +38,9 @@ EMULATE_SAMPLES = 256
 
 # --- small helpers that need no GPU -------------------------------------------------------------
 
+MAX_BATCH = 65536
+
+
 def parse_batches(text: str) -> list[int]:
     """'1..256', '1,2,4,8', '1..16,32,64' -> sorted distinct positive ints."""
     from profiler.errors import BadInput
@@ -51,15 +54,15 @@ def parse_batches(text: str) -> list[int]:
                 lo, hi = (int(v) for v in part.split("..", 1))
                 if lo > hi:
                     raise ValueError
-                out.update(range(lo, hi + 1))
+                out.update(range(lo, min(hi, MAX_BATCH + 1) + 1))  # more is refused below, not listed
             else:
                 out.add(int(part))
         except ValueError:
             raise BadInput(f"--batches: cannot read {part!r}; write e.g. 1..256 or 1,2,4,8") from None
     if not out or min(out) < 1:
         raise BadInput("--batches needs positive batch sizes, e.g. 1..256")
-    if max(out) > 65536:
-        raise BadInput("--batches: at most 65536")
+    if max(out) > MAX_BATCH:
+        raise BadInput(f"--batches: at most {MAX_BATCH}")
     return sorted(out)
 
 

@@ -1,0 +1,49 @@
+"""Checks of option values every command shares: the files an option names (read, written, a
+folder), and numbers. Each refusal is a BadInput naming the option and what to give instead."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from profiler.errors import BadInput
+
+
+def read_option_file(path, option: str) -> str:
+    """The UTF-8 text of the file an option names (--shapes, --rules, --metrics @FILE)."""
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"{option} {path}: " + ("is a folder, not a file" if path.is_dir() else "no such file"))
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as err:
+        raise BadInput(f"{option} {path}: cannot read it ({err.strerror or err})") from None
+    except UnicodeDecodeError:
+        raise BadInput(f"{option} {path} is not UTF-8 text: re-encode it, e.g. iconv -t utf-8") from None
+
+
+def check_output_file(path, option: str, store=None) -> None:
+    """A file an option writes (-o, --markdown, --junit): not a folder, and not inside the store,
+    whose files only the store's own atomic writes may replace."""
+    path = Path(path)
+    if path.is_dir():
+        raise BadInput(f"{option} {path} is a folder: give a file name, e.g. {option} {path / 'out'}")
+    if store is None or "://" in str(store):
+        return
+    inside = Path(path).resolve()
+    if inside == Path(store).resolve() or Path(store).resolve() in inside.parents:
+        raise BadInput(f"{option} {path} is inside the store {store}: write it somewhere else")
+
+
+def check_folder_option(path, option: str) -> None:
+    """A folder an option names, made when needed (--keep): not an existing file."""
+    path = Path(path)
+    for part in (path, *path.parents):
+        if part.exists() and not part.is_dir():
+            where = "" if part == path else f" (its {part})"
+            raise BadInput(f"{option} {path}{where} is a file, not a folder: give a folder")
+
+
+def check_positive_number(value: float | None, option: str) -> None:
+    """A number of seconds, tokens, ... that must be finite and above 0 when given."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise BadInput(f"{option} {value}: give a number above 0")
