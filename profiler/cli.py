@@ -175,7 +175,7 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
                            "ranges take the roles of an eager step of the same phase, in order."),
            format: Format = typer.Option(Format.table, "--format")):
     """Read ncu captures into the Parquet store, one run per file."""
-    from profiler.ingest.capture import parse_shapes_file
+    from profiler.ingest.capture import check_readable, parse_shapes_file
     from profiler.ingest.store import Store, check_name, parse_tags
     from reports.runs import print_runs, run_record
     import json
@@ -183,6 +183,8 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
 
     tags = parse_tags(tag)
     check_name(name)
+    for file in files:  # a missing second file is refused before the first is stored
+        check_readable(file)
     shape_map = parse_shapes_file(shapes) if shapes else None
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -776,12 +778,14 @@ def compare(a: Path = typer.Argument(..., help="Result of `smlens bench determin
     import json
     from profiler.workloads.deterministic import bench
     from reports.bench import render_comparison
+    impls = [i.strip() for i in impl.split(",") if i.strip()]
+    if not impls:
+        raise SmlensError("--impl is empty: give the implementations whose bits decide, e.g. --impl det")
     cmp = bench.compare_results(bench.load_result(a), bench.load_result(b))
     if format == Format.json:
         typer.echo(json.dumps(cmp))
     else:
         render_comparison(cmp)
-    impls = [i.strip() for i in impl.split(",") if i.strip()]
     code = bench.compare_exit_code(cmp, impls)
     unjudged = [r["status"] for r in cmp["rows"] if r["impl"] in impls
                 and r["status"] not in ("same bits", "different bits")]

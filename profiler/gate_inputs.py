@@ -55,7 +55,7 @@ def _tagged_runs(store, selector: str) -> list[str]:
 
 def _capture_files(ref: str, side: str) -> list[str]:
     """The capture files `ref` names (a file or a glob), or none where it names no file."""
-    if Path(ref).is_file():
+    if Path(ref).exists():  # a folder or a pipe too: the capture reader says why it cannot be read
         return [ref]
     if not _is_glob(ref):
         return []

@@ -3,14 +3,28 @@ folder), and numbers. Each refusal is a BadInput naming the option and what to g
 from __future__ import annotations
 
 import math
+import os
+import stat
 from pathlib import Path
 
 from profiler.errors import BadInput
 
 
+def check_regular_file(path, label: str) -> None:
+    """An existing input that is a file, not a pipe or a device: /dev/zero never ends, and a pipe
+    cannot be read twice (a capture is hashed, then read)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # the reader says what is wrong with it
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise BadInput(f"{label}: is a pipe or a device, not a file; save it to a file first")
+
+
 def read_option_file(path, option: str) -> str:
     """The UTF-8 text of the file an option names (--shapes, --rules, --metrics @FILE)."""
     path = Path(path)
+    check_regular_file(path, f"{option} {path}")
     if not path.is_file():
         raise BadInput(f"{option} {path}: " + ("is a folder, not a file" if path.is_dir() else "no such file"))
     try:
@@ -22,11 +36,13 @@ def read_option_file(path, option: str) -> str:
 
 
 def check_output_file(path, option: str, store=None) -> None:
-    """A file an option writes (-o, --markdown, --junit): not a folder, and not inside the store,
-    whose files only the store's own atomic writes may replace."""
+    """A file an option writes (-o, --markdown, --junit): not a folder, a pipe or a device, and not
+    inside the store, whose files only the store's own atomic writes may replace."""
     path = Path(path)
     if path.is_dir():
         raise BadInput(f"{option} {path} is a folder: give a file name, e.g. {option} {path / 'out'}")
+    # a report is written beside and renamed into place: that would replace /dev/null itself
+    check_regular_file(path, f"{option} {path}")
     if store is None or "://" in str(store):
         return
     inside = Path(path).resolve()

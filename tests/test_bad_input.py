@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import shutil
+import stat
 from pathlib import Path
 
 import pandas as pd
@@ -490,6 +491,8 @@ def _odd_arguments(tmp: Path, store: Path) -> dict:
     warmup = tmp / "warmup_shapes.txt"
     warmup.write_text("warmup/qkv_proj 4 6144 4096\n")
     plan = ["profile", "--plan", "--model", "tiny"]
+    fifo = tmp / "pipe.csv"
+    os.mkfifo(fifo)  # nothing writes to it: reading it would wait for ever
     return {
         "unknown --format": (["runs", "--format", "xml"],
                              ["runs: Invalid value for '--format'", "'xml'", "see `smlens runs --help`"]),
@@ -515,6 +518,13 @@ def _odd_arguments(tmp: Path, store: Path) -> dict:
         "profile --name empty": (plan + ["--name", ""], ["--name is empty"]),
         "profile --tag without =": (plan + ["--tag", "x"], ["--tag 'x'", "KEY=VALUE"]),
         "profile --keep a file": (plan + ["--keep", RAW], ["--keep", "is a file, not a folder"]),
+        "ingest a device": (["ingest", "/dev/null"], ["/dev/null", "a pipe or a device"]),
+        "report -o a pipe": (["report", "d12", "-o", fifo], ["--output", "pipe.csv", "a pipe or a device"]),
+        "ingest a known file and a missing one": (["ingest", DATA / "h200_runs" / "gate-b1-r1.csv.gz",
+                                                   tmp / "nope.csv"], ["nope.csv", "no such file"]),
+        "--shapes /dev/zero": (["ingest", RAW, "--shapes", "/dev/zero"], ["--shapes /dev/zero", "a pipe or a device"]),
+        "gate of a pipe": (["gate", "-b", fifo, "-c", RAW], ["pipe.csv", "a pipe or a device"]),
+        "gate --rules of a pipe": (["gate", "-b", RAW, "-c", RAW, "--rules", fifo], ["--rules", "a pipe or a device"]),
     }
 
 
@@ -524,7 +534,8 @@ ODD_ARGUMENTS = ["unknown --format", "unknown --format of a subcommand", "missin
                  "--name that is not UTF-8", "--name of 100,000 characters", "--shapes of an unknown phase",
                  "report --phase empty", "--metrics @binary", "profile --time-limit nan",
                  "profile --time-limit 0", "profile --name empty", "profile --tag without =",
-                 "profile --keep a file"]
+                 "profile --keep a file", "ingest a device", "report -o a pipe", "ingest a known file and a missing one",
+                 "--shapes /dev/zero", "gate of a pipe", "gate --rules of a pipe"]
 
 
 @pytest.mark.parametrize("case", ODD_ARGUMENTS)
@@ -533,6 +544,13 @@ def test_odd_arguments_are_refused_on_one_line_and_the_store_is_unchanged(case, 
     before = snapshot(store)
     assert_refused(*smlens(*args, "--store", store), *words)
     assert snapshot(store) == before
+    assert stat.S_ISFIFO((tmp_path / "pipe.csv").stat().st_mode)  # not replaced by a report
+
+
+def test_bench_compare_of_a_device_or_no_impl_is_refused():
+    full = DATA / "h200_det" / "h200_det.json"
+    assert_refused(*smlens("bench", "compare", full, "/dev/null"), "/dev/null", "a pipe or a device")
+    assert_refused(*smlens("bench", "compare", full, full, "--impl", ","), "--impl is empty")
 
 
 def test_a_capture_whose_name_is_not_utf8_is_gated_beside_a_store(store, tmp_path):

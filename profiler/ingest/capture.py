@@ -116,6 +116,9 @@ def check_readable(path: Path) -> None:
         raise BadInput(f"{path}: no such file")
     if path.is_dir():
         raise BadInput(f"{path}: is a folder, not an ncu capture; give the capture file inside it")
+    from profiler.option_checks import check_regular_file
+
+    check_regular_file(path, str(path))
     try:
         open(path, "rb").close()
     except OSError as err:

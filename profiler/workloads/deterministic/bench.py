@@ -428,7 +428,9 @@ def evaluate_targets(result: dict) -> list[dict]:
 
 def load_result(path) -> dict:
     from profiler.errors import BadInput
+    from profiler.option_checks import check_regular_file
     p = Path(path)
+    check_regular_file(p, str(p))
     try:
         data = json.loads(p.read_text())
     except FileNotFoundError:
