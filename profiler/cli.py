@@ -21,6 +21,7 @@ from profiler.errors import SmlensError
 from profiler.option_checks import check_output_file, read_option_file
 from profiler.run.options import DEFAULT_WORKLOAD, DecoderOptions, DetGemmOptions, ProgramOptions
 
+
 def one_line(message: str) -> str:
     """`smlens: message` on one line whatever a file or run name holds: control characters
     (newlines, terminal escapes) and undecodable bytes of a file name are shown escaped."""
@@ -47,6 +48,7 @@ def _one_line_usage(err: _UsageError) -> _UsageError:
         ctx = ctx.parent
     names = names or ["smlens"]
     where = f"{' '.join(names[1:])}: " if names[1:] else ""
+    # "Value error, " is how this typer words a value outside an enum (--format xml)
     message = err.format_message().replace("Value error, ", "").rstrip(".")
     return _OneLineUsageError(f"{where}{message}; see `{' '.join(names)} --help`", err.ctx)
 

@@ -11,8 +11,9 @@ from profiler.errors import BadInput
 
 
 def check_regular_file(path, label: str) -> None:
-    """An existing input that is a file, not a pipe or a device: /dev/zero never ends, and a pipe
-    cannot be read twice (a capture is hashed, then read)."""
+    """An input that is a file (or a folder, which the caller refuses in its own words), not a pipe
+    or a device: /dev/zero never ends, and a pipe cannot be read twice (a capture is hashed, then
+    read)."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
