@@ -235,7 +235,11 @@ def _bound(row, fp32: float, declared_ok: bool) -> tuple[str | None, str | None,
     busiest = max(known, key=known.get)
     if declared in BOUNDS:  # a view that decides the bound itself
         return declared, busiest, known[busiest]
-    return (busiest if known[busiest] >= LATENCY_BELOW_PCT else "latency"), busiest, known[busiest]
+    if known[busiest] >= LATENCY_BELOW_PCT:
+        return busiest, busiest, known[busiest]
+    # latency only when every unit was measured below the floor (V7's rule): a details-page export
+    # of `--set full` has DRAM at 21 % and no tensor-pipe counter on GEMMs whose pipe is 88 % busy
+    return ("latency" if len(known) == len(units) else None), busiest, known[busiest]
 
 
 def _hints(row, bound: str | None) -> tuple[str, ...]:
@@ -282,8 +286,10 @@ def _group(row, fp32: float, workload_ns: float, declared_ok: bool) -> Group:
         attained = useful if math.isfinite(useful) else tensor
     elif bound in ("memory", "fp32"):
         attained = {"memory": _get(row, "dram_pct"), "fp32": fp32}[bound]
-    else:
+    elif bound == "latency":
         attained = busiest_pct
+    else:  # unknown bound: no headroom to claim
+        attained = float("nan")
     saving = time_ns * max(0.0, 1 - attained / 100) if math.isfinite(attained) else float("nan")
     share = 100 * time_ns / workload_ns if workload_ns > 0 else float("nan")
     hints = _hints(row, bound)
@@ -298,7 +304,12 @@ def _group(row, fp32: float, workload_ns: float, declared_ok: bool) -> Group:
 
 def _bound_text(g: Group) -> str:
     if g.bound is None:
-        return "bound unknown"
+        unmeasured = [UNIT_WORDS[u] for u, v in (("memory", g.dram_pct), ("tensor", g.tensor_pct),
+                                                 ("fp32", g.fp32_pct)) if not math.isfinite(v)]
+        if g.busiest is None or not unmeasured:
+            return "bound unknown"
+        return (f"bound unknown: {' and '.join(unmeasured)} not measured (the capture lacks the counters); "
+                f"the busiest measured, {UNIT_WORDS[g.busiest]}, at {_pct(g.busiest_pct)}")
     if g.bound == COMMUNICATION:
         return "in collectives (timed without replay: no counters)"
     if g.bound == "latency":
@@ -346,6 +357,9 @@ def _phase(name: str, groups: list[Group], workload_ns: float) -> Phase:
             bounds[g.bound] = bounds.get(g.bound, 0.0) + 100 * g.time_ns / time_ns
     bounds = dict(sorted(bounds.items(), key=lambda kv: -kv[1]))
     bound = next(iter(bounds), None)
+    # a phase is not "mostly" bound by what holds less of its time than its groups of unknown bound
+    if bound is not None and bounds[bound] < 100 - sum(bounds.values()):
+        bound = None
     phase = Phase(phase=name, kernels=sum(g.kernels for g in groups), time_ns=time_ns,
                   share_pct=100 * time_ns / workload_ns if workload_ns > 0 else float("nan"),
                   bound=bound, bound_share_pct=bounds.get(bound, float("nan")) if bound else float("nan"),
@@ -425,8 +439,14 @@ def _summary(phases: list[Phase], ranked: list[Group], missing: str) -> str:
     if missing:
         return f"What bounds each phase is unknown: {missing}."
     biggest = max(phases, key=lambda p: p.time_ns)
-    text = (f"{biggest.phase} takes the most time ({_pct(biggest.share_pct)} of the workload) and is "
-            f"mostly {BOUND_WORDS.get(biggest.bound, 'of unknown bound')}")
+    text = f"{biggest.phase} takes the most time ({_pct(biggest.share_pct)} of the workload) and "
+    if biggest.bound is None:
+        unmeasured = [UNIT_WORDS[u] for u, v in (("memory", biggest.dram_pct), ("tensor", biggest.tensor_pct),
+                                                 ("fp32", biggest.fp32_pct)) if not math.isfinite(v)]
+        text += "what bounds most of it is unknown" + (
+            f" ({' and '.join(unmeasured)} not measured)" if unmeasured else "")
+    else:
+        text += f"is mostly {BOUND_WORDS[biggest.bound]}"
     if len(phases) > 1:
         text += "; " + ", ".join(f"{p.phase} {_pct(p.share_pct)} ({BOUND_WORDS.get(p.bound, 'unknown')})"
                                  for p in phases if p is not biggest)
