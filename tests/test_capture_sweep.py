@@ -1,0 +1,40 @@
+"""What a sweep of every real capture through every command found (issue: captures smlens has not
+seen): each test holds one finding on the capture it was seen on."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from profiler.ingest.capture import read_capture
+from tests.conftest import DATA
+from views.registry import compute_views, figures
+
+
+@pytest.mark.parametrize("name", ["h200_runs/llama-3.1-8b-b1-p512.csv.gz", "h200_runs/gate-b4-r1.csv.gz",
+                                  "h200_tp/llama-3.1-8b-tp2-b1-p512.csv.gz",
+                                  "h200_fp8/fp8-llama-3.1-8b-b1-p512.csv.gz"])
+def test_a_group_figure_never_leaves_its_physical_range(name):
+    """Short decode kernels on the H200 read L2 hit rates of 146 to 823 %: each such kernel fails
+    V7 and keeps its raw value, and its group's hit rate is n/a, not the 408 % (Llama-3.1-8B
+    batch 1, decode elementwise) a time-weighted mean of impossible values gave."""
+    result = compute_views(read_capture(DATA / name).kernels)
+    declared = figures()
+    for frame in (result.groups, result.gap):
+        for column in frame.columns:
+            figure = declared.get(column)
+            if figure is None or figure.is_text or figure.bounds is None:
+                continue
+            values = frame[column].to_numpy(dtype=float)
+            assert not figure.outside(values).any(), (name, column, values[figure.outside(values)])
+    kernels = result.kernels
+    wrong = kernels["out_of_bounds"].astype(str).str.contains("l2_hit_pct")
+    assert wrong.any() and (kernels.loc[wrong, "validation_V7"] == "fail").all()
+    assert (kernels.loc[wrong, "l2_hit_pct"] > 100.5).all()  # the raw value is kept on the kernel
+
+
+def test_a_group_of_in_range_kernels_keeps_its_mean():
+    result = compute_views(read_capture(DATA / "h200_runs/llama-3.1-8b-b1-p512.csv.gz").kernels)
+    groups = result.groups.set_index(["phase", "role"])
+    assert np.isnan(groups.loc[("decode", "elementwise"), "l2_hit_pct"])
+    assert groups.loc[("decode", "gate_up_proj"), "l2_hit_pct"] == pytest.approx(2.36)
+    assert groups.loc[("warm_prefill", "attention"), "l2_hit_pct"] == pytest.approx(86.16)
