@@ -10,7 +10,8 @@ share of elapsed cycles:
 
 A group is bound by that unit when it runs at LATENCY_BELOW_PCT of its peak or more; below that on
 every unit nothing is saturated and latency bounds it (Nsight Compute reads its Speed of Light the
-same way). The headroom of a group is the time it would not need if its bound unit ran at its peak
+same way); below it on the units a capture measures, with another unit not measured, the bound is
+unknown, and so is the headroom. The headroom of a group is the time it would not need if its bound unit ran at its peak
 (for the tensor pipe: the useful part of it, fill included), and the opportunities are the groups
 ranked by that time: time x headroom.
 
@@ -302,10 +303,15 @@ def _group(row, fp32: float, workload_ns: float, declared_ok: bool) -> Group:
     return _with_text(group)
 
 
+def _unmeasured(dram_pct: float, tensor_pct: float, fp32_pct: float) -> list[str]:
+    """The units whose share of peak the capture does not give."""
+    return [UNIT_WORDS[unit] for unit, value in (("memory", dram_pct), ("tensor", tensor_pct), ("fp32", fp32_pct))
+            if not math.isfinite(value)]
+
+
 def _bound_text(g: Group) -> str:
     if g.bound is None:
-        unmeasured = [UNIT_WORDS[u] for u, v in (("memory", g.dram_pct), ("tensor", g.tensor_pct),
-                                                 ("fp32", g.fp32_pct)) if not math.isfinite(v)]
+        unmeasured = _unmeasured(g.dram_pct, g.tensor_pct, g.fp32_pct)
         if g.busiest is None or not unmeasured:
             return "bound unknown"
         return (f"bound unknown: {' and '.join(unmeasured)} not measured (the capture lacks the counters); "
@@ -441,8 +447,7 @@ def _summary(phases: list[Phase], ranked: list[Group], missing: str) -> str:
     biggest = max(phases, key=lambda p: p.time_ns)
     text = f"{biggest.phase} takes the most time ({_pct(biggest.share_pct)} of the workload) and "
     if biggest.bound is None:
-        unmeasured = [UNIT_WORDS[u] for u, v in (("memory", biggest.dram_pct), ("tensor", biggest.tensor_pct),
-                                                 ("fp32", biggest.fp32_pct)) if not math.isfinite(v)]
+        unmeasured = _unmeasured(biggest.dram_pct, biggest.tensor_pct, biggest.fp32_pct)
         text += "what bounds most of it is unknown" + (
             f" ({' and '.join(unmeasured)} not measured)" if unmeasured else "")
     else:
