@@ -38,3 +38,22 @@ def test_a_group_of_in_range_kernels_keeps_its_mean():
     assert np.isnan(groups.loc[("decode", "elementwise"), "l2_hit_pct"])
     assert groups.loc[("decode", "gate_up_proj"), "l2_hit_pct"] == pytest.approx(2.36)
     assert groups.loc[("warm_prefill", "attention"), "l2_hit_pct"] == pytest.approx(86.16)
+
+
+def test_the_same_capture_as_raw_and_details_pages_is_one_device(tmp_path):
+    """decode12's raw page names the device (NVIDIA H200, cc 9.0), its details page only the cc:
+    the gate compares them (it refused: "device NVIDIA H200 (cc 9.0) vs (cc 9.0)"), and still
+    refuses two devices that both say what they are."""
+    from profiler.gate_match import identify, mismatches
+    from tests.cli import smlens
+
+    code, out, err = smlens("gate", "-b", DATA / "decode12_raw.csv", "-c", DATA / "decode12_details.csv",
+                            "--store", tmp_path / "s", "--format", "json")
+    assert code == 0, err
+    assert "like with like" not in err
+    raw = read_capture(DATA / "decode12_raw.csv").kernels
+    named = identify(raw, "raw")
+    assert named.device == "NVIDIA H200 (cc 9.0)"
+    other = identify(raw.assign(device__attribute_display_name="NVIDIA H100 80GB HBM3"), "h100")
+    assert mismatches([named], [other]) == ["current h100 against baseline raw: device NVIDIA H200 (cc 9.0) "
+                                            "vs NVIDIA H100 80GB HBM3 (cc 9.0)"]
