@@ -57,3 +57,36 @@ def test_the_same_capture_as_raw_and_details_pages_is_one_device(tmp_path):
     other = identify(raw.assign(device__attribute_display_name="NVIDIA H100 80GB HBM3"), "h100")
     assert mismatches([named], [other]) == ["current h100 against baseline raw: device NVIDIA H200 (cc 9.0) "
                                             "vs NVIDIA H100 80GB HBM3 (cc 9.0)"]
+
+
+def test_a_set_full_details_export_gives_dram_bytes_from_its_rate_and_duration(targeted_capture):
+    """The details page of `--set full` (full_details.csv.gz) gives Memory Workload Analysis's
+    "Memory Throughput" (dram__bytes.sum.per_second) and the duration, not the bytes: their product
+    is each kernel's DRAM traffic, within 1 % of dram__bytes_read + write that the same workload's
+    raw capture (targeted_raw.csv, another run) counted, and implies the H200's 4.8 TB/s peak."""
+    full = compute_views(read_capture(DATA / "full_details.csv.gz").kernels)
+    raw = compute_views(targeted_capture.kernels)
+    assert len(full.kernels) == len(raw.kernels) == 188
+    moved = raw.kernels["dram_bytes"].to_numpy() > 1e6
+    ratio = full.kernels["dram_bytes"].to_numpy()[moved] / raw.kernels["dram_bytes"].to_numpy()[moved]
+    assert moved.sum() > 100 and np.median(ratio) == pytest.approx(1.0, abs=0.005)
+    assert np.percentile(ratio, 90) < 1.02 and np.percentile(ratio, 10) > 0.98
+    assert full.devices["dram_peak_bytes_per_s"].iloc[0] == pytest.approx(4.8e12, rel=0.01)
+    gemm = full.groups.set_index(["phase", "role"]).loc[("decode", "gate_up_proj")]
+    assert gemm["dram_bytes"] == pytest.approx(
+        raw.groups.set_index(["phase", "role"]).loc[("decode", "gate_up_proj"), "dram_bytes"], rel=0.01)
+
+
+def test_a_details_header_naming_metric_value_twice_is_refused(tmp_path):
+    """Found by tests/test_ingest_properties.py (decode12_details.csv, its `Metric Unit` heading
+    overwritten by `Metric Value`): the units were stored as the values ("us" as the duration).
+    Which copy holds the values is unknown: refused, the store unchanged."""
+    from tests.cli import smlens
+
+    lines = (DATA / "decode12_details.csv").read_text().splitlines(keepends=True)
+    lines[0] = lines[0].replace('"Metric Unit"', '"Metric Value"')
+    path = tmp_path / "twice.csv"
+    path.write_text("".join(lines))
+    code, out, err = smlens("ingest", path, "--store", tmp_path / "s")
+    assert code == 2 and err.startswith(f"smlens: {path}: the details page's header names 'Metric Value' 2 times")
+    assert not (tmp_path / "s" / "runs").exists() or not any((tmp_path / "s" / "runs").iterdir())

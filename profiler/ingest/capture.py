@@ -748,6 +748,10 @@ def _read_details(path: Path, classifier: Classifier, notes: list) -> tuple[pd.D
         rows = b"".join(_row_chunks(stream, header, rest, found))
     if not rows:
         raise BadInput(f"{path}: the capture has a header but no kernel rows")
+    repeated = [c for c in DETAILS_COLUMNS if header.count(c) > 1]
+    if repeated:  # which copy holds the values is unknown (a damaged header: units read as values)
+        raise BadInput(f"{path}: the details page's header names {repeated[0]!r} {header.count(repeated[0])} "
+                       "times; export it again with ncu --csv --page details")
     # pandas, not pyarrow: rows without rule results end early (ragged rows)
     try:
         frame = pd.read_csv(io.BytesIO(rows), dtype=str, keep_default_na=False,
