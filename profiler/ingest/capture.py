@@ -66,6 +66,7 @@ DISPLAY_NAME_METRICS = {
     ("GPU Speed Of Light Throughput", "Memory Throughput"): "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
     ("GPU Speed Of Light Throughput", "DRAM Throughput"): "dram__throughput.avg.pct_of_peak_sustained_elapsed",
     ("Memory Workload Analysis", "L2 Hit Rate"): "lts__t_sector_hit_rate.pct",
+    ("Memory Workload Analysis", "Memory Throughput"): "dram__bytes.sum.per_second",
     ("Launch Statistics", "Grid Size"): "launch__grid_size",
     ("Launch Statistics", "Block Size"): "launch__block_size",
     ("Launch Statistics", "Registers Per Thread"): "launch__registers_per_thread",
