@@ -59,7 +59,7 @@ def test_the_same_capture_as_raw_and_details_pages_is_one_device(tmp_path):
                                             "vs NVIDIA H100 80GB HBM3 (cc 9.0)"]
 
 
-def test_a_set_full_details_export_gives_dram_bytes_from_its_rate_and_duration(targeted_capture):
+def test_a_set_full_details_export_gives_dram_bytes_from_its_rate_and_duration(targeted_capture, sections_capture):
     """The details page of `--set full` (full_details.csv.gz) gives Memory Workload Analysis's
     "Memory Throughput" (dram__bytes.sum.per_second) and the duration, not the bytes: their product
     is each kernel's DRAM traffic, within 1 % of dram__bytes_read + write that the same workload's
@@ -72,6 +72,9 @@ def test_a_set_full_details_export_gives_dram_bytes_from_its_rate_and_duration(t
     assert moved.sum() > 100 and np.median(ratio) == pytest.approx(1.0, abs=0.005)
     assert np.percentile(ratio, 90) < 1.02 and np.percentile(ratio, 10) > 0.98
     assert full.devices["dram_peak_bytes_per_s"].iloc[0] == pytest.approx(4.8e12, rel=0.01)
+    # the raw page of `--section MemoryWorkloadAnalysis` (sections_raw.csv) carries the same rate
+    sections = compute_views(sections_capture.kernels).kernels["dram_bytes"].to_numpy()[moved]
+    assert np.median(sections / raw.kernels["dram_bytes"].to_numpy()[moved]) == pytest.approx(1.0, abs=0.005)
     gemm = full.groups.set_index(["phase", "role"]).loc[("decode", "gate_up_proj")]
     assert gemm["dram_bytes"] == pytest.approx(
         raw.groups.set_index(["phase", "role"]).loc[("decode", "gate_up_proj"), "dram_bytes"], rel=0.01)
