@@ -48,7 +48,8 @@ FALLBACK_METRICS = [DRAM_TOTAL, DRAM_RATE]
 BOUND_FLOOR_PCT = 60.0
 FIGURES = (
     Figure("dram_bytes", "DRAM bytes", "bytes", LOWER, SUM,
-           f"{DRAM_READ} + {DRAM_WRITE} (else {DRAM_TOTAL}, else {DRAM_RATE} x gpu__time_duration.sum)", summary=True, bounds=(0, None)),
+           f"{DRAM_READ} + {DRAM_WRITE} (else {DRAM_TOTAL}, else {DRAM_RATE} x gpu__time_duration.sum)",
+           summary=True, bounds=(0, None)),
     Figure("dram_read_bytes", "DRAM read", "bytes", LOWER, KERNEL, DRAM_READ, bounds=(0, None)),
     Figure("dram_pct", "DRAM", "%", HIGHER, MEAN, f"{DRAM_PCT}: DRAM throughput against its peak",
            summary=True, bounds=(0, 100)),
