@@ -410,7 +410,7 @@ def device_line(devices: pd.DataFrame) -> Optional[str]:
         # a details-page export may name no device and carry none of its attributes (seen: an RTX
         # 5090's): say what the capture lacks rather than print a bare n/a
         sm_count, clock_hz, name = d.get("sm_count"), d.get("max_clock_hz"), d.get("name")
-        facts = [f"CC {text(d.get('cc'))}",
+        facts = ["CC not in the capture" if is_missing(d.get("cc")) else f"CC {d.get('cc')}",
                  "SM count not in the capture" if is_missing(sm_count) else f"{number_text(sm_count)} SMs",
                  "clock not in the capture" if is_missing(clock_hz) else si(clock_hz, "Hz"),
                  "DRAM peak not known" if is_missing(peak) else f"DRAM peak {si(peak, 'B/s')}"

@@ -110,6 +110,12 @@ def test_a_device_the_capture_does_not_describe_is_said_so_not_na(public):
     assert line == ("device not named in the capture: CC 12.0, SM count not in the capture, clock not in "
                     "the capture, DRAM peak 1.76 TB/s (dram__throughput)")
     assert "n/a" not in line
+    _, old = public["a100_bert_fmha_details.csv.gz"]
+    assert device_line(old.devices).startswith("device not named in the capture: CC not in the capture, ")
+    # the verdict names only the counters the capture lacks: this one has DRAM %
+    from views.verdict import verdict
+
+    assert verdict(result).missing.startswith("the capture lacks the tensor-pipe counters and the FP32 counters: ")
 
 
 class _Metric:

@@ -391,8 +391,17 @@ def _phase_text(p: Phase) -> str:
 
 # --- the verdict --------------------------------------------------------------------------------
 
-MISSING = ("the capture lacks dram__throughput and the tensor-pipe and FP32 counters: "
-           "profile with smlens, or ncu --section SpeedOfLight --section ComputeWorkloadAnalysis")
+COUNTER_WORDS = {"DRAM": "dram__throughput", "the tensor pipe": "the tensor-pipe counters",
+                 "the FP32 pipes": "the FP32 counters"}
+MISSING_WHAT_TO_DO = "profile with smlens, or ncu --section SpeedOfLight --section ComputeWorkloadAnalysis"
+
+
+def _missing(groups: list[Group]) -> str:
+    """Why no group has a bound: the counters no group measured (an RTX 5090 export has DRAM %)."""
+    unmeasured = dict.fromkeys(u for g in groups for u in _unmeasured(g.dram_pct, g.tensor_pct, g.fp32_pct))
+    lacks = [COUNTER_WORDS[u] for u in unmeasured] or list(COUNTER_WORDS.values())
+    joined = lacks[0] if len(lacks) == 1 else ", ".join(lacks[:-1]) + " and " + lacks[-1]
+    return f"the capture lacks {joined}: {MISSING_WHAT_TO_DO}"
 
 
 def verdict(result, top: int = TOP) -> Verdict:
@@ -434,7 +443,7 @@ def verdict(result, top: int = TOP) -> Verdict:
                       f"Setup: {kernels} kernels outside any phase range (weight initialisation, "
                       f"warm-up), {_time(setup_ns)}, {_pct(share)} of the captured time; left out of "
                       "the shares above.")
-    missing = "" if any(g.bound for g in made) else MISSING
+    missing = "" if any(g.bound for g in made) else _missing(made)
     return Verdict(summary=_summary(phases, ranked, missing), phases=phases, opportunities=ranked,
                    groups=made, setup=setup, workload_time_ns=workload_ns, missing=missing)
 
