@@ -27,6 +27,9 @@ class RunIdentity:
     roles: frozenset  # roles an NVTX range named
     shapes: dict  # "phase/role" -> "M=4 N=6144 K=4096" (every distinct shape, sorted, joined)
     phases: frozenset  # phases other than `other`
+    # the device's parts; a details-page export names no device, only its cc
+    device_name: str | None = None
+    cc: str | None = None
 
 
 def _first(kernels: pd.DataFrame, column: str) -> str | None:
@@ -58,7 +61,7 @@ def identify(kernels: pd.DataFrame, label: str, tags: dict | None = None) -> Run
     roles = frozenset(kernels.loc[named.fillna(False).astype(bool), "role"].dropna()) if "role" in kernels \
         else frozenset()
     phases = frozenset(kernels["phase"].dropna()) - {"other"} if "phase" in kernels else frozenset()
-    return RunIdentity(label, device, workload, roles, _shapes(kernels), phases)
+    return RunIdentity(label, device, workload, roles, _shapes(kernels), phases, name, cc)
 
 
 def _names(values) -> str:
@@ -67,7 +70,8 @@ def _names(values) -> str:
 
 def _differences(a: RunIdentity, b: RunIdentity) -> list[str]:
     out = []
-    if a.device and b.device and a.device != b.device:
+    # a part one side does not give cannot differ (the same capture's raw and details pages)
+    if any(x and y and x != y for x, y in ((a.device_name, b.device_name), (a.cc, b.cc))):
         out.append(f"device {a.device} vs {b.device}")
     if a.workload and b.workload and a.workload != b.workload:
         out.append(f"workload {a.workload} vs {b.workload}")

@@ -407,9 +407,15 @@ def device_line(devices: pd.DataFrame) -> Optional[str]:
         peak, source = d.get("dram_peak_bytes_per_s"), d.get("dram_peak_source")
         if is_missing(peak) and not is_missing(d.get("dram_peak_from_attributes_bytes_per_s")):
             peak, source = d.get("dram_peak_from_attributes_bytes_per_s"), "device attributes"
-        parts.append(f"{text(d.get('name'))}: CC {text(d.get('cc'))}, {number_text(d.get('sm_count'))} SMs, "
-                     f"{si(d.get('max_clock_hz'), 'Hz')}, DRAM peak {si(peak, 'B/s')}"
-                     + (f" ({source})" if not is_missing(source) else ""))
+        # a details-page export may name no device and carry none of its attributes (seen: an RTX
+        # 5090's): say what the capture lacks rather than print a bare n/a
+        sm_count, clock_hz, name = d.get("sm_count"), d.get("max_clock_hz"), d.get("name")
+        facts = ["CC not in the capture" if is_missing(d.get("cc")) else f"CC {d.get('cc')}",
+                 "SM count not in the capture" if is_missing(sm_count) else f"{number_text(sm_count)} SMs",
+                 "clock not in the capture" if is_missing(clock_hz) else si(clock_hz, "Hz"),
+                 "DRAM peak not known" if is_missing(peak) else f"DRAM peak {si(peak, 'B/s')}"
+                 + (f" ({source})" if not is_missing(source) else "")]
+        parts.append(f"{'device not named in the capture' if is_missing(name) else name}: " + ", ".join(facts))
     # one line per kind of GPU: a tensor-parallel run's ranks on the same model are "2 x ..."
     counts = {part: parts.count(part) for part in parts}
     return "; ".join(part if n == 1 else f"{n} x {part}" for part, n in counts.items())

@@ -63,7 +63,11 @@ def test_two_separate_ncu_runs_of_one_workload_pass_on_the_figures_both_hold(tar
     assert any(c.change for c in compared if c.rule.figure == "time_ns")
 
 
-def test_figures_a_capture_lacks_make_the_gate_refuse_and_name_what_is_missing(targeted, sections):
+def test_figures_a_capture_lacks_make_the_gate_refuse_and_name_what_is_missing(targeted, sections_capture):
+    from views.registry import compute_views
+
+    # without MemoryWorkloadAnalysis's DRAM rate (V7 derives the bytes from it): no DRAM bytes
+    sections = compute_views(sections_capture.kernels.drop(columns="dram__bytes.sum.per_second")).kernels
     result = run_gate([Run("targeted", targeted)], [Run("sections", sections)])
     assert result.exit_code == 2 and result.verdict == "could not judge"
     text = "\n".join(result.problems)

@@ -302,7 +302,7 @@ def test_phase_and_role_filter():
 
 
 def test_missing_metrics_are_dashes_not_zeros():
-    """sections_raw.csv lacks the tensor-op and DRAM counters: fill and DRAM are n/a, never 0."""
+    """sections_raw.csv lacks the tensor-op and FP32 counters: fill and V7 are n/a, never 0."""
     data = views_input(DATA / "sections_raw.csv", TARGETED_SHAPES, {"id": "s", "name": "sections"})
     page = Page(report.render_report(data))
     fill = page.table("v3")

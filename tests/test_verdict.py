@@ -136,3 +136,28 @@ def test_the_reports_verdict_never_puts_a_number_and_its_unit_on_two_lines(judge
     assert re.search(r"\d\u00a0µs", sentences) and re.search(r"\d\u00a0%", sentences)
     shown = html.unescape(re.sub(r"<[^>]+>", "", sentences)).replace("\u00a0", " ")
     assert first.split(": ", 1)[1] in shown and judged.summary in shown
+
+
+def test_a_unit_not_measured_is_never_read_as_latency(judged):
+    """`--set full` exported as a details page (the real full_details.csv.gz: the workload of
+    targeted_raw.csv) has DRAM % but no tensor-pipe or FP32 counter. Its prefill gate_up GEMM runs
+    the tensor pipe 88 % busy (targeted_raw.csv); from DRAM's 21 % alone it is not latency-bound,
+    nor is the 79 % of its time that DRAM leaves idle a saving."""
+    from profiler.ingest.capture import read_capture
+
+    assert _group(judged, "warm_prefill", "gate_up_proj").bound == "tensor"
+    full = verdict(compute_views(read_capture(DATA / "full_details.csv.gz").kernels))
+    gemm = _group(full, "warm_prefill", "gate_up_proj")
+    assert gemm.bound is None and gemm.busiest == "memory" and 15 < gemm.busiest_pct < 30
+    assert math.isnan(gemm.saving_ns)
+    assert "Bound unknown: the tensor pipe and the FP32 pipes not measured" in gemm.text
+    assert "latency" not in gemm.text.lower()
+    # DRAM at 60 % or more bounds a group whatever the other units (V7's rule)
+    assert _group(full, "decode", "gate_up_proj").bound == "memory"
+    assert all(g.bound in (None, "memory") for g in full.groups)
+    phases = {p.phase: p for p in full.phases}
+    assert phases["warm_prefill"].bound is None and phases["warm_prefill"].bounds == {}
+    # 15 % of decode's time is memory-bound, the rest unknown: decode is not "mostly memory-bound"
+    assert phases["decode"].bound is None and 10 < phases["decode"].bounds["memory"] < 20
+    assert "what bounds most of it is unknown (the tensor pipe and the FP32 pipes not measured)" in full.summary
+    assert all(o.bound == "memory" for o in full.opportunities)

@@ -99,6 +99,25 @@ def test_rtx_5090_details_export(public):
     assert k["implied_dram_peak_bytes_per_s"] == pytest.approx(1.7645e12, rel=1e-4)
 
 
+
+def test_a_device_the_capture_does_not_describe_is_said_so_not_na(public):
+    """The RTX 5090 details export names no device and has no SM count or clock: the device line
+    says what the capture lacks instead of a bare `n/a: CC 12.0, n/a SMs, n/a`."""
+    from reports.terminal import device_line
+
+    _, result = public["rtx5090_cutlass_bf16_gemm_details.csv"]
+    line = device_line(result.devices)
+    assert line == ("device not named in the capture: CC 12.0, SM count not in the capture, clock not in "
+                    "the capture, DRAM peak 1.76 TB/s (dram__throughput)")
+    assert "n/a" not in line
+    _, old = public["a100_bert_fmha_details.csv.gz"]
+    assert device_line(old.devices).startswith("device not named in the capture: CC not in the capture, ")
+    # the verdict names only the counters the capture lacks: this one has DRAM %
+    from views.verdict import verdict
+
+    assert verdict(result).missing.startswith("the capture lacks the tensor-pipe counters and the FP32 counters: ")
+
+
 class _Metric:
     def __init__(self, value, unit=""):
         self._value, self._unit = value, unit

@@ -299,7 +299,7 @@ def _assemble(kernels: pd.DataFrame, ids: list[str], devices: pd.DataFrame,
         total_time_ns = float(time_ns.sum()) if len(time_ns) and not np.isnan(time_ns).any() else float("nan")
     if rank_time_ns is None:
         rank_time_ns = ranks.rank_times(kernels, timed) if not timed.empty or ranks.has_ranks(kernels) else {}
-    groups, phases = grouping.groups_and_phases(kernels, _group_spec(ids), ids, total_time_ns,
+    groups, phases = grouping.groups_and_phases(_within_bounds(kernels), _group_spec(ids), ids, total_time_ns,
                                                 rank_time_ns)
     groups, phases = ranks.with_timed(groups, phases, timed, total_time_ns, rank_time_ns)
     gap = gap_module.gap(grouping.order(pd.concat([groups, phases], ignore_index=True)))
@@ -311,6 +311,27 @@ def _assemble(kernels: pd.DataFrame, ids: list[str], devices: pd.DataFrame,
                        ranks.imbalance(kernels, timed) if tp else pd.DataFrame(), rank_time_ns,
                        mlp.activation_share(kernels),
                        collectives=ranks.collectives(timed) if tp else pd.DataFrame())
+
+
+def _within_bounds(kernels: pd.DataFrame) -> pd.DataFrame:
+    """The kernels as their groups combine them: a figure outside its physical range is a wrong
+    counter, not a measurement (an L2 hit rate of 823 % on a 3 µs decode kernel, seen on the H200),
+    so it is missing there and the group's figure n/a by grouping's strict rule, never an
+    impossible 408 %. The kernel rows keep the raw value, failing their validation."""
+    named = kernels["out_of_bounds"] if "out_of_bounds" in kernels else None
+    if named is None or not named.notna().any():
+        return kernels
+    masked = {}
+    for position, names in enumerate(named.to_numpy(dtype=object)):
+        for name in names.split(", ") if isinstance(names, str) else ():
+            if name != "time_ns" and name in kernels:  # the weights stay: a group keeps its time
+                masked.setdefault(name, []).append(position)
+    columns = {}
+    for name, positions in masked.items():
+        values = kernels[name].to_numpy(dtype=float, copy=True)
+        values[positions] = np.nan
+        columns[name] = values
+    return kernels.assign(**columns)
 
 
 def _devices(ctx: Context, result: pd.DataFrame) -> pd.DataFrame:

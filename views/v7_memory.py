@@ -31,6 +31,8 @@ TITLE = "Memory traffic and roofline"
 DRAM_READ = "dram__bytes_read.sum"
 DRAM_WRITE = "dram__bytes_write.sum"
 DRAM_TOTAL = "dram__bytes.sum"  # an older metric list's, without the split
+# the details page of a `--set full` capture: Memory Workload Analysis's "Memory Throughput"
+DRAM_RATE = "dram__bytes.sum.per_second"
 DRAM_PCT = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 L2_HIT = "lts__t_sector_hit_rate.pct"
 FP32_COUNTERS = {"ffma": ("sm__sass_thread_inst_executed_op_ffma_pred_on.sum", 2.0),
@@ -41,12 +43,13 @@ METRICS = ([DRAM_READ, DRAM_WRITE, DRAM_PCT, L2_HIT, "gpu__time_duration.sum", "
             "device__attribute_memory_clock_rate", "device__attribute_global_memory_bus_width",
             "device__attribute_display_name"]
            + [c for c, _ in FP32_COUNTERS.values()] + v2_tensor.OPS_METRICS)
-FALLBACK_METRICS = [DRAM_TOTAL]
+FALLBACK_METRICS = [DRAM_TOTAL, DRAM_RATE]
 # Below this share of its peak no unit limits the kernel: it is latency-bound.
 BOUND_FLOOR_PCT = 60.0
 FIGURES = (
     Figure("dram_bytes", "DRAM bytes", "bytes", LOWER, SUM,
-           f"{DRAM_READ} + {DRAM_WRITE} (else {DRAM_TOTAL})", summary=True, bounds=(0, None)),
+           f"{DRAM_READ} + {DRAM_WRITE} (else {DRAM_TOTAL}, else {DRAM_RATE} x gpu__time_duration.sum)",
+           summary=True, bounds=(0, None)),
     Figure("dram_read_bytes", "DRAM read", "bytes", LOWER, KERNEL, DRAM_READ, bounds=(0, None)),
     Figure("dram_pct", "DRAM", "%", HIGHER, MEAN, f"{DRAM_PCT}: DRAM throughput against its peak",
            summary=True, bounds=(0, 100)),
@@ -105,7 +108,10 @@ PEAK_SOURCES = ("device attributes", "published", "dram__throughput")
 
 def dram_bytes(kernels: pd.DataFrame) -> np.ndarray:
     split = metric(kernels, DRAM_READ) + metric(kernels, DRAM_WRITE)
-    return np.where(np.isnan(split), metric(kernels, DRAM_TOTAL), split)
+    total = np.where(np.isnan(split), metric(kernels, DRAM_TOTAL), split)
+    # a details page gives the rate and the duration, not the bytes
+    return np.where(np.isnan(total), metric(kernels, DRAM_RATE) * metric(kernels, "gpu__time_duration.sum") * 1e-9,
+                    total)
 
 
 def implied_peak(bytes_: np.ndarray, time_ns: np.ndarray, dram_pct: np.ndarray) -> np.ndarray:

@@ -10,7 +10,8 @@ share of elapsed cycles:
 
 A group is bound by that unit when it runs at LATENCY_BELOW_PCT of its peak or more; below that on
 every unit nothing is saturated and latency bounds it (Nsight Compute reads its Speed of Light the
-same way). The headroom of a group is the time it would not need if its bound unit ran at its peak
+same way); below it on the units a capture measures, with another unit not measured, the bound is
+unknown, and so is the headroom. The headroom of a group is the time it would not need if its bound unit ran at its peak
 (for the tensor pipe: the useful part of it, fill included), and the opportunities are the groups
 ranked by that time: time x headroom.
 
@@ -235,7 +236,11 @@ def _bound(row, fp32: float, declared_ok: bool) -> tuple[str | None, str | None,
     busiest = max(known, key=known.get)
     if declared in BOUNDS:  # a view that decides the bound itself
         return declared, busiest, known[busiest]
-    return (busiest if known[busiest] >= LATENCY_BELOW_PCT else "latency"), busiest, known[busiest]
+    if known[busiest] >= LATENCY_BELOW_PCT:
+        return busiest, busiest, known[busiest]
+    # latency only when every unit was measured below the floor (V7's rule): a details-page export
+    # of `--set full` has DRAM at 21 % and no tensor-pipe counter on GEMMs whose pipe is 88 % busy
+    return ("latency" if len(known) == len(units) else None), busiest, known[busiest]
 
 
 def _hints(row, bound: str | None) -> tuple[str, ...]:
@@ -282,8 +287,10 @@ def _group(row, fp32: float, workload_ns: float, declared_ok: bool) -> Group:
         attained = useful if math.isfinite(useful) else tensor
     elif bound in ("memory", "fp32"):
         attained = {"memory": _get(row, "dram_pct"), "fp32": fp32}[bound]
-    else:
+    elif bound == "latency":
         attained = busiest_pct
+    else:  # unknown bound: no headroom to claim
+        attained = float("nan")
     saving = time_ns * max(0.0, 1 - attained / 100) if math.isfinite(attained) else float("nan")
     share = 100 * time_ns / workload_ns if workload_ns > 0 else float("nan")
     hints = _hints(row, bound)
@@ -296,9 +303,19 @@ def _group(row, fp32: float, workload_ns: float, declared_ok: bool) -> Group:
     return _with_text(group)
 
 
+def _unmeasured(dram_pct: float, tensor_pct: float, fp32_pct: float) -> list[str]:
+    """The units whose share of peak the capture does not give."""
+    return [UNIT_WORDS[unit] for unit, value in (("memory", dram_pct), ("tensor", tensor_pct), ("fp32", fp32_pct))
+            if not math.isfinite(value)]
+
+
 def _bound_text(g: Group) -> str:
     if g.bound is None:
-        return "bound unknown"
+        unmeasured = _unmeasured(g.dram_pct, g.tensor_pct, g.fp32_pct)
+        if g.busiest is None or not unmeasured:
+            return "bound unknown"
+        return (f"bound unknown: {' and '.join(unmeasured)} not measured (the capture lacks the counters); "
+                f"the busiest measured, {UNIT_WORDS[g.busiest]}, at {_pct(g.busiest_pct)}")
     if g.bound == COMMUNICATION:
         return "in collectives (timed without replay: no counters)"
     if g.bound == "latency":
@@ -346,6 +363,9 @@ def _phase(name: str, groups: list[Group], workload_ns: float) -> Phase:
             bounds[g.bound] = bounds.get(g.bound, 0.0) + 100 * g.time_ns / time_ns
     bounds = dict(sorted(bounds.items(), key=lambda kv: -kv[1]))
     bound = next(iter(bounds), None)
+    # a phase is not "mostly" bound by what holds less of its time than its groups of unknown bound
+    if bound is not None and bounds[bound] < 100 - sum(bounds.values()):
+        bound = None
     phase = Phase(phase=name, kernels=sum(g.kernels for g in groups), time_ns=time_ns,
                   share_pct=100 * time_ns / workload_ns if workload_ns > 0 else float("nan"),
                   bound=bound, bound_share_pct=bounds.get(bound, float("nan")) if bound else float("nan"),
@@ -371,8 +391,17 @@ def _phase_text(p: Phase) -> str:
 
 # --- the verdict --------------------------------------------------------------------------------
 
-MISSING = ("the capture lacks dram__throughput and the tensor-pipe and FP32 counters: "
-           "profile with smlens, or ncu --section SpeedOfLight --section ComputeWorkloadAnalysis")
+COUNTER_WORDS = {"DRAM": "dram__throughput", "the tensor pipe": "the tensor-pipe counters",
+                 "the FP32 pipes": "the FP32 counters"}
+MISSING_WHAT_TO_DO = "profile with smlens, or ncu --section SpeedOfLight --section ComputeWorkloadAnalysis"
+
+
+def _missing(groups: list[Group]) -> str:
+    """Why no group has a bound: the counters no group measured (an RTX 5090 export has DRAM %)."""
+    unmeasured = dict.fromkeys(u for g in groups for u in _unmeasured(g.dram_pct, g.tensor_pct, g.fp32_pct))
+    lacks = [COUNTER_WORDS[u] for u in unmeasured] or list(COUNTER_WORDS.values())
+    joined = lacks[0] if len(lacks) == 1 else ", ".join(lacks[:-1]) + " and " + lacks[-1]
+    return f"the capture lacks {joined}: {MISSING_WHAT_TO_DO}"
 
 
 def verdict(result, top: int = TOP) -> Verdict:
@@ -414,7 +443,7 @@ def verdict(result, top: int = TOP) -> Verdict:
                       f"Setup: {kernels} kernels outside any phase range (weight initialisation, "
                       f"warm-up), {_time(setup_ns)}, {_pct(share)} of the captured time; left out of "
                       "the shares above.")
-    missing = "" if any(g.bound for g in made) else MISSING
+    missing = "" if any(g.bound for g in made) else _missing(made)
     return Verdict(summary=_summary(phases, ranked, missing), phases=phases, opportunities=ranked,
                    groups=made, setup=setup, workload_time_ns=workload_ns, missing=missing)
 
@@ -425,8 +454,13 @@ def _summary(phases: list[Phase], ranked: list[Group], missing: str) -> str:
     if missing:
         return f"What bounds each phase is unknown: {missing}."
     biggest = max(phases, key=lambda p: p.time_ns)
-    text = (f"{biggest.phase} takes the most time ({_pct(biggest.share_pct)} of the workload) and is "
-            f"mostly {BOUND_WORDS.get(biggest.bound, 'of unknown bound')}")
+    text = f"{biggest.phase} takes the most time ({_pct(biggest.share_pct)} of the workload) and "
+    if biggest.bound is None:
+        unmeasured = _unmeasured(biggest.dram_pct, biggest.tensor_pct, biggest.fp32_pct)
+        text += "what bounds most of it is unknown" + (
+            f" ({' and '.join(unmeasured)} not measured)" if unmeasured else "")
+    else:
+        text += f"is mostly {BOUND_WORDS[biggest.bound]}"
     if len(phases) > 1:
         text += "; " + ", ".join(f"{p.phase} {_pct(p.share_pct)} ({BOUND_WORDS.get(p.bound, 'unknown')})"
                                  for p in phases if p is not biggest)

@@ -66,6 +66,7 @@ DISPLAY_NAME_METRICS = {
     ("GPU Speed Of Light Throughput", "Memory Throughput"): "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
     ("GPU Speed Of Light Throughput", "DRAM Throughput"): "dram__throughput.avg.pct_of_peak_sustained_elapsed",
     ("Memory Workload Analysis", "L2 Hit Rate"): "lts__t_sector_hit_rate.pct",
+    ("Memory Workload Analysis", "Memory Throughput"): "dram__bytes.sum.per_second",
     ("Launch Statistics", "Grid Size"): "launch__grid_size",
     ("Launch Statistics", "Block Size"): "launch__block_size",
     ("Launch Statistics", "Registers Per Thread"): "launch__registers_per_thread",
@@ -751,6 +752,10 @@ def _read_details(path: Path, classifier: Classifier, notes: list) -> tuple[pd.D
         rows = b"".join(_row_chunks(stream, header, rest, found))
     if not rows:
         raise BadInput(f"{path}: the capture has a header but no kernel rows")
+    repeated = [c for c in DETAILS_COLUMNS if header.count(c) > 1]
+    if repeated:  # which copy holds the values is unknown (a damaged header: units read as values)
+        raise BadInput(f"{path}: the details page's header names {repeated[0]!r} {header.count(repeated[0])} "
+                       "times; export it again with ncu --csv --page details")
     # pandas, not pyarrow: rows without rule results end early (ragged rows)
     try:
         frame = pd.read_csv(io.BytesIO(rows), dtype=str, keep_default_na=False,
