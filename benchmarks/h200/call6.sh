@@ -32,7 +32,7 @@ step() {
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   $(which ncu || echo /usr/local/cuda/bin/ncu) --version 2>/dev/null | tail -1
   $PY -c 'import sys, torch, transformers; print("python", sys.version.split()[0], "torch", torch.__version__, "transformers", transformers.__version__)'; } > $W/env.txt 2>&1
-step hf 110 $PY -m profiler.cli profile $S --keep $W/kept --time-limit 100 --name hf-$M-b8-p$P -- $PY $HF
+step hf $(( ${HF_LIMIT:-100} + 10 )) $PY -m profiler.cli profile $S --keep $W/kept --time-limit ${HF_LIMIT:-100} --name hf-$M-b8-p$P -- $PY $HF
 step decoder 50 $PY -m profiler.cli profile $S --keep $W/kept --time-limit 45 --name decoder-$DM-b8-p$P --model $DM --layers $L --batch 8 --prompt $P --decode-steps 2
 step plain 30 $PY $HF
 $PY - "$W" > $OUT/cost.json <<'PY'
