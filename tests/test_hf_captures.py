@@ -18,27 +18,11 @@ from tests.cli import smlens
 
 DATA = Path(__file__).parent / "data" / "h200_hf"
 PROMPT = 512
-# (model, batch): every capture made; a partial one (time limit) lacks the end of its last phase
+# (model, batch): every capture made, each with all three phases
 CAPTURES = [(m, b) for m, b in (("llama-3.1-8b", 1), ("llama-3.1-8b", 8), ("qwen2.5-7b", 1),
                                 ("qwen2.5-7b", 8), ("mistral-7b", 1), ("mistral-7b", 8),
                                 ("gemma-2-9b", 1), ("gemma-2-9b", 8))
             if (DATA / f"hf-{m}-b{b}-p{PROMPT}.csv.gz").exists()]
-
-
-# Captures stopped by their time limit (PROVENANCE.md): the phase it stopped in lacks its end and
-# the phases after it are missing. One ncu run ran the program in its own order: the warm-up
-# request's prefill (cold) and decode steps, then the measured request's prefill (warm).
-RUN_ORDER = ("cold_prefill", "decode", "warm_prefill")
-CUT_IN = {("qwen2.5-7b", 8): "warm_prefill", ("mistral-7b", 8): "decode", ("gemma-2-9b", 1): "decode"}
-
-
-def phases_of(model: str, batch: int) -> tuple[list[str], list[str]]:
-    """(phases present, phases complete) of a capture."""
-    cut = CUT_IN.get((model, batch))
-    if cut is None:
-        return list(PHASES), list(PHASES)
-    present = list(RUN_ORDER[: RUN_ORDER.index(cut) + 1])
-    return present, present[:-1]
 
 
 @pytest.fixture(scope="module", params=CAPTURES, ids=lambda p: f"{p[0]}-b{p[1]}")
@@ -48,15 +32,14 @@ def capture(request):
 
 
 def test_the_four_families_were_captured():
-    assert {m for m, _ in CAPTURES} == {"llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "gemma-2-9b"}
-    assert set(CUT_IN) <= set(CAPTURES)
+    assert set(CAPTURES) == {(m, b) for m in ("llama-3.1-8b", "qwen2.5-7b", "mistral-7b", "gemma-2-9b")
+                             for b in (1, 8)}
 
 
 def test_three_phases_one_layer_one_step(capture):
     """Dedup through ncu's include filters: layer 0 of each prefill, layer 0 of decode step 1."""
     model, batch, k = capture
-    assert set(k["phase"]) == set(phases_of(model, batch)[0])
-    assert len(CAPTURES) - len(CUT_IN) == 4  # captures with all three phases
+    assert set(k["phase"]) == set(PHASES)
     for stack, phase in zip(k["nvtx_stack"], k["phase"]):
         messages = [entry.split(":", 1)[1] for entry in stack]
         expected = [phase, "step_1", "layer_0"] if phase == "decode" else [phase, "layer_0"]
@@ -69,8 +52,7 @@ def test_gemm_shapes_are_the_model_tables(capture):
     and up as two (N = the MLP width each) where the decoder fuses them. M = batch x new tokens."""
     model, batch, k = capture
     shape = get_model(model)
-    present, complete = phases_of(model, batch)
-    for phase in present:
+    for phase in PHASES:
         tokens = batch * (1 if phase == "decode" else PROMPT)
         rows = k[(k["phase"] == phase) & k["role"].isin(GEMM_ROLES)]
         found = {(r, int(m), int(n), int(kk)) for r, m, n, kk in
@@ -80,10 +62,7 @@ def test_gemm_shapes_are_the_model_tables(capture):
                     ("qkv_proj", tokens, shape.kv_width, shape.hidden),
                     ("gate_up_proj", tokens, table["gate_up_proj"][1] // 2, shape.hidden),
                     ("o_proj", *table["o_proj"]), ("down_proj", *table["down_proj"])}
-        if phase in complete:
-            assert found == expected, (phase, found)
-        else:
-            assert found < expected, (phase, found)
+        assert found == expected, (phase, found)
         assert table["qkv_proj"][1] == shape.q_width + 2 * shape.kv_width
     # every GEMM kernel has its role from the annotation and a shape
     gemms = k[k["kind"] == "gemm"]
@@ -116,9 +95,7 @@ def test_activation_share_of_mlp(capture):
     its time is a figure per phase."""
     model, batch, k = capture
     mlp = compute_views(k).mlp.set_index("phase")
-    present, complete = phases_of(model, batch)
-    assert set(complete) <= set(mlp.index) <= set(present)
-    mlp = mlp.loc[complete]
+    assert set(mlp.index) == set(PHASES)
     share = mlp["activation_share_of_mlp_pct"]
     assert ((share > 1) & (share < 40)).all(), share
     assert (mlp["activation_kernels"] == 2).all()  # act(gate), then * up
