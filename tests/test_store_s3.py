@@ -91,12 +91,25 @@ def test_every_store_command_on_s3(s3_store, tmp_path):
     assert kernels.loc[kernels.kernel_id == 95, "gpu__time_duration.sum"].iloc[0] == 6624.0
 
 
-def test_smlens_store_env_names_the_store(s3_store, monkeypatch):
+def test_smlens_store_env_names_the_store(s3_store, monkeypatch, tmp_path):
     monkeypatch.setenv("SMLENS_STORE", s3_store)
     code, _, err = smlens("ingest", DATA / "decode12_raw.csv")
     assert code == 0, err
     code, out, _ = smlens("runs", "--format", "json")
     assert [r["kernel_count"] for r in json.loads(out)] == [12]
+    run = json.loads(out)[0]["id"]
+    code, out, err = smlens("show", run, "--format", "json")
+    assert code == 0 and json.loads(out)["kernel_count"] == 12, err
+    code, out, err = smlens("views", run, "--format", "json")
+    assert code == 0, err
+    assert sum(g["kernels"] for g in json.loads(out)["groups"]) == 12
+    code, out, err = smlens("gate", "--baseline", run, "--current", "latest")
+    assert code == 0 and "gate: pass" in out, err
+    code, _, err = smlens("report", run, "-o", tmp_path / "r.html")
+    assert code == 0 and (tmp_path / "r.html").stat().st_size > 100_000, err
+    code, _, err = smlens("rm", run, "--yes")
+    assert code == 0, err
+    assert len(Store(s3_store, create=False).runs()) == 0 and plain_runs(s3_store) == set()
 
 
 @pytest.mark.parametrize("case", ["wrong secret", "unknown key", "no bucket", "no server"])
