@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 
 from reports.formatting import is_missing, short_kernel_name
+from views.vocabulary import CHOSEN_KINDS
 
 MATCHED, ADDED, REMOVED = "matched", "added", "removed"
 KEY = ["phase", "role", "kernel", "weights"]
-FAMILY_KINDS = ("gemm", "attention", "splitk_reduce")
 
 
 def _column(frame: pd.DataFrame, name: str) -> pd.Series:
@@ -46,7 +46,7 @@ def match_keys(kernels: pd.DataFrame) -> pd.DataFrame:
     kind = _column(kernels, "kind")
     family = _column(kernels, "kernel_family")
     names = _column(kernels, "name" if "name" in kernels.columns else "kernel_name")
-    by_family = kind.isin(FAMILY_KINDS) & family.notna()
+    by_family = kind.isin(CHOSEN_KINDS) & family.notna()
     kernel = [f if use else short_kernel_name(n, 80, missing="unknown")
               for f, n, use in zip(family, names, by_family)]
     n, k = _number(kernels, "shape_n"), _number(kernels, "shape_k")

@@ -17,7 +17,7 @@ from reports.html_text import (arrow, change_class, col, delta_pct, esc, fmt, fm
                                group_keys, is_missing, na_reasons, numbers, short_name, sort_groups, view_status)
 from views import gap as gap_figures, registry
 from views.catalog import Figure
-from views.vocabulary import PHASE_ORDER
+from views.vocabulary import CHOSEN_KINDS, PHASE_ORDER
 
 # --- tables (every cell escaped here, nowhere else) -----------------------------------------------
 
@@ -412,7 +412,7 @@ def _selection_text(kernels: pd.DataFrame, column: str) -> pd.Series:
 
 def _choices(kernels: pd.DataFrame, columns: list) -> pd.DataFrame:
     kinds = col(kernels, "kind")
-    frame = kernels[~kinds.isin(["elementwise", "other"]).to_numpy()] if kinds.notna().any() else kernels
+    frame = kernels[kinds.isin(CHOSEN_KINDS).to_numpy()] if kinds.notna().any() else kernels
     keys = pd.DataFrame({c: _selection_text(frame, c) for c in columns}, index=frame.index)
     keys["_behind"] = col(frame, "arch_behind_device").map(lambda v: not is_missing(v) and bool(v))
     keys["phase"], keys["role"] = frame["phase"], frame["role"]

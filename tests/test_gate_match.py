@@ -10,7 +10,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from profiler import cli
 from profiler.ingest.store import Store
@@ -152,13 +151,13 @@ def test_rm_of_several_runs_asks_at_a_terminal(three_runs, monkeypatch):
     runs = Store(three_runs).runs()
     ids = list(runs["id"])
     before = snapshot(three_runs)
-    outcome = CliRunner().invoke(cli.app, ["rm", ids[0], ids[1], "--store", str(three_runs)], input="n\n")
-    assert outcome.exit_code == 2 and "remove these 2 runs?" in outcome.stderr
+    code, out, err = smlens("rm", ids[0], ids[1], "--store", three_runs, input="n\n")
+    assert code == 2 and "remove these 2 runs?" in err
     # (a terminal echoes the answer's line end; the test runner does not)
-    assert outcome.stderr.rstrip().endswith("smlens: nothing removed (not confirmed; --yes skips the question)")
+    assert err.rstrip().endswith("smlens: nothing removed (not confirmed; --yes skips the question)")
     assert snapshot(three_runs) == before
-    outcome = CliRunner().invoke(cli.app, ["rm", ids[0], ids[1], "--store", str(three_runs)], input="y\n")
-    assert outcome.exit_code == 0 and f"removed run {ids[0]} (a)" in outcome.stdout
+    code, out, err = smlens("rm", ids[0], ids[1], "--store", three_runs, input="y\n")
+    assert code == 0 and f"removed run {ids[0]} (a)" in out
     code, out, err = smlens("rm", ids[2], "--store", three_runs, "--yes")
     assert code == 0 and len(Store(three_runs).runs()) == 0
 

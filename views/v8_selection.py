@@ -17,7 +17,7 @@ from views import device, v2_tensor, v4_occupancy
 from views.catalog import KERNEL, NEITHER, Figure
 from views.common import Checks, combine, metric, safe_div
 from views.context import Context, geometry, grid_blocks, kind_is, names, shapes, split_k
-from views.vocabulary import PHASE_ORDER
+from views.vocabulary import CHOSEN_KINDS, PHASE_ORDER
 
 ID = "V8"
 IMMA_INST = "sm__inst_executed_pipe_tensor_op_imma.sum"
@@ -50,7 +50,6 @@ FIGURES = (
     Figure("grid_matches_tiles", "grid matches tiles", "flag", NEITHER, KERNEL,
            "1 when the grid is one block per tile, in either orientation"),
 )
-SELECTION_KINDS = ("gemm", "attention", "splitk_reduce")
 SELECTION_COLUMNS = ["phase", "role", "kind", "choice", "kernels", "time_ns", "changed"]
 
 
@@ -192,7 +191,7 @@ def selection(result_kernels: pd.DataFrame) -> pd.DataFrame:
     """Per role and phase, the kernels the libraries chose for its GEMMs and attention, with
     `changed`: the role's first phase did not run this."""
     keys = ["role", "phase", "kind", "kernel_family", "tile", "split_k", "split_k_factor", "arch_path"]
-    wanted = result_kernels["kind"].isin(SELECTION_KINDS).to_numpy(dtype=bool, na_value=False)
+    wanted = result_kernels["kind"].isin(CHOSEN_KINDS).to_numpy(dtype=bool, na_value=False)
     table = result_kernels[keys + ["time_ns"]][wanted]
     if table.empty:
         return pd.DataFrame(columns=SELECTION_COLUMNS)

@@ -8,7 +8,8 @@ from __future__ import annotations
 # or warm by order at ingest; kernels outside any phase range are `other`. A profiled program's
 # kernels outside its forward passes (model construction, weight loading, tokenisation, sampling)
 # are `setup`, when asked for (`smlens profile --include setup`).
-PHASES = ("cold_prefill", "warm_prefill", "decode")
+PREFILL_PHASES = ("cold_prefill", "warm_prefill")
+PHASES = (*PREFILL_PHASES, "decode")
 SETUP_PHASE = "setup"
 PHASE_ORDER = (*PHASES, SETUP_PHASE, "other")
 
@@ -25,6 +26,9 @@ KERNEL_ROLES = (*ROLES, "gemm", *COLLECTIVE_ROLES, "other")
 
 # What a kernel is, from its name alone.
 KINDS = ("gemm", "attention", "splitk_reduce", "elementwise", "communication", "other")
+# The kinds whose kernel a library chose (a family, a tile, a split-K): what V8 lists as what ran,
+# and what a comparison of two runs matches by family.
+CHOSEN_KINDS = ("gemm", "attention", "splitk_reduce")
 
 # Why resident warps do not issue: ncu's stall reasons
 # (smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio) in families. `selected` is the

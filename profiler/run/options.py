@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from views.vocabulary import PHASES
+
 DEFAULT_WORKLOAD = "decoder"
 DEFAULT_MODEL = "llama-3.1-8b"
+ALL_PHASES = ",".join(PHASES)
 
 
 @dataclass(frozen=True)
@@ -22,7 +25,7 @@ class DecoderOptions:
     prompt: str = "512"                    # comma-separated: one run each
     decode_steps: int = 2
     dtype: str = "bf16"
-    phases: str = "cold_prefill,warm_prefill,decode"
+    phases: str = ALL_PHASES
     dedup: bool = True                     # one layer per phase and one decode step
     tp: int = 1                            # tensor parallel: ranks, one process and GPU each
     layer: int = 0                         # with dedup: the layer profiled
@@ -49,7 +52,7 @@ class ProgramOptions:
     kernel_name: str | None = None
     tp: int = 1                            # the program's ranks (processes), profiled together
     annotate: bool = True                  # inject the annotation (--no-annotate: run it as it is)
-    phases: str = "cold_prefill,warm_prefill,decode"
+    phases: str = ALL_PHASES
     dedup: bool = True
     layer: int = 0
     include: tuple[str, ...] = ()          # `setup`: also what runs outside forwards

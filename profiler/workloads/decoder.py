@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 
 from profiler.workloads.models import ModelShape, get_model
-from views.vocabulary import PHASES
+from views.vocabulary import PHASES, PREFILL_PHASES
 
 DOMAIN = "smlens"
 # The blocks of a layer (views.vocabulary.BLOCKS), ranges between the layer and its roles.
@@ -384,7 +384,7 @@ def run(config: WorkloadConfig, device: str = "cuda", annotate: bool = True,
         out = prompt
         # A cold prefill always runs, profiled or not: what follows is only warm after it, and
         # it fills the KV cache that decode reads.
-        for phase in ("cold_prefill", "warm_prefill"):
+        for phase in PREFILL_PHASES:
             if phase == "warm_prefill" and phase not in config.phases:
                 continue
             start = time.perf_counter()

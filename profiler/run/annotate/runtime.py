@@ -46,7 +46,6 @@ import weakref
 
 DOMAIN = "smlens"
 STOP_ENV = "SMLENS_STOP_AFTER"
-PREFILL_PHASES = ("cold_prefill", "warm_prefill")
 _MAX_MESSAGES = 20000  # cached event attributes; a program with ever-new shapes starts over
 
 # what a module is to the annotation
@@ -101,7 +100,7 @@ class Annotator:
         self.domain = domain
         self.setup = setup and domain is not None
         self.status_path = status_path
-        self.forwards = {"cold_prefill": 0, "warm_prefill": 0, "decode": 0}
+        self.forwards = dict.fromkeys(vocab.PHASES, 0)
         self.models: list[dict] = []
         self.compiled_forwards: dict[str, int] = {}   # per phase: forwards run through torch.compile
         self.error: str | None = None
