@@ -823,6 +823,18 @@ def _read_details(path: Path, classifier: Classifier, notes: list) -> tuple[pd.D
 
 # --- .ncu-rep ------------------------------------------------------------------------------------
 
+# ncu_report's demangler writes template integer arguments with their casts ("(int)128",
+# "(bool)1") and PyTorch's kernels in `at::native::`; ncu's CSV export of the same report writes
+# "128", "1" and `at::`. One form (the CSV's) keeps a report's kernels the same kernels however it
+# was read: a gate of a capture against its own .ncu-rep finds nothing added or removed.
+_INTEGER_CAST = re.compile(r"\((?:unsigned |signed )?(?:int|bool|char|short|long|long long)\)(?=-?\d)")
+
+
+def csv_style_name(name: str) -> str:
+    """A kernel name from ncu_report in the form ncu's CSV export gives it."""
+    return _INTEGER_CAST.sub("", name).replace("at::native::", "at::")
+
+
 
 def _read_ncu_rep(path: Path, classifier: Classifier, notes: list) -> Capture:
     with tempfile.TemporaryDirectory(prefix="smlens-") as tmpdir:
@@ -868,7 +880,7 @@ def _read_ncu_rep_module(report: Path, shown: Path, classifier: Classifier, note
         report_range = context.range_by_idx(range_index)
         for action_index in range(report_range.num_actions()):
             action = report_range.action_by_idx(action_index)
-            row = {"ID": str(kernel_id), "Kernel Name": action.name(action.NameBase_DEMANGLED)}
+            row = {"ID": str(kernel_id), "Kernel Name": csv_style_name(action.name(action.NameBase_DEMANGLED))}
             kernel_id += 1
             for name in action.metric_names():
                 metric = action.metric_by_name(name)
