@@ -46,6 +46,25 @@ def test_each_type_runs_at_its_path_rate_and_passes_v2(gemms):
     assert gemms["validation_V3"].eq("pass").all() and gemms["validation_V8"].eq("pass").all()
 
 
+def test_fp16_and_int8_on_wgmma_run_at_the_devices_best_rates(data_dir):
+    """The second probe (tests/data/h200_dtypes2_raw.csv, benchmarks/h200/dtypes2.py): fp16 through
+    cuBLAS, and int8 through a Triton kernel that Hopper runs on wgmma (IGMMA), not the sm80 IMMA
+    kernel cuBLAS picks: each at the device's own rate for its type, nothing lost to the path."""
+    from profiler.ingest.capture import read_capture
+
+    capture = read_capture(data_dir / "h200_dtypes2_raw.csv", shapes=SHAPES)
+    kernels = compute_views(capture.kernels).kernels.set_index("tensor_dtype")
+    assert list(kernels.index) == ["fp16", "int8"] and set(kernels["kind"]) == {"gemm"}
+    for dtype, rate in (("fp16", 4096), ("int8", 8192)):
+        row = kernels.loc[dtype]
+        assert row["mma_path"] == "gmma", dtype
+        assert row["tensor_ops_per_cycle_per_sm"] == pytest.approx(rate, rel=1e-3), dtype
+        assert row["path_rate_share"] == 1.0 and row["validation_V2"] == "pass", dtype
+        assert row["tensor_ops"] == 2 * 4096 ** 3
+    assert kernels.loc["fp16", "tensor_pipe_pct"] == 95.0
+    assert kernels.loc["int8", "tensor_device_pct"] == pytest.approx(59.05, abs=0.01)
+
+
 def test_fp8_is_counted_although_no_per_path_counter_moves(capture, gemms):
     fp8 = capture.kernels.loc[gemms.loc["fp8", "kernel_id"] == capture.kernels["kernel_id"]].iloc[0]
     moved = [c for c in capture.kernels if c.startswith("sm__ops_path_tensor") and c.endswith(".sum")
