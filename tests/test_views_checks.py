@@ -68,6 +68,19 @@ def test_v2_holds_small_shares_to_the_same_3_percent(targeted):
     assert (coarse.loc[coarse["validation_V2"] == "pass", "tensor_pipe_pct"] == 0).all()
 
 
+
+def test_v2_fails_a_small_share_5_percent_off(targeted_capture):
+    """Kernels with no MMA ops whose pipe is 0.18 to 0.24 % busy (HFMA2.MMA): 5 % fewer non-MMA
+    instructions must fail, as on a busy GEMM; a slack of 0.006 points would pass 8 of these 10."""
+    before = compute_views(targeted_capture.kernels, ["V2"]).kernels
+    small = ((before["tensor_ops"] == 0) & before["tensor_pipe_pct"].between(0.17, 0.25)).to_numpy()
+    assert small.sum() == 10 and set(before.loc[small, "validation_V2"]) == {"pass"}
+    kernels = targeted_capture.kernels.copy()
+    kernels.loc[small, "sm__inst_executed_pipe_tensor_op_hmma.sum"] *= 0.95
+    result = compute_views(kernels, ["V2"]).kernels[small]
+    assert set(result["validation_V2"]) == {"fail"}
+    assert result["validation_detail_V2"].str.contains("no MMA ops, yet the tensor pipe is").all()
+
 def test_v3_fails_a_shape_that_is_not_the_one_that_ran(targeted_capture):
     kernels = targeted_capture.kernels.copy()
     qkv = _decode(kernels, "qkv_proj")
@@ -101,6 +114,20 @@ def test_v5_fails_a_grid_read_in_the_wrong_unit(targeted_capture):
     assert visible.sum() == 150 and set(result.loc[visible, "validation_V5"]) == {"fail"}
 
 
+
+def test_v5_fails_when_the_recomputed_blocks_per_sm_are_wrong(targeted_capture):
+    """Its waves come from the grid and V4's recomputation from the launch, not from ncu's limit
+    columns (which stay as they were): registers per warp read as per thread change them."""
+    before = compute_views(targeted_capture.kernels, ["V4", "V5"]).kernels
+    limited = (before["occupancy_limiter"].astype(str) == "registers").to_numpy()
+    kernels = targeted_capture.kernels.assign(**{"launch__registers_per_thread":
+                                                 targeted_capture.kernels["launch__registers_per_thread"] * 2})
+    result = compute_views(kernels, ["V5"]).kernels[limited]
+    visible = (result["waves"] >= 0.02).to_numpy()  # a 0.01-wave grid is too coarse to tell
+    assert visible.sum() == 18 and set(result.loc[visible, "validation_V5"]) == {"fail"}
+    assert result["validation_detail_V5"][visible].str.contains("ncu says 1.60 waves, grid / (SMs × blocks "
+                                                                "per SM) gives 4.000", regex=False).sum() == 10
+
 def test_v6_fails_a_stall_reason_scaled(targeted_capture):
     reason = "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"
     kernels = targeted_capture.kernels.assign(**{reason: targeted_capture.kernels[reason] * 3})
@@ -133,6 +160,20 @@ def test_v8_fails_a_persistent_grid_that_the_device_cannot_hold(targeted_capture
     assert set(after["validation_V8"]) == {"fail"}
     assert after["validation_detail_V8"].str.contains("persistent, but 100 blocks for 660 tiles").all()
 
+
+
+def test_v8_fails_a_persistent_grid_with_more_blocks_than_tiles(targeted_capture):
+    """The grid the device holds at once (132) passes only over more tiles than that: with M=256
+    the 192x192 tiles in 2x1 clusters number 120, and a full device grid is no longer explained."""
+    kernels = targeted_capture.kernels.copy()
+    gate_up = ((kernels["phase"] == "cold_prefill") & (kernels["role"] == "gate_up_proj")
+               & (kernels["kind"] == "gemm")).to_numpy()
+    kernels.loc[gate_up, "shape_m"] = 256
+    after = compute_views(kernels, ["V8"]).kernels[gate_up]
+    assert after["persistent"].all() and (after["tile_count"] == 120).all()
+    assert set(after["validation_V8"]) == {"fail"}
+    assert after["validation_detail_V8"].str.contains("persistent, but 132 blocks for 120 tiles: more "
+                                                      "blocks than tiles").all()
 
 # --- occupancy and waves from the launch, not from ncu's limits --------------------------------------
 
