@@ -189,6 +189,18 @@ def test_gap_table_gives_each_step_its_factor(targeted):
     assert not ((table["phase"] == "other") & (table["role"] == "all")).any()
 
 
+
+def test_roles_no_range_named_are_marked_guessed(targeted):
+    """role_source in the report: the norms and copies of the capture ran outside any role range,
+    their role comes from the kernel names, and every table of groups says so."""
+    _, _, page = targeted
+    for section in ("gap", "v2", "v3"):
+        table = page.table(section)
+        source = dict(zip(zip(table["phase"], table["role"]), table["role from"]))
+        assert source[("decode", "elementwise")] == "guessed (name)", section
+        assert source[("decode", "qkv_proj")] == "range", section
+        assert set(table["role from"]) <= {"range", "guessed (name)", ""}, section
+
 def test_validation_status_beside_each_figure(targeted):
     result, _, page = targeted
     summary = result.validation_summary().set_index("view")

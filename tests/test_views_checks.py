@@ -243,6 +243,39 @@ def test_the_sm80_attention_path_costs_a_third_of_its_tensor_work(targeted):
     assert mma_sync["ridge_device_flops_per_byte"].to_numpy() == pytest.approx(4096 * 132 * 1.98e9 / 4.814304e12)
 
 
+
+def test_the_roofline_against_the_best_path_counts_useful_work(targeted):
+    """roofline_device_pct: useful FLOP/s against the device's best path for the type. The
+    compute-bound prefill gate_up loses its padding (useful MMA share 0.948); the sm80 decode
+    attention, on a path at 2/3 of wgmma, has its ridge at 148 against the device's 222 FLOP/byte
+    and sits on the memory roof (12.3 %) on both."""
+    k = targeted.kernels
+    gate_up = k[(k["phase"] == "cold_prefill") & (k["role"] == "gate_up_proj") & (k["kind"] == "gemm")]
+    assert gate_up["roofline_pct"].between(70.2, 70.5).all()
+    assert gate_up["roofline_device_pct"].to_numpy() == pytest.approx(
+        gate_up["roofline_pct"].to_numpy() * gate_up["fill"].to_numpy(), rel=1e-9)
+    assert gate_up["fill"].to_numpy() == pytest.approx(0.948, abs=1e-3)
+    attention = k[(k["phase"] == "decode") & (k["mma_path"] == "hmma")]
+    assert len(attention) == 8  # 2 layers x 2 steps x 2 calls
+    assert attention["ridge_flops_per_byte"].to_numpy() == pytest.approx(148.24, abs=0.01)
+    assert attention["ridge_device_flops_per_byte"].to_numpy() == pytest.approx(222.36, abs=0.01)
+    memory_share = 100 * attention["dram_bytes"] / (attention["time_ns"] * 1e-9) / attention["dram_peak_bytes_per_s"]
+    assert attention["roofline_device_pct"].to_numpy() == pytest.approx(memory_share.to_numpy())
+    assert attention["roofline_pct"].to_numpy() == pytest.approx(memory_share.to_numpy())
+
+
+def test_off_the_memory_roof_an_older_path_reads_two_thirds_of_its_roofline_against_the_device(targeted_capture):
+    """The decode attention's traffic cut 100-fold puts it under the compute roof: 1.67 % of its
+    sm80 path's peak is 1.11 % of the device's best (the attention has no shape: executed FLOPs)."""
+    kernels = targeted_capture.kernels.copy()
+    for column in ("dram__bytes_read.sum", "dram__bytes_write.sum"):
+        kernels[column] = kernels[column] / 100
+    k = compute_views(kernels, ["V7"]).kernels
+    attention = k[(kernels["phase"] == "decode").to_numpy() & (k["mma_path"] == "hmma").to_numpy()]
+    assert len(attention) == 8 and attention["roofline_pct"].between(1.5, 1.8).all()
+    assert attention["roofline_device_pct"].to_numpy() == pytest.approx(
+        attention["roofline_pct"].to_numpy() * 2 / 3, rel=1e-9)
+
 # --- waves and tails --------------------------------------------------------------------------------------
 
 
