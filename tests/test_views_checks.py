@@ -16,6 +16,8 @@ from views.registry import compute_views
 
 DATA = Path(__file__).parent / "data"
 RUNS = sorted((DATA / "h200_runs").glob("*.csv.gz"))
+# the Hugging Face models' and the FP8 decoder's captures (their PROVENANCE.md)
+OTHER_RUNS = sorted((DATA / "h200_hf").glob("*.csv.gz")) + sorted((DATA / "h200_fp8").glob("*.csv.gz"))
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +199,7 @@ def test_blocks_per_sm_recomputed_from_the_launch_equal_ncus_limits(path):
 # --- the gap: one basis, each step at most the one before -----------------------------------------------
 
 
-@pytest.mark.parametrize("path", [DATA / "targeted_raw.csv", DATA / "decode12_raw.csv", *RUNS],
+@pytest.mark.parametrize("path", [DATA / "targeted_raw.csv", DATA / "decode12_raw.csv", *RUNS, *OTHER_RUNS],
                          ids=lambda p: p.name.split(".")[0])
 def test_every_step_of_the_gap_is_at_most_the_one_before(path, targeted):
     from profiler.ingest.capture import read_capture
