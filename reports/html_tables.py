@@ -339,11 +339,11 @@ def shared_memory_per_block(kernels: pd.DataFrame) -> pd.Series:
 
 
 def grid_blocks(kernels: pd.DataFrame) -> pd.Series:
-    return numbers(kernels, "launch__grid_size").fillna(numbers(kernels, "grid_blocks"))
+    return numbers(kernels, "launch__grid_size").fillna(numbers(kernels, "grid_blocks").astype(float))  # Int64 with gaps
 
 
 def block_threads(kernels: pd.DataFrame) -> pd.Series:
-    return numbers(kernels, "launch__block_size").fillna(numbers(kernels, "block_threads"))
+    return numbers(kernels, "launch__block_size").fillna(numbers(kernels, "block_threads").astype(float))  # Int64 with gaps
 
 
 LAUNCH = (("registers", "launch__registers_per_thread: registers per thread"),
