@@ -332,6 +332,24 @@ def test_a_hit_rate_above_100_fails_with_its_raw_value_kept(targeted_capture):
     assert result.loc[46, "validation_V7"] == "pass" and pd.isna(result.loc[46, "out_of_bounds"])
 
 
+
+def test_a_useful_share_above_1_makes_no_useful_work_and_no_gap_step_above_the_one_before(targeted_capture):
+    """A shape three times the K that ran (a wrong --shapes line) gives a useful MMA share of 1.5:
+    it fails V3 with its raw value kept, but neither the kernel's useful tensor work nor its
+    group's share is made of it (useful 2.2 % above the 1.47 % at the device's best rate)."""
+    kernels = targeted_capture.kernels.copy()
+    qkv = _decode(kernels, "qkv_proj")
+    kernels.loc[qkv, "shape_k"] = 3 * 2048
+    result = compute_views(kernels)
+    k = result.kernels[qkv]
+    assert k["fill"].to_numpy() == pytest.approx(1.5) and set(k["validation_V3"]) == {"fail"}
+    assert set(k["out_of_bounds"]) == {"fill"} and k["useful_tensor_pct"].isna().all()
+    gap = result.gap.set_index(["phase", "role"])
+    row = gap.loc[("decode", "qkv_proj")]
+    assert row["tensor_device_pct"] == pytest.approx(1.471, abs=1e-3)
+    assert pd.isna(row["fill"]) and pd.isna(row["useful_tensor_pct"]) and pd.isna(row["fill_factor"])
+    assert gap.loc[("decode", "o_proj"), "fill"] == pytest.approx(0.5)  # the other groups as before
+
 def test_a_negative_time_and_active_above_elapsed_fail_v1(targeted_capture):
     kernels = targeted_capture.kernels.copy()
     kernels.loc[3, "gpu__time_duration.sum"] = -12138.0
