@@ -150,6 +150,22 @@ def test_v7_fails_dram_bytes_in_another_unit_on_every_kernel(targeted_capture):
     assert result.loc[implied, "validation_detail_V7"].str.contains("the device's is 4.814 TB/s").all()
 
 
+
+def test_v7_holds_a_capture_without_memory_attributes_to_the_published_peak(targeted_capture):
+    """No memory clock or bus width: the H200's datasheet 4.8 TB/s, still independent of the
+    kernels, passes the real bytes and fails them in kB."""
+    kernels = targeted_capture.kernels.drop(columns=["device__attribute_memory_clock_rate",
+                                                     "device__attribute_global_memory_bus_width"])
+    result = compute_views(kernels, ["V7"])
+    assert result.devices.iloc[0]["dram_peak_source"] == "published"
+    implied = result.kernels["implied_dram_peak_bytes_per_s"].notna()
+    assert implied.sum() == 112 and set(result.kernels.loc[implied, "validation_V7"]) == {"pass"}
+    for column in ("dram__bytes_read.sum", "dram__bytes_write.sum"):
+        kernels[column] = kernels[column] / 1000
+    k = compute_views(kernels, ["V7"]).kernels
+    assert set(k.loc[implied, "validation_V7"]) == {"fail"}
+    assert k.loc[implied, "validation_detail_V7"].str.contains("the device's is 4.800 TB/s (published", regex=False).all()
+
 def test_v8_fails_a_persistent_grid_that_the_device_cannot_hold(targeted_capture):
     kernels = targeted_capture.kernels.copy()
     gate_up = ((kernels["phase"] == "cold_prefill") & (kernels["role"] == "gate_up_proj")
