@@ -194,6 +194,8 @@ def test_a_report_whose_metrics_are_nan_for_a_kernel_is_na_not_a_crash(monkeypat
     print_views(result, {"name": "h800"}, console=console)
 
 
+# a pandas that warns a fill of floats from a gappy integer column will raise (pandas 3) fails here
+@pytest.mark.filterwarnings("error:.*is not supported as a fill value:DeprecationWarning")
 def test_the_real_decode12_report_with_one_kernel_unread_views_and_reports(monkeypatch, tmp_path, data_dir):
     """The bundled H200 report read by the real report module, with every numeric metric of its
     decode qkv GEMM (kernel 2) NaN as ncu gave them for a kernel of the H800 report: that kernel
@@ -202,42 +204,31 @@ def test_the_real_decode12_report_with_one_kernel_unread_views_and_reports(monke
 
     real_load = ncu_report.load_report
 
-    class Unread:
-        def __init__(self, action):
-            self._action = action
+    class Wrapped:
+        """The real object with some of its methods replaced."""
+
+        def __init__(self, real, **methods):
+            self._real, self._methods = real, methods
 
         def __getattr__(self, name):
-            return getattr(self._action, name)
+            return self._methods.get(name) or getattr(self._real, name)
 
-        def metric_by_name(self, name):
-            metric = self._action.metric_by_name(name)
-            value = metric.value()
-            if not isinstance(value, (int, float)):
-                return metric
-            return _Metric(float("nan"), metric.unit())
+    def unread(action):
+        def metric_by_name(name):
+            metric = action.metric_by_name(name)
+            return _Metric(float("nan"), metric.unit()) if isinstance(metric.value(), (int, float)) else metric
+        return Wrapped(action, metric_by_name=metric_by_name)
 
-    class Range:
-        def __init__(self, report_range):
-            self._range = report_range
+    def load(path):
+        context = real_load(path)
 
-        def num_actions(self):
-            return self._range.num_actions()
+        def range_by_idx(index):
+            real = context.range_by_idx(index)
+            return Wrapped(real, action_by_idx=lambda i: unread(real.action_by_idx(i)) if i == 2
+                           else real.action_by_idx(i))
+        return Wrapped(context, range_by_idx=range_by_idx)
 
-        def action_by_idx(self, index):
-            action = self._range.action_by_idx(index)
-            return Unread(action) if index == 2 else action
-
-    class Report:
-        def __init__(self, context):
-            self._context = context
-
-        def num_ranges(self):
-            return self._context.num_ranges()
-
-        def range_by_idx(self, index):
-            return Range(self._context.range_by_idx(index))
-
-    monkeypatch.setattr(ncu_report, "load_report", lambda path: Report(real_load(path)))
+    monkeypatch.setattr(ncu_report, "load_report", load)
     monkeypatch.setenv("PATH", str(tmp_path))  # no ncu: the report module reads it
     from profiler.ingest.capture import read_capture
 
