@@ -164,7 +164,8 @@ def test_v7_holds_a_capture_without_memory_attributes_to_the_published_peak(targ
         kernels[column] = kernels[column] / 1000
     k = compute_views(kernels, ["V7"]).kernels
     assert set(k.loc[implied, "validation_V7"]) == {"fail"}
-    assert k.loc[implied, "validation_detail_V7"].str.contains("the device's is 4.800 TB/s (published", regex=False).all()
+    details = k.loc[implied, "validation_detail_V7"]
+    assert details.str.contains("the device's is 4.800 TB/s (published", regex=False).all()
 
 def test_v8_fails_a_persistent_grid_that_the_device_cannot_hold(targeted_capture):
     kernels = targeted_capture.kernels.copy()
