@@ -188,17 +188,19 @@ def fig_time(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None, unit: st
 
 
 def fig_tensor(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Optional[dict]:
-    """Tensor pipe and useful tensor work per group, with the useful MMA share on a second axis."""
+    """Tensor pipe and useful tensor work per group, both shares of elapsed time (as in the gap:
+    the pipe's share of active cycles beside them would inflate it by 1 / SM active), with the
+    useful MMA share on a second axis."""
     groups = story(groups)
     if groups is None or groups.empty:
         return None
-    tensor = numbers(groups, "tensor_pipe_pct")
+    tensor = numbers(groups, "tensor_pipe_elapsed_pct")
     groups = groups[(tensor.notna() & (tensor > 0)).to_numpy()]
     if groups.empty:
         return None
     catalog = registry.figures()
     traces = _grouped_bars(groups, base, [
-        ("tensor_pipe_pct", catalog["tensor_pipe_pct"].label, LEVEL_COLORS[2]),
+        ("tensor_pipe_elapsed_pct", catalog["tensor_pipe_elapsed_pct"].label, LEVEL_COLORS[2]),
         ("useful_tensor_pct", catalog["useful_tensor_pct"].label, LEVEL_COLORS[3])])
     fill = catalog["fill"].label
     traces.append({"type": "scatter", "mode": "markers", "name": f"{fill} (right axis)", "x": _labels(groups),
@@ -215,7 +217,7 @@ def fig_tensor(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Opt
                        "hovertemplate": f"%{{x}}<br>baseline {plot_text(fill)}: %{{y:.3f}}<extra></extra>"})
     return {"data": traces, "layout": _layout(
         f"Tensor pipe, {fill} and useful tensor work", 420, barmode="group", scattermode="group",
-        yaxis={"title": {"text": "% of peak"}, "rangemode": "tozero"},
+        yaxis={"title": {"text": "% of elapsed time"}, "rangemode": "tozero"},
         yaxis2={"title": {"text": f"{fill} (useful / executed)"}, "overlaying": "y", "side": "right",
                 "range": [0, 1.05], "showgrid": False},
         xaxis={"tickangle": -30})}

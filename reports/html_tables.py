@@ -339,11 +339,13 @@ def shared_memory_per_block(kernels: pd.DataFrame) -> pd.Series:
 
 
 def grid_blocks(kernels: pd.DataFrame) -> pd.Series:
-    return numbers(kernels, "launch__grid_size").fillna(numbers(kernels, "grid_blocks"))
+    # grid_blocks is Int64 with gaps (a kernel ncu could not read): as floats, to fill floats
+    return numbers(kernels, "launch__grid_size").fillna(numbers(kernels, "grid_blocks").astype(float))
 
 
 def block_threads(kernels: pd.DataFrame) -> pd.Series:
-    return numbers(kernels, "launch__block_size").fillna(numbers(kernels, "block_threads"))
+    # block_threads is Int64 with gaps (a kernel ncu could not read): as floats, to fill floats
+    return numbers(kernels, "launch__block_size").fillna(numbers(kernels, "block_threads").astype(float))
 
 
 LAUNCH = (("registers", "launch__registers_per_thread: registers per thread"),

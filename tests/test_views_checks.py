@@ -16,6 +16,8 @@ from views.registry import compute_views
 
 DATA = Path(__file__).parent / "data"
 RUNS = sorted((DATA / "h200_runs").glob("*.csv.gz"))
+# the Hugging Face models' and the FP8 decoder's captures (their PROVENANCE.md)
+OTHER_RUNS = sorted((DATA / "h200_hf").glob("*.csv.gz")) + sorted((DATA / "h200_fp8").glob("*.csv.gz"))
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +70,19 @@ def test_v2_holds_small_shares_to_the_same_3_percent(targeted):
     assert (coarse.loc[coarse["validation_V2"] == "pass", "tensor_pipe_pct"] == 0).all()
 
 
+
+def test_v2_fails_a_small_share_5_percent_off(targeted_capture):
+    """Kernels with no MMA ops whose pipe is 0.18 to 0.24 % busy (HFMA2.MMA): 5 % fewer non-MMA
+    instructions must fail, as on a busy GEMM; a slack of 0.006 points would pass 8 of these 10."""
+    before = compute_views(targeted_capture.kernels, ["V2"]).kernels
+    small = ((before["tensor_ops"] == 0) & before["tensor_pipe_pct"].between(0.17, 0.25)).to_numpy()
+    assert small.sum() == 10 and set(before.loc[small, "validation_V2"]) == {"pass"}
+    kernels = targeted_capture.kernels.copy()
+    kernels.loc[small, "sm__inst_executed_pipe_tensor_op_hmma.sum"] *= 0.95
+    result = compute_views(kernels, ["V2"]).kernels[small]
+    assert set(result["validation_V2"]) == {"fail"}
+    assert result["validation_detail_V2"].str.contains("no MMA ops, yet the tensor pipe is").all()
+
 def test_v3_fails_a_shape_that_is_not_the_one_that_ran(targeted_capture):
     kernels = targeted_capture.kernels.copy()
     qkv = _decode(kernels, "qkv_proj")
@@ -101,6 +116,20 @@ def test_v5_fails_a_grid_read_in_the_wrong_unit(targeted_capture):
     assert visible.sum() == 150 and set(result.loc[visible, "validation_V5"]) == {"fail"}
 
 
+
+def test_v5_fails_when_the_recomputed_blocks_per_sm_are_wrong(targeted_capture):
+    """Its waves come from the grid and V4's recomputation from the launch, not from ncu's limit
+    columns (which stay as they were): registers per warp read as per thread change them."""
+    before = compute_views(targeted_capture.kernels, ["V4", "V5"]).kernels
+    limited = (before["occupancy_limiter"].astype(str) == "registers").to_numpy()
+    kernels = targeted_capture.kernels.assign(**{"launch__registers_per_thread":
+                                                 targeted_capture.kernels["launch__registers_per_thread"] * 2})
+    result = compute_views(kernels, ["V5"]).kernels[limited]
+    visible = (result["waves"] >= 0.02).to_numpy()  # a 0.01-wave grid is too coarse to tell
+    assert visible.sum() == 18 and set(result.loc[visible, "validation_V5"]) == {"fail"}
+    assert result["validation_detail_V5"][visible].str.contains("ncu says 1.60 waves, grid / (SMs × blocks "
+                                                                "per SM) gives 4.000", regex=False).sum() == 10
+
 def test_v6_fails_a_stall_reason_scaled(targeted_capture):
     reason = "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"
     kernels = targeted_capture.kernels.assign(**{reason: targeted_capture.kernels[reason] * 3})
@@ -121,6 +150,23 @@ def test_v7_fails_dram_bytes_in_another_unit_on_every_kernel(targeted_capture):
     assert result.loc[implied, "validation_detail_V7"].str.contains("the device's is 4.814 TB/s").all()
 
 
+
+def test_v7_holds_a_capture_without_memory_attributes_to_the_published_peak(targeted_capture):
+    """No memory clock or bus width: the H200's datasheet 4.8 TB/s, still independent of the
+    kernels, passes the real bytes and fails them in kB."""
+    kernels = targeted_capture.kernels.drop(columns=["device__attribute_memory_clock_rate",
+                                                     "device__attribute_global_memory_bus_width"])
+    result = compute_views(kernels, ["V7"])
+    assert result.devices.iloc[0]["dram_peak_source"] == "published"
+    implied = result.kernels["implied_dram_peak_bytes_per_s"].notna()
+    assert implied.sum() == 112 and set(result.kernels.loc[implied, "validation_V7"]) == {"pass"}
+    for column in ("dram__bytes_read.sum", "dram__bytes_write.sum"):
+        kernels[column] = kernels[column] / 1000
+    k = compute_views(kernels, ["V7"]).kernels
+    assert set(k.loc[implied, "validation_V7"]) == {"fail"}
+    details = k.loc[implied, "validation_detail_V7"]
+    assert details.str.contains("the device's is 4.800 TB/s (published", regex=False).all()
+
 def test_v8_fails_a_persistent_grid_that_the_device_cannot_hold(targeted_capture):
     kernels = targeted_capture.kernels.copy()
     gate_up = ((kernels["phase"] == "cold_prefill") & (kernels["role"] == "gate_up_proj")
@@ -133,6 +179,20 @@ def test_v8_fails_a_persistent_grid_that_the_device_cannot_hold(targeted_capture
     assert set(after["validation_V8"]) == {"fail"}
     assert after["validation_detail_V8"].str.contains("persistent, but 100 blocks for 660 tiles").all()
 
+
+
+def test_v8_fails_a_persistent_grid_with_more_blocks_than_tiles(targeted_capture):
+    """The grid the device holds at once (132) passes only over more tiles than that: with M=256
+    the 192x192 tiles in 2x1 clusters number 120, and a full device grid is no longer explained."""
+    kernels = targeted_capture.kernels.copy()
+    gate_up = ((kernels["phase"] == "cold_prefill") & (kernels["role"] == "gate_up_proj")
+               & (kernels["kind"] == "gemm")).to_numpy()
+    kernels.loc[gate_up, "shape_m"] = 256
+    after = compute_views(kernels, ["V8"]).kernels[gate_up]
+    assert after["persistent"].all() and (after["tile_count"] == 120).all()
+    assert set(after["validation_V8"]) == {"fail"}
+    assert after["validation_detail_V8"].str.contains("persistent, but 132 blocks for 120 tiles: more "
+                                                      "blocks than tiles").all()
 
 # --- occupancy and waves from the launch, not from ncu's limits --------------------------------------
 
@@ -156,7 +216,7 @@ def test_blocks_per_sm_recomputed_from_the_launch_equal_ncus_limits(path):
 # --- the gap: one basis, each step at most the one before -----------------------------------------------
 
 
-@pytest.mark.parametrize("path", [DATA / "targeted_raw.csv", DATA / "decode12_raw.csv", *RUNS],
+@pytest.mark.parametrize("path", [DATA / "targeted_raw.csv", DATA / "decode12_raw.csv", *RUNS, *OTHER_RUNS],
                          ids=lambda p: p.name.split(".")[0])
 def test_every_step_of_the_gap_is_at_most_the_one_before(path, targeted):
     from profiler.ingest.capture import read_capture
@@ -201,6 +261,39 @@ def test_the_sm80_attention_path_costs_a_third_of_its_tensor_work(targeted):
     assert mma_sync["ridge_flops_per_byte"].to_numpy() == pytest.approx(4096 * 2 / 3 * 132 * 1.98e9 / 4.814304e12)
     assert mma_sync["ridge_device_flops_per_byte"].to_numpy() == pytest.approx(4096 * 132 * 1.98e9 / 4.814304e12)
 
+
+
+def test_the_roofline_against_the_best_path_counts_useful_work(targeted):
+    """roofline_device_pct: useful FLOP/s against the device's best path for the type. The
+    compute-bound prefill gate_up loses its padding (useful MMA share 0.948); the sm80 decode
+    attention, on a path at 2/3 of wgmma, has its ridge at 148 against the device's 222 FLOP/byte
+    and sits on the memory roof (12.3 %) on both."""
+    k = targeted.kernels
+    gate_up = k[(k["phase"] == "cold_prefill") & (k["role"] == "gate_up_proj") & (k["kind"] == "gemm")]
+    assert gate_up["roofline_pct"].between(70.2, 70.5).all()
+    assert gate_up["roofline_device_pct"].to_numpy() == pytest.approx(
+        gate_up["roofline_pct"].to_numpy() * gate_up["fill"].to_numpy(), rel=1e-9)
+    assert gate_up["fill"].to_numpy() == pytest.approx(0.948, abs=1e-3)
+    attention = k[(k["phase"] == "decode") & (k["mma_path"] == "hmma")]
+    assert len(attention) == 8  # 2 layers x 2 steps x 2 calls
+    assert attention["ridge_flops_per_byte"].to_numpy() == pytest.approx(148.24, abs=0.01)
+    assert attention["ridge_device_flops_per_byte"].to_numpy() == pytest.approx(222.36, abs=0.01)
+    memory_share = 100 * attention["dram_bytes"] / (attention["time_ns"] * 1e-9) / attention["dram_peak_bytes_per_s"]
+    assert attention["roofline_device_pct"].to_numpy() == pytest.approx(memory_share.to_numpy())
+    assert attention["roofline_pct"].to_numpy() == pytest.approx(memory_share.to_numpy())
+
+
+def test_off_the_memory_roof_an_older_path_reads_two_thirds_of_its_roofline_against_the_device(targeted_capture):
+    """The decode attention's traffic cut 100-fold puts it under the compute roof: 1.67 % of its
+    sm80 path's peak is 1.11 % of the device's best (the attention has no shape: executed FLOPs)."""
+    kernels = targeted_capture.kernels.copy()
+    for column in ("dram__bytes_read.sum", "dram__bytes_write.sum"):
+        kernels[column] = kernels[column] / 100
+    k = compute_views(kernels, ["V7"]).kernels
+    attention = k[(kernels["phase"] == "decode").to_numpy() & (k["mma_path"] == "hmma").to_numpy()]
+    assert len(attention) == 8 and attention["roofline_pct"].between(1.5, 1.8).all()
+    assert attention["roofline_device_pct"].to_numpy() == pytest.approx(
+        attention["roofline_pct"].to_numpy() * 2 / 3, rel=1e-9)
 
 # --- waves and tails --------------------------------------------------------------------------------------
 
@@ -255,6 +348,24 @@ def test_a_hit_rate_above_100_fails_with_its_raw_value_kept(targeted_capture):
     assert result.loc[45, "out_of_bounds"] == "l2_hit_pct"
     assert result.loc[46, "validation_V7"] == "pass" and pd.isna(result.loc[46, "out_of_bounds"])
 
+
+
+def test_a_useful_share_above_1_makes_no_useful_work_and_no_gap_step_above_the_one_before(targeted_capture):
+    """A shape three times the K that ran (a wrong --shapes line) gives a useful MMA share of 1.5:
+    it fails V3 with its raw value kept, but neither the kernel's useful tensor work nor its
+    group's share is made of it (useful 2.2 % above the 1.47 % at the device's best rate)."""
+    kernels = targeted_capture.kernels.copy()
+    qkv = _decode(kernels, "qkv_proj")
+    kernels.loc[qkv, "shape_k"] = 3 * 2048
+    result = compute_views(kernels)
+    k = result.kernels[qkv]
+    assert k["fill"].to_numpy() == pytest.approx(1.5) and set(k["validation_V3"]) == {"fail"}
+    assert set(k["out_of_bounds"]) == {"fill"} and k["useful_tensor_pct"].isna().all()
+    gap = result.gap.set_index(["phase", "role"])
+    row = gap.loc[("decode", "qkv_proj")]
+    assert row["tensor_device_pct"] == pytest.approx(1.471, abs=1e-3)
+    assert pd.isna(row["fill"]) and pd.isna(row["useful_tensor_pct"]) and pd.isna(row["fill_factor"])
+    assert gap.loc[("decode", "o_proj"), "fill"] == pytest.approx(0.5)  # the other groups as before
 
 def test_a_negative_time_and_active_above_elapsed_fail_v1(targeted_capture):
     kernels = targeted_capture.kernels.copy()

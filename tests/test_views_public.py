@@ -8,6 +8,7 @@ import sys
 import types
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from rich.console import Console
 
@@ -191,3 +192,59 @@ def test_a_report_whose_metrics_are_nan_for_a_kernel_is_na_not_a_crash(monkeypat
     json.loads(result.to_json())
     console = Console(width=80, record=True, file=io.StringIO())
     print_views(result, {"name": "h800"}, console=console)
+
+
+# a pandas that warns a fill of floats from a gappy integer column will raise (pandas 3) fails here
+@pytest.mark.filterwarnings("error:.*is not supported as a fill value:DeprecationWarning")
+def test_the_real_decode12_report_with_one_kernel_unread_views_and_reports(monkeypatch, tmp_path, data_dir):
+    """The bundled H200 report read by the real report module, with every numeric metric of its
+    decode qkv GEMM (kernel 2) NaN as ncu gave them for a kernel of the H800 report: that kernel
+    is n/a everywhere, the 11 others keep their figures, and the views, JSON and report all come."""
+    import ncu_report
+
+    real_load = ncu_report.load_report
+
+    class Wrapped:
+        """The real object with some of its methods replaced."""
+
+        def __init__(self, real, **methods):
+            self._real, self._methods = real, methods
+
+        def __getattr__(self, name):
+            return self._methods.get(name) or getattr(self._real, name)
+
+    def unread(action):
+        def metric_by_name(name):
+            metric = action.metric_by_name(name)
+            return _Metric(float("nan"), metric.unit()) if isinstance(metric.value(), (int, float)) else metric
+        return Wrapped(action, metric_by_name=metric_by_name)
+
+    def load(path):
+        context = real_load(path)
+
+        def range_by_idx(index):
+            real = context.range_by_idx(index)
+            return Wrapped(real, action_by_idx=lambda i: unread(real.action_by_idx(i)) if i == 2
+                           else real.action_by_idx(i))
+        return Wrapped(context, range_by_idx=range_by_idx)
+
+    monkeypatch.setattr(ncu_report, "load_report", load)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no ncu: the report module reads it
+    from profiler.ingest.capture import read_capture
+
+    capture = read_capture(data_dir / "decode12.ncu-rep.gz")
+    kernels = capture.kernels.sort_values("kernel_id").reset_index(drop=True)
+    assert len(kernels) == 12 and kernels.loc[2, "kernel_name"] == "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT"
+    assert pd.isna(kernels.loc[2, "gpu__time_duration.sum"]) and pd.isna(kernels.loc[2, "grid_blocks"])
+    result = compute_views(kernels)
+    k = result.kernels.sort_values("kernel_id").reset_index(drop=True)
+    for view in VIEWS:
+        assert k.loc[2, f"validation_{view}"] == "n/a", view
+    assert pd.isna(k.loc[2, "time_ns"]) and pd.isna(k.loc[2, "tensor_pipe_pct"])
+    assert k["time_ns"].notna().sum() == 11 and k.loc[3, "validation_V1"] == "pass"
+    json.loads(result.to_json(run="decode12"))
+    console = Console(width=80, record=True, file=io.StringIO())
+    print_views(result, {"name": "decode12"}, console=console)
+    assert "The gap" in console.export_text()
+    text = report.render_report(report.from_views(result, {"id": "x", "name": "decode12"}, kernels))
+    assert '<section id="gap">' in text

@@ -322,10 +322,15 @@ def _within_bounds(kernels: pd.DataFrame) -> pd.DataFrame:
     if named is None or not named.notna().any():
         return kernels
     masked = {}
+    catalog = figures()
     for position, names in enumerate(named.to_numpy(dtype=object)):
         for name in names.split(", ") if isinstance(names, str) else ():
-            if name != "time_ns" and name in kernels:  # the weights stay: a group keeps its time
-                masked.setdefault(name, []).append(position)
+            # a group's ratio comes from its sums: an impossible ratio's numerator goes too (a
+            # useful MMA share of 1.5 from a wrong shape leaves no group share of 1.5)
+            ratio = catalog[name].ratio_of if name in catalog and catalog[name].aggregate == RATIO else None
+            for column in (name, ratio[0]) if ratio else (name,):
+                if column != "time_ns" and column in kernels:  # the weights stay: a group keeps its time
+                    masked.setdefault(column, []).append(position)
     columns = {}
     for name, positions in masked.items():
         values = kernels[name].to_numpy(dtype=float, copy=True)

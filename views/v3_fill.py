@@ -36,6 +36,7 @@ FIGURES = (
            "path for its input type does in the elapsed time, the figure the headline should have been",
            rests_on=("V1", "V2"), summary=True, bounds=(0, 100)),
 )
+FILL = next(f for f in FIGURES if f.column == "fill")
 
 TOLERANCE = 0.05
 
@@ -71,12 +72,14 @@ def compute(ctx: Context) -> pd.DataFrame:
     geo = geometry(ctx)
     padded = geo["padded_m"].to_numpy() * geo["padded_n"].to_numpy() * geo["padded_k"].to_numpy()
     fill = safe_div(useful, ops)
+    # a share above 1 (a shape that is not the one that ran) fails V3 and makes no useful work
+    possible = ~FILL.outside(fill)
     return pd.DataFrame({
         "useful_flops": useful,
         "fill": fill,
         "predicted_fill": np.where(gemm, safe_div(m * n * k, padded), np.nan),
         # no MMA ops: no useful tensor work, a measured zero (a GEMM on CUDA cores, an elementwise kernel)
-        "useful_tensor_pct": np.where(ops == 0, 0.0, at_best * fill),
+        "useful_tensor_pct": np.where(ops == 0, 0.0, np.where(possible, at_best * fill, np.nan)),
     }, index=kernels.index, copy=False)
 
 

@@ -163,6 +163,8 @@ def _grid_check(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
                                                "its grid against the device's capacity")
     checks.passed(persistent & (grid < tiles_needed) & fills, lambda g, t: f"persistent: {g:.0f} "
                   f"blocks over {t:.0f} tiles", grid, tiles_needed)
+    checks.failed(persistent & (grid > tiles_needed), lambda g, t: f"persistent, but {g:.0f} blocks for "
+                  f"{t:.0f} tiles: more blocks than tiles (a wrong shape or tile?)", grid, tiles_needed)
     checks.failed(persistent, lambda g, t, c: f"persistent, but {g:.0f} blocks for {t:.0f} tiles: "
                   f"neither the {c:.0f} blocks the device holds at once nor one per tile",
                   grid, tiles_needed, capacity)
