@@ -17,14 +17,15 @@ from views.context import Context
 # Tensor ops (1 op = 1 FLOP; an int8 op is one multiply or one add) per tensor-pipe-busy cycle per
 # SM, dense, by compute capability, MMA path and input type. The published peaks below are dense
 # (no 2:4 sparsity) and divided by SMs x boost clock; "seen" is the measured ops per busy cycle per
-# SM on the H200 (tests/data/h200_dtypes_raw.csv, tests/data/targeted_raw.csv).
+# SM on the H200 (tests/data/h200_dtypes_raw.csv, h200_dtypes2_raw.csv, targeted_raw.csv).
 #   8.0 A100 (datasheet: 312 TFLOP/s bf16/fp16, 156 tf32, 624 TOPS int8; 108 SMs at 1.41 GHz).
 #   8.6 A40/A10 (GA102 whitepaper, A40: 149.7 TFLOP/s fp16 with fp32 accumulate, 74.8 tf32,
 #       299.3 TOPS int8; 84 SMs at 1.74 GHz). GeForce GA10x parts halve fp32-accumulate MMA.
 #   8.9 L4/L40S (Ada whitepaper, L4: 121 TFLOP/s bf16, 60 tf32, 242 fp8, 242 TOPS int8; 58 SMs at
 #       2.04 GHz). GeForce Ada parts halve fp32-accumulate MMA.
 #   9.0 H100 SXM (datasheet: 989 TFLOP/s bf16, 495 tf32, 1979 fp8, 1979 TOPS int8; 132 SMs at
-#       1.83 GHz). Seen on the H200: wgmma bf16 4096, tf32 2048, fp8 8192. The warp-level paths
+#       1.83 GHz). Seen on the H200: wgmma bf16 4096, fp16 4096, tf32 2048, fp8 8192, int8 8192
+#       (a Triton int8 GEMM; cuBLAS's _int_mm picks an sm80 IMMA kernel). The warp-level paths
 #       (mma.sync: HMMA, IMMA), kept for sm80 kernels, run at 2/3 of wgmma: seen bf16 2731 (cuDNN's
 #       sm80 SDPA) and int8 5461 (CUTLASS's sm80 IMMA GEMM); other types on them are not measured.
 #   10.0 B200 (HGX B200 datasheet, per GPU: 2.25 PFLOP/s bf16, 1.1 tf32, 4.5 fp8, 4.5 POPS int8;
