@@ -257,7 +257,13 @@ def rm(run: List[str] = typer.Argument(..., help="Run id, id prefix or name; sev
         ids = [the_store.resolve(ref, unique=True, runs=runs) for ref in run]
         names = runs.set_index("id").loc[ids, "name"]
         typer.echo("\n".join(f"  {run_id} {name}" for run_id, name in names.items()), err=True)
-        if not typer.confirm(f"remove these {len(ids)} runs?", err=True):
+        try:
+            confirmed = typer.confirm(f"remove these {len(ids)} runs?", err=True)
+        except typer.Abort as err:  # click's "Aborted!" and exit 1 for Ctrl-C or Ctrl-D at the question
+            if isinstance(err.__context__, KeyboardInterrupt):
+                raise KeyboardInterrupt from None
+            confirmed = False
+        if not confirmed:
             raise BadInput("nothing removed (not confirmed; --yes skips the question)")
     rows = the_store.remove(run)
     if format == Format.json:
