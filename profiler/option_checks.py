@@ -55,6 +55,12 @@ def check_output_file(path, option: str, store=None, stdout_ok: bool = False) ->
             return
         raise BadInput(f"{option} {path}: this command prints to standard output itself; give a file")
     path = Path(path)
+    # /dev/stderr, /dev/fd/N: the file behind may be a regular one, but a rename onto the name would
+    # replace the link in /dev itself
+    if path.absolute().parent in (Path("/dev"), Path("/dev/fd")) or \
+            any(str(p).startswith("/proc/") for p in (path.absolute(), path.resolve())):
+        raise BadInput(f"{option} {path}: names a device or an open file of a process, not a file; "
+                       "give a file (or - for standard output, where the command allows it)")
     if path.is_dir():
         raise BadInput(f"{option} {path} is a folder: give a file name, e.g. {option} {path / 'out'}")
     # a report is written beside and renamed into place: that would replace /dev/null itself

@@ -566,6 +566,9 @@ def test_a_report_to_standard_output_is_written_there_alone(name, store):
                            "--store", store), "--markdown and --junit both name standard output")
     # where the command prints to stdout itself, standard output is no file to name
     assert_refused(*smlens("demo", "-o", name), f"--output {name}", "give a file")
+    # another open file of the process (/dev/fd/2 standing for /dev/stderr) is no output file either
+    assert_refused(*smlens("report", "d12", "-o", "/dev/fd/2", "--store", store),
+                   "--output /dev/fd/2: names a device or an open file of a process")
 
 
 def test_bench_compare_of_a_device_or_no_impl_is_refused():
