@@ -18,7 +18,7 @@ import typer
 
 from profiler.cli_help import Command, example
 from profiler.errors import SmlensError
-from profiler.option_checks import check_output_file, read_option_file
+from profiler.option_checks import check_output_file, is_stdout, read_option_file
 from profiler.run.options import DEFAULT_WORKLOAD, DecoderOptions, DetGemmOptions, ProgramOptions
 
 
@@ -257,7 +257,13 @@ def rm(run: List[str] = typer.Argument(..., help="Run id, id prefix or name; sev
         ids = [the_store.resolve(ref, unique=True, runs=runs) for ref in run]
         names = runs.set_index("id").loc[ids, "name"]
         typer.echo("\n".join(f"  {run_id} {name}" for run_id, name in names.items()), err=True)
-        if not typer.confirm(f"remove these {len(ids)} runs?", err=True):
+        try:
+            confirmed = typer.confirm(f"remove these {len(ids)} runs?", err=True)
+        except typer.Abort as err:  # click's "Aborted!" and exit 1 for Ctrl-C or Ctrl-D at the question
+            if isinstance(err.__context__, KeyboardInterrupt):
+                raise KeyboardInterrupt from None
+            confirmed = False
+        if not confirmed:
             raise BadInput("nothing removed (not confirmed; --yes skips the question)")
     rows = the_store.remove(run)
     if format == Format.json:
@@ -340,7 +346,10 @@ def gate(baseline: Optional[List[str]] = typer.Option(
 
     for path, option in ((markdown, "--markdown"), (junit, "--junit")):
         if path:  # where the verdict goes must be sound before there is one
-            check_output_file(path, option, store_path(store))
+            check_output_file(path, option, store_path(store), stdout_ok=True)
+    if is_stdout(markdown) and is_stdout(junit):
+        raise BadInput("--markdown and --junit both name standard output: give one of them a file")
+    to_stdout = is_stdout(markdown) or is_stdout(junit)  # the report alone goes there
     error = None
     try:  # a run or rules file that cannot be read is still a verdict CI must see: exit 2, reports written
         from profiler.ingest.capture import parse_shapes_file
@@ -366,16 +375,19 @@ def gate(baseline: Optional[List[str]] = typer.Option(
         error = internal_error(err)
         result = cannot_judge(error, baseline or [], current or [])
     for path, text in ((markdown, to_markdown), (junit, to_junit)):
-        if path:
+        if is_stdout(path):
+            _print_report(text(result))
+        elif path:
             try:
                 Path(path).write_text(text(result), encoding="utf-8")
             except OSError as err:
                 raise BadInput(f"cannot write {path}: {err.strerror or err}") from None
     if format == Format.json:
-        typer.echo(json.dumps(result.to_json(), indent=2))
+        typer.echo(json.dumps(result.to_json(), indent=2), err=to_stdout)
     else:
+        from rich.console import Console
         from reports.terminal import output_console
-        console = output_console()
+        console = Console(stderr=True) if to_stdout else output_console()
         console.print(render_table(result, width=console.width))
     if error is not None:  # exit 2 whatever the cause: the gate's code for "could not judge"
         raise SmlensError(error, exit_code=2)
@@ -410,12 +422,20 @@ def _write_html(output: Path, data, baseline=None, phase=None, role=None, tokens
     from profiler.errors import BadInput
     from reports.html import render_report, write_report
 
-    check_output_file(output, "--output")
+    html = render_report(data, baseline, phase=phase, role=role, tokens=tokens, base_tokens=base_tokens)
     try:
-        return write_report(output, render_report(data, baseline, phase=phase, role=role, tokens=tokens,
-                                                  base_tokens=base_tokens))
+        return _print_report(html) if is_stdout(output) else write_report(output, html)
     except OSError as err:
         raise BadInput(f"cannot write {output}: {err.strerror or err}") from None
+
+
+def _print_report(text: str) -> int:
+    """A report written to standard output as it is (`-o -`); returns its size in bytes."""
+    data = text.encode("utf-8")
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()
+    return len(data)
 
 
 class ViewsFormat(str, Enum):
@@ -500,7 +520,7 @@ def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, na
     from reports.html import filter_input
 
     _check_filter(phase, role)
-    check_output_file(output, "--output", store_path(store))
+    check_output_file(output, "--output", store_path(store), stdout_ok=True)
     the_store = Store(store_path(store), create=False)
     with Console(stderr=True).status("computing the views"):
         row, _, data = _views_of_run(the_store, run)
@@ -521,10 +541,11 @@ def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, na
     base_tokens = tokens_of(base) if per_token and base is not None else None
     with Console(stderr=True).status(f"writing {output}"):
         size = _write_html(output, data, base, phase, role, tokens, base_tokens)
+    to_stdout = is_stdout(output)  # then stdout holds the report alone
     if format == Format.json:
         typer.echo(json.dumps({"report": str(output), "bytes": size, "run": row["id"],
-                               "baseline": base.run["id"] if base else None}))
-    else:
+                               "baseline": base.run["id"] if base else None}), err=to_stdout)
+    elif not to_stdout:
         typer.echo(f"wrote {output} ({size / 1e6:.1f} MB): open it in a browser")
 
 
@@ -541,6 +562,7 @@ def demo(output: Path = typer.Option(Path("smlens-demo.html"), "--output", "-o",
     from rich.console import Console
     from reports.terminal import print_views
 
+    check_output_file(output, "--output")
     bundled = files("profiler") / "data"
     with as_file(bundled / "h200_targeted_raw.csv.gz") as capture, \
             as_file(bundled / "h200_shapes.txt") as shapes, \
@@ -574,6 +596,9 @@ def _profile_metrics(views: Optional[str], metrics: Optional[str]) -> list[str]:
         return list(required_metrics(views.split(",") if views else None))
     except (KeyError, ValueError) as err:
         raise BadInput(f"--views: {err}") from None
+
+
+MAX_REPEAT = 100
 
 
 @command
@@ -642,8 +667,8 @@ def profile(ctx: typer.Context,
     from profiler.ingest.store import check_name, parse_tags
     from profiler.option_checks import check_folder_option, check_positive_number
 
-    if repeat < 1:
-        raise BadInput("--repeat must be 1 or more")
+    if not 1 <= repeat <= MAX_REPEAT:  # each repeat profiles every configuration again
+        raise BadInput(f"--repeat {repeat}: give 1 to {MAX_REPEAT} (the gate's statistics need 3 or more)")
     # what would otherwise fail after minutes of profiling, or quietly mean something else
     check_name(name)
     parse_tags(tag)

@@ -36,10 +36,31 @@ def read_option_file(path, option: str) -> str:
         raise BadInput(f"{option} {path} is not UTF-8 text: re-encode it, e.g. iconv -t utf-8") from None
 
 
-def check_output_file(path, option: str, store=None) -> None:
+# The names of standard output: a report may go there (`report -o - | gzip`), written straight to
+# the process's stdout; never opened by name, which truncates a `>> log`, or replaced by a rename,
+# which would swap the /dev/stdout link itself for a file.
+STDOUT_PATHS = ("-", "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+
+
+def is_stdout(path) -> bool:
+    return path is not None and str(path) in STDOUT_PATHS
+
+
+def check_output_file(path, option: str, store=None, stdout_ok: bool = False) -> None:
     """A file an option writes (-o, --markdown, --junit): not a folder, a pipe or a device, and not
-    inside the store, whose files only the store's own atomic writes may replace."""
+    inside the store, whose files only the store's own atomic writes may replace. Standard output
+    where the command says it can go there."""
+    if is_stdout(path):
+        if stdout_ok:
+            return
+        raise BadInput(f"{option} {path}: this command prints to standard output itself; give a file")
     path = Path(path)
+    # /dev/stderr, /dev/fd/N: the file behind may be a regular one, but a rename onto the name would
+    # replace the link in /dev itself
+    if path.absolute().parent in (Path("/dev"), Path("/dev/fd")) or \
+            any(str(p).startswith("/proc/") for p in (path.absolute(), path.resolve())):
+        raise BadInput(f"{option} {path}: names a device or an open file of a process, not a file; "
+                       "give a file (or - for standard output, where the command allows it)")
     if path.is_dir():
         raise BadInput(f"{option} {path} is a folder: give a file name, e.g. {option} {path / 'out'}")
     # a report is written beside and renamed into place: that would replace /dev/null itself

@@ -514,6 +514,9 @@ def run_gate(baseline: Sequence[Run], current: Sequence[Run],
         for rule in rules:
             comparisons += compare_rule(rule, baseline, current, problems, warnings, cache)
         appeared, disappeared = kernel_changes(baseline, current)
+        if comparisons and all(c.status in ("appeared", "disappeared") for c in comparisons):
+            problems.append("the baseline and current runs have no kernel group in common (phase, "
+                            "role and kernel): nothing was compared; gate runs of one workload")
     alpha = min((r.alpha for r in rules), default=0.05)
     method = describe_method(len(baseline), len(current), alpha) if baseline and current else ""
     if problems:

@@ -417,7 +417,7 @@ def test_every_command_meets_a_damaged_store_with_one_line_and_changes_nothing(d
         assert code == 0 and "Traceback" not in err, err
         return
     line = assert_refused(code, out, err, words)
-    assert f"run `smlens store check --store {store}`" in line or "marker" not in damage
+    assert line.endswith(f"; run `smlens store check --store {store}`")
     assert snapshot(store) == before
 
 
@@ -545,6 +545,30 @@ def test_odd_arguments_are_refused_on_one_line_and_the_store_is_unchanged(case, 
     assert_refused(*smlens(*args, "--store", store), *words)
     assert snapshot(store) == before
     assert stat.S_ISFIFO((tmp_path / "pipe.csv").stat().st_mode)  # not replaced by a report
+
+
+@pytest.mark.parametrize("name", ["-", "/dev/fd/1"])
+def test_a_report_to_standard_output_is_written_there_alone(name, store):
+    """`-o /dev/stdout` was refused as a device, or, stdout a file and smlens run as root, the
+    /dev/stdout link itself was replaced by the report's atomic rename (seen). Now the report goes
+    to stdout and nothing else does. (/dev/fd/1 stands for /dev/stdout here: were the fix undone,
+    the test would fail without replacing the machine's /dev/stdout.)"""
+    from profiler.option_checks import is_stdout
+
+    assert is_stdout("/dev/stdout") and is_stdout(Path("/proc/self/fd/1")) and not is_stdout("out.html")
+    code, out, err = smlens("report", "d12", "-o", name, "--store", store, "--format", "json")
+    assert code == 0, err
+    assert out.startswith("<!DOCTYPE html>") and out.rstrip().endswith("</html>")
+    assert json.loads(err)["bytes"] == len(out.encode())
+    code, out, err = smlens("gate", "-b", "d12", "-c", "d12", "--markdown", name, "--store", store)
+    assert code == 0 and out.startswith("## smlens gate: ✅ pass (exit 0)") and "gate: pass" in err
+    assert_refused(*smlens("gate", "-b", "d12", "-c", "d12", "--markdown", name, "--junit", "-",
+                           "--store", store), "--markdown and --junit both name standard output")
+    # where the command prints to stdout itself, standard output is no file to name
+    assert_refused(*smlens("demo", "-o", name), f"--output {name}", "give a file")
+    # another open file of the process (/dev/fd/2 standing for /dev/stderr) is no output file either
+    assert_refused(*smlens("report", "d12", "-o", "/dev/fd/2", "--store", store),
+                   "--output /dev/fd/2: names a device or an open file of a process")
 
 
 def test_bench_compare_of_a_device_or_no_impl_is_refused():

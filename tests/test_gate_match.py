@@ -77,6 +77,23 @@ def test_another_device_is_refused(tmp_path):
     refused_as_mismatch(code, out, err, "device NVIDIA H200 (cc 9.0) vs NVIDIA A100-SXM4-80GB (cc 8.0)")
 
 
+def test_an_export_without_phase_ranges_against_a_phased_run_is_refused(tmp_path):
+    """The public A100 export names no device, no cc and no NVTX range: once it passed the gate
+    against an H200 decoder capture (27 kernels gone, 54 new, nothing compared)."""
+    a100 = DATA / "public" / "a100_bert_fmha_details.csv.gz"
+    code, out, err = gate("-b", a100, "-c", DATA / "decode12_details.csv")
+    refused_as_mismatch(code, out, err, "phases none vs decode")
+    # told to compare them, it still cannot judge: no kernel group is on both sides
+    markdown = tmp_path / "gate.md"
+    code, out, err = gate("-b", a100, "-c", DATA / "decode12_details.csv", "--allow-mismatch",
+                          "--markdown", markdown)
+    document = json.loads(out)
+    assert code == 2 and document["verdict"] == "could not judge"
+    assert any("no kernel group in common" in p for p in document["problems"])
+    assert {c["status"] for c in document["comparisons"]} == {"appeared", "disappeared"}
+    assert "no kernel group in common" in markdown.read_text()
+
+
 def test_repeated_runs_of_one_configuration_are_judged():
     code, out, err = gate("-b", RUNS / "gate-b1-r1.csv.gz", "-c", RUNS / "gate-b1-r2.csv.gz")
     assert code in (0, 1) and "like with like" not in err, err
@@ -160,6 +177,33 @@ def test_rm_of_several_runs_asks_at_a_terminal(three_runs, monkeypatch):
     assert code == 0 and f"removed run {ids[0]} (a)" in out
     code, out, err = smlens("rm", ids[2], "--store", three_runs, "--yes")
     assert code == 0 and len(Store(three_runs).runs()) == 0
+
+
+@pytest.mark.parametrize("answer, code, line", [
+    ("", 2, "smlens: nothing removed (not confirmed; --yes skips the question)"),  # Ctrl-D: no answer
+    (KeyboardInterrupt, 130, "smlens: interrupted")])
+def test_rm_of_several_runs_given_no_answer_at_a_terminal_removes_nothing(three_runs, monkeypatch,
+                                                                          answer, code, line):
+    """Once click's "Aborted!" with exit 1, the code of a judged regression."""
+    import io
+
+    class Keyboard(io.BytesIO):
+        def read1(self, *args):
+            if answer is KeyboardInterrupt:
+                raise KeyboardInterrupt
+            return b""  # end of input
+
+        read = readline = read1
+
+    import typer.testing
+
+    monkeypatch.setattr(cli, "_stdin_is_terminal", lambda: True)
+    monkeypatch.setattr(typer.testing, "make_input_stream", lambda *args: Keyboard())
+    ids = list(Store(three_runs).runs()["id"])
+    before = snapshot(three_runs)
+    outcome = CliRunner().invoke(cli.app, ["rm", ids[0], ids[1], "--store", str(three_runs)])
+    assert outcome.exit_code == code and outcome.stderr.rstrip().endswith(line), outcome.stderr
+    assert "Aborted" not in outcome.stderr and snapshot(three_runs) == before
 
 
 def test_rm_of_several_runs_in_a_script_removes_them_all_or_none(three_runs):

@@ -98,6 +98,13 @@ def test_plan_for_any_program():
     (["--cache-control", "sometimes"], "--cache-control"), (["--nvtx-include", "a/"], "after `--`"),
     (["--metrics", "@/no/such/file"], "no such file"), (["--views", "V9"], "--views"),
     (["--phases", "prefill"], "phases"), (["--repeat", "0"], "--repeat"),
+    # upper bounds: a value no run could use is refused by --plan, not minutes later on the GPU
+    (["--repeat", "1000000000"], "--repeat 1000000000: give 1 to 100"),
+    (["--layers", "1000000"], "--layers 1000000: llama-3.1-8b has 32 layers"),
+    (["--prompt", "1000000000"], "llama-3.1-8b takes at most 131,072 positions"),
+    (["--prompt", "131071"], "--prompt 131071 and --decode-steps 2"),  # 131,073 positions with decode
+    (["--model", "gemma-2-9b", "--prompt", "512,8192"], "gemma-2-9b takes at most 8,192 positions"),
+    (["--decode-steps", "1000000000"], "--decode-steps 1000000000"),
 ])
 def test_bad_options(args, words):
     code, _, err = smlens("profile", "--plan", *args)

@@ -128,7 +128,7 @@ def test_unusable_s3_store_is_one_line_exit_2(s3_store, s3_server, monkeypatch, 
         expected = "no bucket 'no-such-bucket-here'"
     else:
         monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # discard port: nothing listens
-        expected = "Could not connect"
+        expected = "cannot reach the S3 endpoint http://127.0.0.1:9 (Could not connect"
     for args in (["runs"], ["ingest", DATA / "decode12_details.csv"],
                  ["gate", "--baseline", "latest", "--current", "latest"]):
         code, out, err = smlens(*args, "--store", store)

@@ -173,6 +173,10 @@ class S3Objects:
             raise BadInput(f"{where}: access denied ({_reason(err)}); check AWS_ACCESS_KEY_ID, "
                            "AWS_SECRET_ACCESS_KEY and the bucket's policy") from None
         except Exception as err:  # botocore / aiohttp errors have no common base worth naming
+            if _unreachable(err):  # no answer at all: the bucket and credentials are not the question
+                raise BadInput(f"{where}: cannot reach the S3 endpoint {self.endpoint or 'of AWS'} "
+                               f"({_reason(err)}); check AWS_ENDPOINT_URL and that the server is "
+                               "running") from None
             raise BadInput(f"{where}: {_reason(err)}; check AWS_ENDPOINT_URL"
                            f"{' (' + self.endpoint + ')' if self.endpoint else ''}, the bucket and "
                            "the credentials") from None
@@ -246,6 +250,13 @@ class S3Objects:
         if paths:
             with self._errors():
                 self.fs.rm(paths)
+
+
+def _unreachable(err: Exception) -> bool:
+    """A connection refused, unroutable or timed out, as botocore or the OS reports it."""
+    from botocore.exceptions import ConnectionError as NoConnection
+
+    return isinstance(err, (NoConnection, ConnectionError, TimeoutError))
 
 
 def _reason(err: Exception) -> str:

@@ -80,6 +80,14 @@ class WorkloadConfig:
                 raise BadInput(f"--{name} must be at least 1 (got {getattr(self, name)})")
         if self.decode_steps < 0:
             raise BadInput(f"--decode-steps must be 0 or more (got {self.decode_steps})")
+        # beyond the model's own sizes the stack is no longer that model (and a huge value would
+        # only fail on the GPU, minutes later, out of memory)
+        if self.layers > self.model.layers:
+            raise BadInput(f"--layers {self.layers}: {self.model.id} has {self.model.layers} layers")
+        if self.prompt + self.decode_steps > self.model.max_positions:
+            raise BadInput(f"--prompt {self.prompt} and --decode-steps {self.decode_steps}: "
+                           f"{self.model.id} takes at most {self.model.max_positions:,} positions, "
+                           "prompt and decode steps together (its max_position_embeddings)")
         if self.dtype not in DTYPES:
             raise BadInput(f"--dtype {self.dtype!r}: choose one of {', '.join(DTYPES)}")
         unknown = [p for p in self.phases if p not in PHASES]

@@ -21,6 +21,7 @@ class ModelShape:
     head_dim: int
     mlp: int               # intermediate_size (gate and up are each this wide)
     layers: int            # num_hidden_layers of the full model
+    max_positions: int = 131072  # max_position_embeddings: the longest sequence (prompt + decode)
     qkv_bias: bool = False
     activation: str = "silu"  # gate activation of the gated MLP
     rms_eps: float = 1e-5
@@ -63,14 +64,16 @@ MODELS: dict[str, ModelShape] = {m.id: m for m in [
                rope_theta=1000000.0),
     # Mistral-7B-v0.3's layer has Llama-3.1-8B's shapes (its vocabulary and RoPE base differ).
     ModelShape("mistral-7b", "mistralai/Mistral-7B-v0.3 config.json", hidden=4096, heads=32,
-               kv_heads=8, head_dim=128, mlp=14336, layers=32, rope_theta=1000000.0),
+               kv_heads=8, head_dim=128, mlp=14336, layers=32, max_positions=32768,
+               rope_theta=1000000.0),
     # Gemma-2-9B: head_dim 256 and a tanh-GELU MLP. Its attention logit soft-capping and sliding
     # window are not modelled (plain causal SDPA).
     ModelShape("gemma-2-9b", "google/gemma-2-9b config.json", hidden=3584, heads=16, kv_heads=8,
-               head_dim=256, mlp=14336, layers=42, activation="gelu_tanh", rms_eps=1e-6),
+               head_dim=256, mlp=14336, layers=42, max_positions=8192, activation="gelu_tanh",
+               rms_eps=1e-6),
     # Not a published model: the smallest layer with every feature, for CPU tests.
     ModelShape("tiny", "smlens test shape", hidden=64, heads=4, kv_heads=2, head_dim=16, mlp=128,
-               layers=2, qkv_bias=True),
+               layers=8, max_positions=4096, qkv_bias=True),
 ]}
 
 _ALIASES = {
