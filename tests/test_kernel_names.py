@@ -38,7 +38,7 @@ def test_kind_and_family_agree_on_every_name_of_the_bundled_captures(data_dir):
     names = set()
     for path in files:
         names |= set(read_capture(path).kernels["kernel_name"].astype(str))
-    assert len(names) == 65  # 57, and the 8 of the dtype probe (h200_dtypes_raw.csv)
+    assert len(names) == 67  # 57, the 8 of the dtype probe (h200_dtypes_raw.csv) and 2 of the second
     for name in names:
         parsed = parse_name(name)
         by_pattern = kernel_names._pattern_kind(name)
