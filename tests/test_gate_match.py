@@ -201,9 +201,9 @@ def test_rm_of_several_runs_given_no_answer_at_a_terminal_removes_nothing(three_
     monkeypatch.setattr(typer.testing, "make_input_stream", lambda *args: Keyboard())
     ids = list(Store(three_runs).runs()["id"])
     before = snapshot(three_runs)
-    outcome = CliRunner().invoke(cli.app, ["rm", ids[0], ids[1], "--store", str(three_runs)])
-    assert outcome.exit_code == code and outcome.stderr.rstrip().endswith(line), outcome.stderr
-    assert "Aborted" not in outcome.stderr and snapshot(three_runs) == before
+    exit_code, _, err = smlens("rm", ids[0], ids[1], "--store", three_runs)
+    assert exit_code == code and err.rstrip().endswith(line), err
+    assert "Aborted" not in err and snapshot(three_runs) == before
 
 
 def test_rm_of_several_runs_in_a_script_removes_them_all_or_none(three_runs):
