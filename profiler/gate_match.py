@@ -30,6 +30,9 @@ class RunIdentity:
     # the device's parts; a details-page export names no device, only its cc
     device_name: str | None = None
     cc: str | None = None
+    # kernel name -> its share of the run's kernel time: what is left to compare two captures that
+    # carry no workload tags, NVTX roles or phases
+    name_time_share: tuple = ()
 
 
 def _first(kernels: pd.DataFrame, column: str) -> str | None:
@@ -61,7 +64,33 @@ def identify(kernels: pd.DataFrame, label: str, tags: dict | None = None) -> Run
     roles = frozenset(kernels.loc[named.fillna(False).astype(bool), "role"].dropna()) if "role" in kernels \
         else frozenset()
     phases = frozenset(kernels["phase"].dropna()) - {"other"} if "phase" in kernels else frozenset()
-    return RunIdentity(label, device, workload, roles, _shapes(kernels), phases, name, cc)
+    return RunIdentity(label, device, workload, roles, _shapes(kernels), phases, name, cc,
+                       _name_time_share(kernels))
+
+
+def _name_time_share(kernels: pd.DataFrame) -> tuple:
+    """Each kernel name's share of the run's kernel time (of its launches where no time was
+    captured)."""
+    if "kernel_name" not in kernels:
+        return ()
+    time_ns = pd.to_numeric(kernels["gpu__time_duration.sum"], errors="coerce") \
+        if "gpu__time_duration.sum" in kernels else pd.Series(1.0, index=kernels.index)
+    by_name = time_ns.groupby(kernels["kernel_name"].astype(str)).sum()
+    total = by_name.sum()
+    return tuple((by_name / total).items()) if total > 0 else ()
+
+
+# Below this share of either run's kernel time in kernels both ran, two captures with nothing else
+# to compare are taken for different programs (two unrelated A100 exports shared one CUTLASS kernel)
+MIN_SHARED_TIME = 0.25
+
+
+def _shared_time(a: RunIdentity, b: RunIdentity) -> tuple[float, float] | None:
+    if not a.name_time_share or not b.name_time_share:
+        return None
+    a_share, b_share = dict(a.name_time_share), dict(b.name_time_share)
+    both = a_share.keys() & b_share.keys()
+    return sum(a_share[n] for n in both), sum(b_share[n] for n in both)
 
 
 def _names(values) -> str:
@@ -85,6 +114,12 @@ def _differences(a: RunIdentity, b: RunIdentity) -> list[str]:
     # them share no kernel group (an unannotated A100 export against an H200 decoder run)
     if a.phases != b.phases:
         out.append(f"phases {_names(a.phases)} vs {_names(b.phases)}")
+    nothing_else = not (a.workload or b.workload or a.roles or b.roles or a.phases or b.phases)
+    shared = _shared_time(a, b) if nothing_else else None
+    if shared and min(shared) < MIN_SHARED_TIME:
+        out.append(f"kernels (no workload, roles or phases to compare): the kernels both ran are "
+                   f"{shared[0]:.0%} of {a.label}'s kernel time (or launches) and {shared[1]:.0%} of "
+                   f"{b.label}'s")
     return out
 
 

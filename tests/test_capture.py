@@ -85,8 +85,8 @@ def test_three_readers_agree_on_decode12(data_dir):
     details = by_id(read_capture(data_dir / "decode12_details.csv"))
     assert report.loc[2, "dram__bytes_read.sum"] == 50382080.0
     for frame in (raw, details):
-        # the report module demangles templates more fully (at::native::, (int)128); its names are
-        # read in the CSV export's form, so each kernel has one name however the report was read
+        # the report module demangles templates more fully (at::native::, (int)128); names are
+        # stored in one form, so each kernel has one name however the report was read
         assert list(frame["kernel_name"]) == list(report["kernel_name"])
         assert list(frame["kind"]) == list(report["kind"])
         assert list(frame["role"]) == list(report["role"])
@@ -96,11 +96,11 @@ def test_three_readers_agree_on_decode12(data_dir):
     assert report.loc[2, "shape_n"] == 6144
 
 
-def test_report_names_in_the_csv_form():
-    from profiler.ingest.capture import csv_style_name
-    assert csv_style_name("void at::native::elementwise_kernel<(int)128, (int)4, F>(int, T3)") == \
+def test_one_form_of_each_kernel_name():
+    from profiler.ingest.capture import common_kernel_name
+    assert common_kernel_name("void at::native::elementwise_kernel<(int)128, (int)4, F>(int, T3)") == \
         "void at::elementwise_kernel<128, 4, F>(int, T3)"
-    assert csv_style_name("k<(unsigned int)2, (bool)1, (long)-3>(int)") == "k<2, 1, -3>(int)"
+    assert common_kernel_name("k<(unsigned int)2, (bool)1, (long)-3>(int)") == "k<2, 1, -3>(int)"
 
 
 def test_details_page_of_full_set(data_dir):

@@ -94,6 +94,18 @@ def test_an_export_without_phase_ranges_against_a_phased_run_is_refused(tmp_path
     assert "no kernel group in common" in markdown.read_text()
 
 
+def test_two_programs_with_nothing_to_compare_but_their_kernels_are_refused():
+    """Two public A100 captures of unrelated programs (a BERT attention export, a CUTLASS
+    back-to-back GEMM report): no tags, NVTX roles or phases, and no kernel in common. Once judged
+    a regression on the one kernel family both ran; a capture against itself is still judged."""
+    bert = DATA / "public" / "a100_bert_fmha_details.csv.gz"
+    cutlass = DATA / "public" / "a100pcie_cutlass_b2b_gemm.ncu-rep.gz"
+    code, out, err = gate("-b", bert, "-c", cutlass)
+    refused_as_mismatch(code, out, err, "the kernels both ran are 0% of")
+    code, out, err = gate("-b", cutlass, "-c", cutlass)
+    assert code == 0 and "like with like" not in err, err
+
+
 def test_repeated_runs_of_one_configuration_are_judged():
     code, out, err = gate("-b", RUNS / "gate-b1-r1.csv.gz", "-c", RUNS / "gate-b1-r2.csv.gz")
     assert code in (0, 1) and "like with like" not in err, err

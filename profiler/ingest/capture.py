@@ -489,6 +489,19 @@ class Classifier:
         return derived
 
 
+# Demanglers differ: ncu_report's and older ncu CSV exports write template integer arguments with
+# their casts ("(int)128", "(bool)1") and PyTorch's kernels in `at::native::`; ncu 2025.3's CSV
+# export writes "128", "1" and `at::`. Names are stored in the short form, so a kernel keeps one
+# name however its capture was exported or read (a gate of a capture against its own .ncu-rep
+# found 6 kernels both added and removed).
+_INTEGER_CAST = re.compile(r"\((?:unsigned |signed )?(?:int|bool|char|short|long|long long)\)(?=-?\d)")
+
+
+def common_kernel_name(name: str) -> str:
+    """A demangled kernel name in the one form the store keeps."""
+    return _INTEGER_CAST.sub("", name).replace("at::native::", "at::")
+
+
 def _identity_frame(table: pa.Table, classifier: Classifier) -> pd.DataFrame:
     """Identity and derived columns from the identity cells of a block (strings)."""
     present = set(table.column_names)
@@ -503,6 +516,10 @@ def _identity_frame(table: pa.Table, classifier: Classifier) -> pd.DataFrame:
             frame = frame.join(_xyz(column, target.split("_")[0]))
         else:
             frame[target] = pd.Series(column.to_pandas(), dtype="string")
+    if "kernel_name" in frame:  # one regex per distinct name, not per launch
+        distinct = frame["kernel_name"].dropna().unique()
+        common = {name: common_kernel_name(name) for name in distinct}
+        frame["kernel_name"] = frame["kernel_name"].map(common).astype("string")
     push_pop = next((c for c in table.column_names if c.startswith(PUSH_POP_PREFIX)), None)
     blank = pd.Series([""] * len(frame), index=frame.index)
     cells = pd.Series(table.column(push_pop).to_pandas(), index=frame.index) if push_pop else blank
@@ -823,17 +840,6 @@ def _read_details(path: Path, classifier: Classifier, notes: list) -> tuple[pd.D
 
 # --- .ncu-rep ------------------------------------------------------------------------------------
 
-# ncu_report's demangler writes template integer arguments with their casts ("(int)128",
-# "(bool)1") and PyTorch's kernels in `at::native::`; ncu's CSV export of the same report writes
-# "128", "1" and `at::`. One form (the CSV's) keeps a report's kernels the same kernels however it
-# was read: a gate of a capture against its own .ncu-rep finds nothing added or removed.
-_INTEGER_CAST = re.compile(r"\((?:unsigned |signed )?(?:int|bool|char|short|long|long long)\)(?=-?\d)")
-
-
-def csv_style_name(name: str) -> str:
-    """A kernel name from ncu_report in the form ncu's CSV export gives it."""
-    return _INTEGER_CAST.sub("", name).replace("at::native::", "at::")
-
 
 
 def _read_ncu_rep(path: Path, classifier: Classifier, notes: list) -> Capture:
@@ -880,7 +886,7 @@ def _read_ncu_rep_module(report: Path, shown: Path, classifier: Classifier, note
         report_range = context.range_by_idx(range_index)
         for action_index in range(report_range.num_actions()):
             action = report_range.action_by_idx(action_index)
-            row = {"ID": str(kernel_id), "Kernel Name": csv_style_name(action.name(action.NameBase_DEMANGLED))}
+            row = {"ID": str(kernel_id), "Kernel Name": action.name(action.NameBase_DEMANGLED)}
             kernel_id += 1
             for name in action.metric_names():
                 metric = action.metric_by_name(name)
