@@ -105,6 +105,9 @@ def test_plan_for_any_program():
     (["--prompt", "131071"], "--prompt 131071 and --decode-steps 2"),  # 131,073 positions with decode
     (["--model", "gemma-2-9b", "--prompt", "512,8192"], "gemma-2-9b takes at most 8,192 positions"),
     (["--decode-steps", "1000000000"], "--decode-steps 1000000000"),
+    # 1,000,000 x 512 rows of gate_up's 28,672 bf16 columns: 29 TB
+    (["--batch", "1000000"], "need 29,360 GB for its output alone, more than any GPU's 192 GB"),
+    (["--workload", "det-gemm", "--tokens", "1,100000000"], "--tokens 100000000: 100,000,000 rows"),
 ])
 def test_bad_options(args, words):
     code, _, err = smlens("profile", "--plan", *args)

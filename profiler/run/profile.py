@@ -184,6 +184,8 @@ def det_gemm_plans(options: DetGemmOptions, metrics: list[str], cache_control: s
         raise BadInput(f"--impl {options.impl!r}: unknown {', '.join(bad) or 'empty list'}; choose "
                        f"from {', '.join(known)}")
     shape = get_model(options.model)
+    for tokens in token_list:  # fp32 outputs
+        shape.check_rows_fit(tokens, f"--tokens {tokens}")
     plans = []
     for one in dict.fromkeys(impls):
         plan = plan_det_gemm(shape.id, token_list, one, metrics, cache_control, graph_profiling)

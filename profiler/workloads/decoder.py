@@ -90,6 +90,8 @@ class WorkloadConfig:
                            "prompt and decode steps together (its max_position_embeddings)")
         if self.dtype not in DTYPES:
             raise BadInput(f"--dtype {self.dtype!r}: choose one of {', '.join(DTYPES)}")
+        self.model.check_rows_fit(self.batch * self.prompt, f"--batch {self.batch} x --prompt {self.prompt}",
+                                  4 if self.dtype == "fp32" else 2)
         unknown = [p for p in self.phases if p not in PHASES]
         if unknown or not self.phases:
             raise BadInput(f"phases {','.join(unknown) or '(none)'}: choose from {', '.join(PHASES)}")

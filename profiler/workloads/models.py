@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from profiler.errors import BadInput
 
 
+# The largest memory of one GPU smlens knows (B200: 192 GB; H200: 141 GB)
+LARGEST_GPU_BYTES = 192e9
+
+
 @dataclass(frozen=True)
 class ModelShape:
     id: str
@@ -48,6 +52,16 @@ class ModelShape:
             "gate_up_proj": (tokens, 2 * self.mlp, self.hidden),
             "down_proj": (tokens, self.hidden, self.mlp),
         }
+
+    def check_rows_fit(self, tokens: int, what: str, element_bytes: int = 4) -> None:
+        """Refuse a row count whose widest projection output alone would not fit any GPU's memory:
+        such a run would only fail on the GPU, after its start-up, out of memory."""
+        widest = max(n for (_, n, _) in self.gemm_shapes(1).values())
+        needed = tokens * widest * element_bytes
+        if needed > LARGEST_GPU_BYTES:
+            raise BadInput(f"{what}: {tokens:,} rows of {self.id}'s widest projection (N={widest:,}) "
+                           f"need {needed / 1e9:,.0f} GB for its output alone, more than any GPU's "
+                           f"{LARGEST_GPU_BYTES / 1e9:.0f} GB; use fewer rows")
 
     def layer_weight_count(self) -> int:
         """Parameters of one layer's projections (norms and biases left out)."""
