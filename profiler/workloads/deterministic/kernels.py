@@ -13,6 +13,9 @@ never on M (the batch), the GPU, the run or the SM count (docs/DETERMINISM.md):
   inside each program.
 * Tile configurations are constants chosen by the problem shape (`choose_config`): no autotuning,
   nothing read off the device.
+* From CUDA_TILE_MIN_M rows up, a CUDA C++ build of the tile kernel (det_sgemm.cu, cuda_gemm.py)
+  may run instead, built by nvcc at first use on the GPU; where it cannot build, the Gluon kernel
+  runs (the same order, the same bits).
 
 The GPU kernels need torch and triton (the `gpu` extra). The fast ones are written in Gluon
 (triton.experimental.gluon, Triton >= 3.5) because plain Triton gives no control over which thread
@@ -25,7 +28,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from profiler.workloads.deterministic import cuda_gemm
 from profiler.workloads.deterministic.baselines import bi_tc_linear, cublas_bf16_linear, layercast_linear
+from profiler.workloads.deterministic.cuda_gemm import CudaTileConfig
 from profiler.workloads.deterministic.reference import CHAIN_K, chain_count, reference_linear
 from profiler.workloads.deterministic.stack import (HAVE_GLUON, HAVE_TRITON, cp_async, gl, gluon,
                                                     need_gpu_stack, tl, torch, triton)
@@ -142,6 +147,10 @@ GEMV_CONFIGS = {
 }
 # M > 64: two programs of 4 warps per SM beat one of 8 (each barrier stops fewer warps)
 TILE_CONFIG = TileConfig(128, 64, 16, 8, 4, 4, 8, 4, 1)
+# From bucket CUDA_TILE_MIN_M up, the CUDA C++ tile kernel (cuda_gemm.py) where it builds, else
+# TILE_CONFIG's Gluon kernel (same bits). None: not adopted (no H200 call showed it faster yet).
+CUDA_TILE_CONFIG: CudaTileConfig | None = None
+CUDA_TILE_MIN_M = 256
 SMEM_LIMIT_BYTES = 99 * 1024   # the smallest per-block shared memory among Ampere, Ada and Hopper
 
 
@@ -157,7 +166,12 @@ def choose_config(M: int, N: int, K: int):
         raise ValueError(f"shape must be positive, got M={M} N={N} K={K}")
     if K % K_MULTIPLE:
         return None
-    return GEMV_CONFIGS.get(_next_pow2(M), TILE_CONFIG)
+    bucket = _next_pow2(M)
+    if bucket in GEMV_CONFIGS:
+        return GEMV_CONFIGS[bucket]
+    if CUDA_TILE_CONFIG is not None and bucket >= CUDA_TILE_MIN_M:
+        return CUDA_TILE_CONFIG
+    return TILE_CONFIG
 
 
 if HAVE_TRITON:
@@ -726,6 +740,11 @@ def det_linear(x, wt, bias=None, config=None, chain_k: int = CHAIN_K, fold: bool
     M, K = x.shape
     N = wt.shape[1]
     cfg = config or choose_config(M, N, K)
+    if isinstance(cfg, CudaTileConfig):
+        y = cuda_gemm.linear(x, wt, bias, cfg, chain_k)
+        if y is not None:
+            return y
+        cfg = TILE_CONFIG          # no nvcc, no build, or operands it does not take: same bits
     if cfg is None or not HAVE_GLUON or chain_k % K_MULTIPLE:
         return portable_linear(x, wt.t(), bias, chain_k)
     if isinstance(cfg, GemvConfig):

@@ -1,0 +1,222 @@
+"""The deterministic tile GEMM in CUDA C++ (det_sgemm.cu), built with nvcc at first use on the GPU.
+
+Same order, same bits as the Gluon tile kernel (reference.py's chains; a thread owns its outputs
+over the whole of K), with a register-blocked SGEMM layout that Gluon cannot express: each thread's
+TM x TN block is fed by 16-byte shared loads of 4 rows and 4 columns, one barrier per tile.
+
+The build: `nvcc -shared` of the one .cu file for the device's compute capability, the CUDA runtime
+linked statically, into a cache folder keyed by the source's hash, the architecture and nvcc's
+version; the launch goes through ctypes on torch's current stream (CUDA graphs capture it). No
+torch headers and no ninja, so the build takes seconds. Where nvcc is missing or the build fails,
+`linear` returns None and kernels.py runs the Gluon kernel: the same bits, slower. IEEE arithmetic
+throughout: no --use_fast_math, no flush-to-zero (either would change bits).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+SOURCE = Path(__file__).with_name("det_sgemm.cu")
+ENV_DISABLE = "SMLENS_DET_CUDA"          # "0": never build or run the CUDA kernel
+ENV_NVCC = "SMLENS_NVCC"                 # nvcc to use (default: PATH, $CUDA_HOME, /usr/local/cuda)
+INFO_FIELDS = ("block_m", "block_n", "block_k", "tm", "tn", "total_smem", "min_blocks", "threads",
+               "smem_bytes", "registers", "local_bytes", "blocks_per_sm")
+
+
+@dataclass(frozen=True)
+class CudaTileConfig:
+    """One compiled configuration of det_sgemm.cu: BM x BN program tiles, BK k per tile, TM x TN
+    outputs per thread, the running total of chain partials in shared memory or registers, and
+    the __launch_bounds__ minimum of programs per SM. Must be one of `compiled_configs()`."""
+    block_m: int
+    block_n: int
+    block_k: int
+    tm: int
+    tn: int
+    total_smem: bool = False
+    min_blocks: int = 1
+    kind: str = "cuda_tile"
+
+    @property
+    def threads(self) -> int:
+        return (self.block_m // self.tm) * (self.block_n // self.tn)
+
+    @property
+    def name(self) -> str:
+        where = "smem" if self.total_smem else "reg"
+        return f"{self.block_m}x{self.block_n}x{self.block_k}_{self.tm}x{self.tn}_{where}_b{self.min_blocks}"
+
+
+def compiled_configs(source: str | None = None) -> list[CudaTileConfig]:
+    """The configurations det_sgemm.cu instantiates, in its variant order (read from the source, so
+    that the Python side and the library agree without a GPU)."""
+    text = source if source is not None else SOURCE.read_text()
+    table = text.split("#define DET_SGEMM_VARIANTS(X)", 1)[1].split("\n\n", 1)[0]
+    out = []
+    for bm, bn, bk, tm, tn, ts, mb in re.findall(
+            r"X\((\d+), (\d+), (\d+), (\d+), (\d+), (true|false), (\d+)\)", table):
+        out.append(CudaTileConfig(int(bm), int(bn), int(bk), int(tm), int(tn), ts == "true", int(mb)))
+    return out
+
+
+def find_nvcc() -> Optional[str]:
+    for cand in (os.environ.get(ENV_NVCC), shutil.which("nvcc"),
+                 os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc"),
+                 "/usr/local/cuda/bin/nvcc"):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def build_command(nvcc: str, arch: str, source: Path, out: Path) -> list[str]:
+    """nvcc's command line: one shared library for compute capability `arch` ("90" for sm_90),
+    IEEE FP32 (nvcc's defaults: no flush-to-zero, exact division; the kernel's FMAs are explicit)."""
+    return [nvcc, "-O3", "-shared", "-Xcompiler", "-fPIC", "-cudart", "static", "-std=c++17",
+            f"-gencode=arch=compute_{arch},code=sm_{arch}", "-ftz=false", "-prec-div=true", "-prec-sqrt=true",
+            "-o", str(out), str(source)]
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("SMLENS_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "smlens")
+    return Path(base) / "det_sgemm"
+
+
+def library_path(nvcc: str, arch: str) -> Path:
+    """Where the build for this source, architecture and nvcc lands (a new source builds anew)."""
+    try:
+        version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        version = ""
+    key = hashlib.sha256(SOURCE.read_bytes() + arch.encode() + version.encode()).hexdigest()[:16]
+    return cache_dir() / f"sm{arch}-{key}" / "det_sgemm.so"
+
+
+def build(nvcc: str, arch: str) -> Path:
+    """Build (or find) the library; written under a temporary name and renamed, so that two
+    processes building at once never load half a file. Raises RuntimeError with nvcc's output."""
+    path = library_path(nvcc, arch)
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+    os.close(fd)
+    try:
+        proc = subprocess.run(build_command(nvcc, arch, SOURCE, Path(tmp)), capture_output=True, text=True,
+                              timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nvcc failed ({proc.returncode}): {(proc.stderr or proc.stdout)[-2000:]}")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+class Library:
+    """The loaded det_sgemm library: its configurations and the launch."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.lib = ctypes.CDLL(str(path))
+        self.lib.det_sgemm.restype = ctypes.c_int
+        self.lib.det_sgemm.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_int] * 4 + [ctypes.c_void_p]
+        self.lib.det_sgemm_info.restype = ctypes.c_int
+        self.lib.det_sgemm_info.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+        self.configs = compiled_configs()
+        if self.lib.det_sgemm_variant_count() != len(self.configs):
+            raise RuntimeError(f"{path}: {self.lib.det_sgemm_variant_count()} variants, the source names "
+                               f"{len(self.configs)}")
+        self.index = {cfg: i for i, cfg in enumerate(self.configs)}
+
+    def info(self, cfg: CudaTileConfig) -> dict:
+        """Registers, spilled bytes, programs per SM... of one configuration (needs the device)."""
+        out = (ctypes.c_int * len(INFO_FIELDS))()
+        err = self.lib.det_sgemm_info(self.index[cfg], out)
+        return {"error": err, **dict(zip(INFO_FIELDS, list(out)))}
+
+    def launch(self, cfg: CudaTileConfig, x, wt, bias, y, chain_k: int, stream: int) -> None:
+        M, K = x.shape
+        N = wt.shape[1]
+        err = self.lib.det_sgemm(self.index[cfg], x.data_ptr(), wt.data_ptr(),
+                                 bias.data_ptr() if bias is not None else None, y.data_ptr(), M, N, K, chain_k,
+                                 stream)
+        if err:
+            raise RuntimeError(f"det_sgemm {cfg.name}: launch error {err}")
+
+
+_LIBS: dict[str, Library] = {}
+_FAILED: dict[str, str] = {}
+
+
+def disabled() -> bool:
+    return os.environ.get(ENV_DISABLE, "1").strip().lower() in ("0", "false", "no", "off")
+
+
+def load(arch: str) -> Optional[Library]:
+    """The library for compute capability `arch`, built at the first call; None (and the reason in
+    `why_not(arch)`) when it cannot be had. A failure is remembered: no second build per process."""
+    if arch in _LIBS:
+        return _LIBS[arch]
+    if arch in _FAILED:
+        return None
+    if disabled():
+        _FAILED[arch] = f"{ENV_DISABLE}={os.environ.get(ENV_DISABLE)}"
+        return None
+    nvcc = find_nvcc()
+    if nvcc is None:
+        _FAILED[arch] = f"no nvcc (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin or ${ENV_NVCC})"
+        return None
+    try:
+        _LIBS[arch] = Library(build(nvcc, arch))
+    except (OSError, RuntimeError, subprocess.SubprocessError) as err:
+        _FAILED[arch] = f"{type(err).__name__}: {err}"[:2000]
+        return None
+    return _LIBS[arch]
+
+
+def why_not(arch: str) -> Optional[str]:
+    return _FAILED.get(arch)
+
+
+def fits(x, wt, bias, cfg: CudaTileConfig, chain_k: int) -> bool:
+    """Whether the kernel takes these operands as they are (else the Gluon kernel runs): FP32 x
+    and bf16 W^T, contiguous, on a CUDA device; K and the chain length multiples of BK; N of 4;
+    16-byte aligned x (8-byte W^T rows)."""
+    import torch
+    M, K = x.shape
+    N = wt.shape[1]
+    return (x.is_cuda and x.dtype == torch.float32 and wt.dtype == torch.bfloat16 and x.is_contiguous()
+            and wt.is_contiguous() and K % cfg.block_k == 0 and chain_k % cfg.block_k == 0 and N % 4 == 0
+            and K % 4 == 0 and x.data_ptr() % 16 == 0 and wt.data_ptr() % 8 == 0
+            and (bias is None or bias.shape == (N,)))
+
+
+def arch_of(device) -> str:
+    import torch
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"{major}{minor}"
+
+
+def linear(x, wt, bias, cfg: CudaTileConfig, chain_k: int):
+    """y = x . W^T (+ bias) by det_sgemm.cu, or None where it cannot run here (the caller falls
+    back to the Gluon kernel: same bits)."""
+    import torch
+    if not fits(x, wt, bias, cfg, chain_k):
+        return None
+    lib = load(arch_of(x.device))
+    if lib is None or cfg not in lib.index:
+        return None
+    M, _ = x.shape
+    N = wt.shape[1]
+    y = torch.empty(M, N, device=x.device, dtype=torch.float32)
+    b = bias.float().contiguous() if bias is not None else None     # bf16 -> FP32 is exact
+    lib.launch(cfg, x, wt, b, y, chain_k, torch.cuda.current_stream(x.device).cuda_stream)
+    return y

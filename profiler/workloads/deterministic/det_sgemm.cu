@@ -1,0 +1,274 @@
+// Deterministic FP32-FMA GEMM y = x . W^T (+ bias) for large M, in CUDA C++ (cuda_gemm.py builds it
+// with nvcc at first use and calls it through ctypes; the Gluon tile kernel stays the fallback).
+//
+// The order is reference.py's, the same as kernels.py's tile kernel: for every output (m, n), K is
+// cut into chains of `chain` consecutive k; each chain is a sequential FMA chain from +0.0 over k
+// ascending; the chain partials are added left to right onto -0.0 (-0.0 + p0 == p0 for every p0);
+// bias last. A thread owns its outputs for the whole of K, so the tiling below changes speed only.
+//
+// Layout: x [M, K] FP32 row-major; wt = W^T [K, N] bf16 row-major; y [M, N] FP32; bias [N] FP32
+// or null. Needs K % BK == 0, chain % BK == 0, N % 4 == 0, 16-byte aligned x and y, 8-byte wt
+// (the Python side checks and otherwise runs the Gluon kernel).
+//
+// A program owns a BM x BN tile; each of its threads a TM x TN register block, as TM/4 x TN/4
+// groups of 4 x 4 spaced BM/(TM/4) and BN/(TN/4) apart, so that each group is one 16-byte shared
+// load. Tiles of BK k go global -> registers (W upcast there) -> shared memory (x transposed),
+// double-buffered: the loads of tile t + 1 are in flight while tile t is multiplied, one barrier
+// per tile. TOTAL_SMEM keeps the running sum of chain partials in shared memory (each thread its
+// own words, no barrier) instead of registers, halving the accumulator registers.
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace {
+
+template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM>
+struct Shape {
+  static constexpr int TY = BM / TM, TX = BN / TN, NT = TY * TX;
+  static constexpr int GM = TM / 4, GN = TN / 4;      // 4-wide groups per thread
+  static constexpr int SGM = BM / GM, SGN = BN / GN;  // distance between a thread's groups
+  static constexpr int WX = TX / 8;                   // warps along N (a warp: 4 x 8 threads)
+  static constexpr int XV = BM * BK / 4 / NT;         // float4 of x per thread and tile
+  static constexpr int WV = BN * BK / 4 / NT;         // 4 x bf16 of W per thread and tile
+  static constexpr int BMP = BM + 4;                  // padded x^T row: fewer store conflicts
+  static constexpr int XS = BK * BMP, WS = BK * BN;   // floats per buffer
+  static constexpr size_t smem_bytes = (size_t)(2 * (XS + WS) + (TOTAL_SMEM ? BM * BN : 0)) * 4;
+  static_assert(TM % 4 == 0 && TN % 4 == 0, "register blocks of 4 x 4 groups");
+  static_assert(TX % 8 == 0 && TY % 4 == 0, "warps of 4 x 8 threads");
+  static_assert(BK % 4 == 0 && XV >= 1 && WV >= 1, "every thread loads x and W");
+  static_assert(XV * NT * 4 == BM * BK && WV * NT * 4 == BN * BK, "loads cover the tiles");
+};
+
+template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int MINB>
+__global__ void __launch_bounds__(Shape<BM, BN, BK, TM, TN, TOTAL_SMEM>::NT, MINB)
+det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, const float* __restrict__ bias,
+                 float* __restrict__ y, int M, int N, int K, int tiles_per_chain) {
+  using S = Shape<BM, BN, BK, TM, TN, TOTAL_SMEM>;
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  float* xs = smem;                      // [2][BK][BMP]  x^T
+  float* ws = smem + 2 * S::XS;          // [2][BK][BN]   W^T upcast
+  float* tot = ws + 2 * S::WS;           // [TM * TN][NT] (TOTAL_SMEM)
+
+  const int tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32;
+  const int ty = (warp / S::WX) * 4 + lane / 8;
+  const int tx = (warp % S::WX) * 8 + lane % 8;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+
+  // this thread's share of each tile's loads
+  const float* xsrc[S::XV];
+  bool xok[S::XV];
+  int xdst[S::XV];
+#pragma unroll
+  for (int i = 0; i < S::XV; ++i) {
+    const int f = tid + i * S::NT, row = f / (BK / 4), kq = f % (BK / 4);
+    xok[i] = m0 + row < M;
+    xsrc[i] = x + (size_t)(xok[i] ? m0 + row : 0) * K + kq * 4;
+    xdst[i] = kq * 4 * S::BMP + row;
+  }
+  const uint32_t* wsrc[S::WV];
+  bool wok[S::WV];
+  int wdst[S::WV];
+#pragma unroll
+  for (int i = 0; i < S::WV; ++i) {
+    const int f = tid + i * S::NT, k = f / (BN / 4), nq = f % (BN / 4);
+    wok[i] = n0 + nq * 4 < N;
+    // word offset: W^T row k, columns n0 + 4 nq .. + 3 (two bf16 per 32-bit word)
+    wsrc[i] = wt + ((size_t)k * N + (wok[i] ? n0 + nq * 4 : 0)) / 2;
+    wdst[i] = k * BN + nq * 4;
+  }
+  const size_t w_step = (size_t)BK * N / 2;   // words per tile
+
+  float4 xr[S::XV];
+  uint2 wr[S::WV];
+  auto load = [&](int t) {
+#pragma unroll
+    for (int i = 0; i < S::XV; ++i)
+      xr[i] = xok[i] ? __ldg(reinterpret_cast<const float4*>(xsrc[i] + (size_t)t * BK)) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int i = 0; i < S::WV; ++i)
+      wr[i] = wok[i] ? __ldg(reinterpret_cast<const uint2*>(wsrc[i] + t * w_step)) : make_uint2(0u, 0u);
+  };
+  auto store = [&](int buf) {
+    float* xb = xs + buf * S::XS;
+    float* wb = ws + buf * S::WS;
+#pragma unroll
+    for (int i = 0; i < S::XV; ++i) {
+      xb[xdst[i]] = xr[i].x;
+      xb[xdst[i] + S::BMP] = xr[i].y;
+      xb[xdst[i] + 2 * S::BMP] = xr[i].z;
+      xb[xdst[i] + 3 * S::BMP] = xr[i].w;
+    }
+#pragma unroll
+    for (int i = 0; i < S::WV; ++i) {
+      // bf16 -> FP32 is exact: the 16 bits become the high half of the word
+      const uint2 u = wr[i];
+      *reinterpret_cast<float4*>(wb + wdst[i]) =
+          make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
+                      __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
+    }
+  };
+
+  float total[TOTAL_SMEM ? 1 : TM][TOTAL_SMEM ? 1 : TN];
+  if (TOTAL_SMEM) {
+#pragma unroll
+    for (int e = 0; e < TM * TN; ++e) tot[e * S::NT + tid] = -0.0f;
+  } else {
+#pragma unroll
+    for (int i = 0; i < (TOTAL_SMEM ? 1 : TM); ++i)
+#pragma unroll
+      for (int j = 0; j < (TOTAL_SMEM ? 1 : TN); ++j) total[i][j] = -0.0f;
+  }
+
+  load(0);
+  store(0);
+  __syncthreads();
+  const int T = K / BK;
+  int t = 0;
+  for (int c0 = 0; c0 < T; c0 += tiles_per_chain) {
+    const int c1 = min(T, c0 + tiles_per_chain);
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+    for (; t < c1; ++t) {
+      const int cur = t & 1;
+      const bool more = t + 1 < T;
+      if (more) load(t + 1);
+      const float* xb = xs + cur * S::XS + ty * 4;
+      const float* wb = ws + cur * S::WS + tx * 4;
+#pragma unroll
+      for (int kk = 0; kk < BK; ++kk) {
+        float a[TM], b[TN];
+#pragma unroll
+        for (int g = 0; g < S::GM; ++g) {
+          const float4 v = *reinterpret_cast<const float4*>(xb + kk * S::BMP + g * S::SGM);
+          a[g * 4] = v.x; a[g * 4 + 1] = v.y; a[g * 4 + 2] = v.z; a[g * 4 + 3] = v.w;
+        }
+#pragma unroll
+        for (int g = 0; g < S::GN; ++g) {
+          const float4 v = *reinterpret_cast<const float4*>(wb + kk * BN + g * S::SGN);
+          b[g * 4] = v.x; b[g * 4 + 1] = v.y; b[g * 4 + 2] = v.z; b[g * 4 + 3] = v.w;
+        }
+#pragma unroll
+        for (int i = 0; i < TM; ++i)
+#pragma unroll
+          for (int j = 0; j < TN; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+      }
+      if (more) store(cur ^ 1);   // that buffer's last readers passed the previous barrier
+      __syncthreads();
+    }
+    // the chain's partial onto the running total (__fadd_rn: never contracted into an FMA)
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        if (TOTAL_SMEM) {
+          float* p = tot + (i * TN + j) * S::NT + tid;
+          *p = __fadd_rn(*p, acc[i][j]);
+        } else {
+          total[TOTAL_SMEM ? 0 : i][TOTAL_SMEM ? 0 : j] = __fadd_rn(total[TOTAL_SMEM ? 0 : i][TOTAL_SMEM ? 0 : j], acc[i][j]);
+        }
+      }
+  }
+
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int m = m0 + (i / 4) * S::SGM + ty * 4 + i % 4;
+    if (m >= M) continue;
+#pragma unroll
+    for (int g = 0; g < S::GN; ++g) {
+      const int n = n0 + g * S::SGN + tx * 4;
+      if (n >= N) continue;
+      float v[4];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int j = g * 4 + c;
+        v[c] = TOTAL_SMEM ? tot[(i * TN + j) * S::NT + tid] : total[TOTAL_SMEM ? 0 : i][TOTAL_SMEM ? 0 : j];
+        if (bias != nullptr) v[c] = __fadd_rn(v[c], bias[n + c]);
+      }
+      *reinterpret_cast<float4*>(y + (size_t)m * N + n) = make_float4(v[0], v[1], v[2], v[3]);
+    }
+  }
+}
+
+template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int MINB>
+struct Variant {
+  using S = Shape<BM, BN, BK, TM, TN, TOTAL_SMEM>;
+  static constexpr auto kernel = det_sgemm_kernel<BM, BN, BK, TM, TN, TOTAL_SMEM, MINB>;
+
+  static int prepare() {
+    static int err = -1;
+    if (err < 0) err = (int)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)S::smem_bytes);
+    return err;
+  }
+
+  static int launch(const float* x, const uint32_t* wt, const float* bias, float* y, int M, int N, int K, int chain,
+                    cudaStream_t stream) {
+    if (K % BK || chain % BK || N % 4 || M <= 0 || N <= 0 || K <= 0) return -1;
+    const int err = prepare();
+    if (err) return err;
+    dim3 grid((M + BM - 1) / BM, (N + BN - 1) / BN);
+    kernel<<<grid, S::NT, S::smem_bytes, stream>>>(x, wt, bias, y, M, N, K, chain / BK);
+    return (int)cudaGetLastError();
+  }
+
+  // fields: BM BN BK TM TN TOTAL_SMEM MINB threads smem_bytes registers local_bytes blocks_per_sm
+  static int info(int* out) {
+    const int err = prepare();
+    cudaFuncAttributes attr;
+    const int e2 = (int)cudaFuncGetAttributes(&attr, kernel);
+    int blocks = 0;
+    if (!err && !e2) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, S::NT, S::smem_bytes);
+    const int v[12] = {BM, BN, BK, TM, TN, TOTAL_SMEM, MINB, S::NT, (int)S::smem_bytes,
+                       e2 ? -1 : attr.numRegs, e2 ? -1 : (int)attr.localSizeBytes, blocks};
+    for (int i = 0; i < 12; ++i) out[i] = v[i];
+    return err ? err : e2;
+  }
+};
+
+// The compiled configurations: BM BN BK TM TN TOTAL_SMEM MINB (cuda_gemm.py names them in this order)
+#define DET_SGEMM_VARIANTS(X)          \
+  X(128, 128, 8, 8, 8, false, 1)       \
+  X(128, 128, 16, 8, 8, false, 1)      \
+  X(128, 64, 8, 8, 8, false, 2)        \
+  X(128, 64, 16, 8, 8, false, 2)       \
+  X(64, 128, 8, 8, 8, false, 2)        \
+  X(128, 64, 16, 8, 4, false, 2)       \
+  X(128, 128, 8, 8, 8, true, 2)        \
+  X(128, 256, 8, 8, 16, true, 1)       \
+  X(256, 128, 8, 16, 8, true, 1)
+
+#define DET_LAUNCH_CASE(BM, BN, BK, TM, TN, TS, MB) \
+  if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB>::launch(x, wt, bias, y, M, N, K, chain, stream);
+#define DET_INFO_CASE(BM, BN, BK, TM, TN, TS, MB) \
+  if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB>::info(out);
+#define DET_COUNT(BM, BN, BK, TM, TN, TS, MB) +1
+
+}  // namespace
+
+extern "C" {
+
+int det_sgemm_variant_count() { return 0 DET_SGEMM_VARIANTS(DET_COUNT); }
+
+int det_sgemm_info(int variant, int* out) {
+  int i = 0;
+  DET_SGEMM_VARIANTS(DET_INFO_CASE)
+  return -2;
+}
+
+int det_sgemm(int variant, const void* x_, const void* wt_, const void* bias_, void* y_, int M, int N, int K, int chain,
+              void* stream_) {
+  const cudaStream_t stream = static_cast<cudaStream_t>(stream_);
+  const float* x = static_cast<const float*>(x_);
+  const uint32_t* wt = static_cast<const uint32_t*>(wt_);
+  const float* bias = static_cast<const float*>(bias_);
+  float* y = static_cast<float*>(y_);
+  int i = 0;
+  (void)i;
+  DET_SGEMM_VARIANTS(DET_LAUNCH_CASE)
+  return -2;
+}
+
+}  // extern "C"
