@@ -1,7 +1,8 @@
 """Issue 16's CUDA C++ call: build det_sgemm.cu on the GPU, check its bits, time its configurations
-at prefill against the Gluon tile kernel, LayerCast and cuBLAS bf16, adopt the fastest bit-exact one.
+at prefill (against the Gluon tile kernel, LayerCast and cuBLAS bf16) and at decode (M = 1, 8, 16,
+against the Gluon decode kernels and cuBLAS bf16), adopt the fastest bit-exact ones.
 
-    python3 benchmarks/det_call6.py --out DIR [--repeats 10] [--skip ceilings,record,generate]
+    python3 benchmarks/det_call6.py --out DIR [--repeats 10] [--skip ceilings,decode,record,generate]
 
 Steps, each written to DIR/det_call6.json as soon as it is done:
 1. build: nvcc of det_sgemm.cu (seconds), each configuration's registers, spills, programs per SM.
@@ -11,9 +12,14 @@ Steps, each written to DIR/det_call6.json as soon as it is done:
    and every configuration; bits: the whole output equal to the default's at M = 100 and 2048, rows
    0, 1, 98, 99, 2046, 2047 x 64 columns equal to the CPU emulation; time: bench.time_calls.
    The bit-exact configuration with the smallest worst ratio to LayerCast wins.
-4. small M: the winner and the Gluon kernel at M = 128, 256, 512, 1024 (where the CUDA kernel starts).
-5. record (only if the winner beats LayerCast on all four): the winner adopted from bucket
-   CUDA_TILE_MIN_M up, then `bench.run_determinism` with the CLI's defaults plus --emulate
+4. decode: for each bucket M = 1, 8, 16 the Gluon default and every CUDA decode configuration of
+   that many rows, on the four projections (weights rotated out of L2 as the benchmark does); bits:
+   the whole output equal to the default's at two M per bucket, rows 0-1 x 64 columns equal to the
+   emulation. Per bucket the bit-exact one with the smallest worst ratio to cuBLAS bf16 wins.
+5. small M: the winner and the Gluon kernel at M = 128, 256, 512, 1024 (where the CUDA kernel starts).
+6. record (only if something is adopted: the prefill winner when it beats LayerCast on all four,
+   a decode winner when it beats the Gluon default's worst ratio): adopted into kernels.py's
+   constants, then `bench.run_determinism` with the CLI's defaults plus --emulate
    (--generate unless skipped) -> DIR/h200_det_r3.json with the configurations it ran with.
 """
 from __future__ import annotations
@@ -29,6 +35,8 @@ import traceback
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
+import math  # noqa: E402
+
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from det_call4 import SHAPES, configs_now, say  # noqa: E402
@@ -42,6 +50,7 @@ PREFILL_M = 2048
 BITS_M = (100, 2048)
 REF_ROWS = (0, 1, 98, 99, 2046, 2047)
 SMALL_M = (128, 256, 512, 1024)
+DECODE_BITS_M = {1: (1,), 8: (5, 8), 16: (9, 16)}
 EDGE = dict(M=300, N=520, K=544)
 
 
@@ -149,6 +158,65 @@ def choose(out):
     return out["winner"]
 
 
+def decode(out, repeats):
+    rows = []
+    out["decode"] = rows
+    for role, N, K in SHAPES:
+        inp = bench.Inputs(bench.ShapeCase(role, N, K), 16, seed=0)
+        lin = det.Linear(inp.w)
+        cols = torch.tensor(bench.reference_columns(N), device="cuda")
+        ref = reference_linear(inp.x_cpu[:2], inp.w.index_select(0, cols).cpu())
+        copies = max(1, math.ceil(bench.L2_ROTATE_BYTES / (N * K * 2)) + 1)
+        lins = [lin] + [det.Linear(inp.w.clone()) for _ in range(copies - 1)]
+        for bucket, Ms in DECODE_BITS_M.items():
+            x = inp.x[:bucket].contiguous()
+            t = bench.time_case("cublas_bf16", lins, x, repeats)
+            rows.append({"bucket": bucket, "role": role, "variant": "cublas_bf16", **t})
+            bases = {M: det.det_linear(inp.x[:M], lin.wt, config=det.GEMV_CONFIGS[bucket]) for M in Ms}
+            cands = {"gluon_default": det.GEMV_CONFIGS[bucket]}
+            cands.update({c.name: c for c in cuda_gemm.compiled_gemv_configs() if c.rows == bucket})
+            for name, cfg in cands.items():
+                row = {"bucket": bucket, "role": role, "variant": name, "config": dataclasses.asdict(cfg)}
+                try:
+                    same, mism = True, 0
+                    for M in Ms:
+                        if name != "gluon_default" and cuda_gemm.gemv_partials(inp.x[:M], lin.wt, cfg, det.CHAIN_K) is None:
+                            raise RuntimeError("cuda_gemm.gemv_partials declined the operands")
+                        y = det.det_linear(inp.x[:M], lin.wt, config=cfg)
+                        same = same and same_bits(y, bases[M])
+                        got = y[:2].index_select(1, cols).cpu().numpy()
+                        mism += int((got.view(np.int32) != ref[:got.shape[0]].view(np.int32)).sum())
+                    row["same_as_default"], row["emulation_mismatches"] = same, mism
+                    calls = [(lambda li=lins[i % len(lins)], c=cfg: det.det_linear(x, li.wt, config=c))
+                             for i in range(max(len(lins), 10))]
+                    row.update(bench.time_calls(calls, repeats))
+                except Exception as err:  # keep sweeping; the row says why
+                    row["error"] = f"{type(err).__name__}: {err}"[:400]
+                    row["trace"] = traceback.format_exc()[-1500:]
+                rows.append(row)
+                torch.cuda.synchronize()
+        say(f"decode {role}")
+        del lins, lin, inp
+        torch.cuda.empty_cache()
+    choose_decode(out)
+
+
+def choose_decode(out):
+    rows = out["decode"]
+    cub = {(r["bucket"], r["role"]): r["median_us"] for r in rows if r["variant"] == "cublas_bf16" and "median_us" in r}
+    winners = {}
+    for bucket in DECODE_BITS_M:
+        scores = {}
+        for name in {r["variant"] for r in rows if r["bucket"] == bucket and r["variant"] != "cublas_bf16"}:
+            mine = [r for r in rows if r["bucket"] == bucket and r["variant"] == name]
+            if len(mine) == len(SHAPES) and all("median_us" in r and r["same_as_default"]
+                                                and r["emulation_mismatches"] == 0 for r in mine):
+                scores[name] = max(r["median_us"] / cub[(bucket, r["role"])] for r in mine)
+        best = min(scores, key=scores.get) if scores else None
+        winners[bucket] = {"variant": best, "worst_ratio_to_cublas_bf16": scores.get(best), "scores": scores}
+    out["decode_winners"] = winners
+
+
 def small_m(out, repeats):
     """Where the CUDA kernel starts: the winner against the Gluon kernel at smaller M."""
     best = next(c for c in cuda_gemm.compiled_configs() if c.name == out["winner"]["variant"])
@@ -204,9 +272,17 @@ def main():
         save()
         if out["winner"]["variant"]:
             run_steps(out, (("small_m", lambda o: small_m(o, args.repeats)),), skip, t0, path)
+    run_steps(out, (("decode", lambda o: decode(o, args.repeats)),), skip, t0, path)
+    adopted = False
     win = out.get("winner", {})
     if win.get("beats_layercast_everywhere"):
         det.CUDA_TILE_CONFIG = next(c for c in cuda_gemm.compiled_configs() if c.name == win["variant"])
+        adopted = True
+    for bucket, w in out.get("decode_winners", {}).items():
+        if w["variant"] and w["variant"] != "gluon_default":
+            det.CUDA_GEMV_CONFIGS[bucket] = next(c for c in cuda_gemm.compiled_gemv_configs() if c.name == w["variant"])
+            adopted = True
+    if adopted:
         out["configs_adopted"] = configs_now()
         save()
         if "record" not in skip and time.time() - t0 < args.record_after_s:
@@ -232,6 +308,10 @@ def print_table(out):
               f"{r.get('TFLOPs', float('nan')):5.1f} TF same {r.get('same_as_default', '-')} "
               f"emu {r.get('emulation_mismatches', '-')} {r.get('error', '')}")
     print("winner", json.dumps(out.get("winner")))
+    for r in out.get("decode", []):
+        print(f"M={r['bucket']:2} {r['role'][:8]:8} {r['variant'][:22]:22} {r.get('median_us', float('nan')):8.1f} us "
+              f"same {r.get('same_as_default', '-')} emu {r.get('emulation_mismatches', '-')} {r.get('error', '')}")
+    print("decode winners", json.dumps(out.get("decode_winners")))
     for r in out.get("small_m", []):
         print(f"{r['role'][:8]:8} M={r['M']:5} gluon {r['gluon_us']:8.1f} cuda {r['cuda_us']:8.1f} same {r['same']}")
     for k in [k for k in out if k.endswith("_error")]:

@@ -1,8 +1,11 @@
-"""The deterministic tile GEMM in CUDA C++ (det_sgemm.cu), built with nvcc at first use on the GPU.
+"""The deterministic GEMMs in CUDA C++ (det_sgemm.cu), built with nvcc at first use on the GPU.
 
-Same order, same bits as the Gluon tile kernel (reference.py's chains; a thread owns its outputs
-over the whole of K), with a register-blocked SGEMM layout that Gluon cannot express: each thread's
-TM x TN block is fed by 16-byte shared loads of 4 rows and 4 columns, one barrier per tile.
+Same order, same bits as the Gluon kernels (reference.py's chains). The tile kernel (large M): a
+thread owns its outputs over the whole of K, in a register-blocked SGEMM layout that Gluon cannot
+express (each thread's TM x TN block fed by 16-byte shared loads of 4 rows and 4 columns, one
+barrier per tile). The decode kernel (M <= 16): one program per (columns, chain) writes the chain's
+partials, each thread streaming its own weights into registers D rows ahead; kernels.py folds the
+partials in chain order with its fold kernel.
 
 The build: `nvcc -shared` of the one .cu file for the device's compute capability, the CUDA runtime
 linked statically, into a cache folder keyed by the source's hash, the architecture and nvcc's
@@ -27,6 +30,8 @@ from typing import Optional
 SOURCE = Path(__file__).with_name("det_sgemm.cu")
 ENV_DISABLE = "SMLENS_DET_CUDA"          # "0": never build or run the CUDA kernel
 ENV_NVCC = "SMLENS_NVCC"                 # nvcc to use (default: PATH, $CUDA_HOME, /usr/local/cuda)
+GEMV_INFO_FIELDS = ("rows", "tn", "warps", "depth", "threads", "block_n", "registers", "local_bytes",
+                    "blocks_per_sm")
 INFO_FIELDS = ("block_m", "block_n", "block_k", "tm", "tn", "total_smem", "min_blocks", "threads",
                "smem_bytes", "registers", "local_bytes", "blocks_per_sm")
 
@@ -55,11 +60,44 @@ class CudaTileConfig:
         return f"{self.block_m}x{self.block_n}x{self.block_k}_{self.tm}x{self.tn}_{where}_b{self.min_blocks}"
 
 
+@dataclass(frozen=True)
+class CudaGemvConfig:
+    """One compiled decode configuration of det_sgemm.cu: up to `rows` rows of M, `tn` adjacent
+    columns per thread, `warps` warps per program, `depth` k rows per register batch (two batches:
+    depth..2 depth rows in flight). The fold (kernels.py's) sums `fold_block` outputs per program."""
+    rows: int
+    tn: int
+    warps: int
+    depth: int
+    fold_block: int = 128
+    fold_warps: int = 4
+    kind: str = "cuda_gemv"
+
+    @property
+    def block_n(self) -> int:
+        return self.tn * 32 * self.warps
+
+    @property
+    def name(self) -> str:
+        return f"gemv{self.rows}_{self.tn}c_w{self.warps}_d{self.depth}"
+
+
+def _table(text: str, macro: str) -> str:
+    return text.split(f"#define {macro}(X)", 1)[1].split("\n\n", 1)[0]
+
+
+def compiled_gemv_configs(source: str | None = None) -> list[CudaGemvConfig]:
+    """The decode configurations det_sgemm.cu instantiates, in its variant order."""
+    text = source if source is not None else SOURCE.read_text()
+    return [CudaGemvConfig(*map(int, g))
+            for g in re.findall(r"X\((\d+), (\d+), (\d+), (\d+)\)", _table(text, "DET_GEMV_VARIANTS"))]
+
+
 def compiled_configs(source: str | None = None) -> list[CudaTileConfig]:
     """The configurations det_sgemm.cu instantiates, in its variant order (read from the source, so
     that the Python side and the library agree without a GPU)."""
     text = source if source is not None else SOURCE.read_text()
-    table = text.split("#define DET_SGEMM_VARIANTS(X)", 1)[1].split("\n\n", 1)[0]
+    table = _table(text, "DET_SGEMM_VARIANTS")
     out = []
     for bm, bn, bk, tm, tn, ts, mb in re.findall(
             r"X\((\d+), (\d+), (\d+), (\d+), (\d+), (true|false), (\d+)\)", table):
@@ -130,17 +168,40 @@ class Library:
         self.lib.det_sgemm.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_int] * 4 + [ctypes.c_void_p]
         self.lib.det_sgemm_info.restype = ctypes.c_int
         self.lib.det_sgemm_info.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+        self.lib.det_gemv.restype = ctypes.c_int
+        self.lib.det_gemv.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4 + [ctypes.c_void_p]
+        self.lib.det_gemv_info.restype = ctypes.c_int
+        self.lib.det_gemv_info.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         self.configs = compiled_configs()
-        if self.lib.det_sgemm_variant_count() != len(self.configs):
-            raise RuntimeError(f"{path}: {self.lib.det_sgemm_variant_count()} variants, the source names "
-                               f"{len(self.configs)}")
+        self.gemv_configs = compiled_gemv_configs()
+        counts = (self.lib.det_sgemm_variant_count(), self.lib.det_gemv_variant_count())
+        if counts != (len(self.configs), len(self.gemv_configs)):
+            raise RuntimeError(f"{path}: {counts} variants, the source names "
+                               f"{(len(self.configs), len(self.gemv_configs))}")
         self.index = {cfg: i for i, cfg in enumerate(self.configs)}
+        # the fold's shape is not compiled in: any fold_block / fold_warps maps to the same kernel
+        self.gemv_index = {_gemv_key(cfg): i for i, cfg in enumerate(self.gemv_configs)}
 
-    def info(self, cfg: CudaTileConfig) -> dict:
+    def info(self, cfg) -> dict:
         """Registers, spilled bytes, programs per SM... of one configuration (needs the device)."""
+        if isinstance(cfg, CudaGemvConfig):
+            out = (ctypes.c_int * len(GEMV_INFO_FIELDS))()
+            err = self.lib.det_gemv_info(self.gemv_index[_gemv_key(cfg)], out)
+            return {"error": err, **dict(zip(GEMV_INFO_FIELDS, list(out)))}
         out = (ctypes.c_int * len(INFO_FIELDS))()
         err = self.lib.det_sgemm_info(self.index[cfg], out)
         return {"error": err, **dict(zip(INFO_FIELDS, list(out)))}
+
+    def has(self, cfg) -> bool:
+        return (_gemv_key(cfg) in self.gemv_index) if isinstance(cfg, CudaGemvConfig) else cfg in self.index
+
+    def launch_gemv(self, cfg: CudaGemvConfig, x, wt, part, chain_k: int, stream: int) -> None:
+        M, K = x.shape
+        N = wt.shape[1]
+        err = self.lib.det_gemv(self.gemv_index[_gemv_key(cfg)], x.data_ptr(), wt.data_ptr(), part.data_ptr(),
+                                M, N, K, chain_k, stream)
+        if err:
+            raise RuntimeError(f"det_gemv {cfg.name}: launch error {err}")
 
     def launch(self, cfg: CudaTileConfig, x, wt, bias, y, chain_k: int, stream: int) -> None:
         M, K = x.shape
@@ -150,6 +211,10 @@ class Library:
                                  stream)
         if err:
             raise RuntimeError(f"det_sgemm {cfg.name}: launch error {err}")
+
+
+def _gemv_key(cfg: CudaGemvConfig) -> tuple:
+    return cfg.rows, cfg.tn, cfg.warps, cfg.depth
 
 
 _LIBS: dict[str, Library] = {}
@@ -212,7 +277,7 @@ def linear(x, wt, bias, cfg: CudaTileConfig, chain_k: int):
     if not fits(x, wt, bias, cfg, chain_k):
         return None
     lib = load(arch_of(x.device))
-    if lib is None or cfg not in lib.index:
+    if lib is None or not lib.has(cfg):
         return None
     M, _ = x.shape
     N = wt.shape[1]
@@ -220,3 +285,31 @@ def linear(x, wt, bias, cfg: CudaTileConfig, chain_k: int):
     b = bias.float().contiguous() if bias is not None else None     # bf16 -> FP32 is exact
     lib.launch(cfg, x, wt, b, y, chain_k, torch.cuda.current_stream(x.device).cuda_stream)
     return y
+
+
+def gemv_fits(x, wt, cfg: CudaGemvConfig, chain_k: int) -> bool:
+    """Whether the decode kernel takes these operands: M up to cfg.rows, N a multiple of its
+    columns per program, K and the chain length multiples of two register batches."""
+    import torch
+    M, K = x.shape
+    N = wt.shape[1]
+    return (x.is_cuda and x.dtype == torch.float32 and wt.dtype == torch.bfloat16 and x.is_contiguous()
+            and wt.is_contiguous() and M <= cfg.rows and N % cfg.block_n == 0 and K % (2 * cfg.depth) == 0
+            and chain_k % (2 * cfg.depth) == 0 and chain_k * cfg.rows * 4 <= 96 * 1024
+            and wt.data_ptr() % 16 == 0)
+
+
+def gemv_partials(x, wt, cfg: CudaGemvConfig, chain_k: int):
+    """The chain partials [S, M, N] FP32 by det_sgemm.cu's decode kernel (S = chains of K), or None
+    where it cannot run here (the caller runs the Gluon kernel: same bits)."""
+    import torch
+    if not gemv_fits(x, wt, cfg, chain_k):
+        return None
+    lib = load(arch_of(x.device))
+    if lib is None or not lib.has(cfg):
+        return None
+    M, K = x.shape
+    N = wt.shape[1]
+    part = torch.empty(-(-K // chain_k), M, N, device=x.device, dtype=torch.float32)
+    lib.launch_gemv(cfg, x, wt, part, chain_k, torch.cuda.current_stream(x.device).cuda_stream)
+    return part

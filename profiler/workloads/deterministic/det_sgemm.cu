@@ -246,9 +246,182 @@ struct Variant {
   if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB>::info(out);
 #define DET_COUNT(BM, BN, BK, TM, TN, TS, MB) +1
 
+
+// ---------------------------------------------------------------------------------------------------
+// Decode (M <= MB): one program per (BN columns, chain j), all M rows; writes the chain's partial
+// part[j][m][n] (the fold, a separate kernel, sums them in chain order). Each thread holds all MB rows
+// of its TN adjacent columns and streams its own weights straight into registers, D rows per batch,
+// the next batch in flight while the current one is multiplied (two register sets): the bytes in
+// flight are D..2D rows x TN x 2 B per thread, with no barrier in the k loop. The chain's slice of x
+// sits transposed in shared memory ([CHAIN][MB], read back as 16-byte broadcasts).
+// Needs N % BN == 0 and the chain's length a multiple of 2D (the Python side checks).
+
+template <int TN> struct WordsOf;                         // TN bf16 of a row as one load
+template <> struct WordsOf<2> { using T = uint32_t; };
+template <> struct WordsOf<4> { using T = uint2; };
+template <> struct WordsOf<8> { using T = uint4; };
+
+__device__ __forceinline__ void upcast(uint32_t u, float& lo, float& hi) {
+  lo = __uint_as_float(u << 16);
+  hi = __uint_as_float(u & 0xffff0000u);
+}
+__device__ __forceinline__ void upcast(uint32_t u, float* f) { upcast(u, f[0], f[1]); }
+__device__ __forceinline__ void upcast(uint2 u, float* f) { upcast(u.x, f[0], f[1]); upcast(u.y, f[2], f[3]); }
+__device__ __forceinline__ void upcast(uint4 u, float* f) {
+  upcast(u.x, f[0], f[1]); upcast(u.y, f[2], f[3]); upcast(u.z, f[4], f[5]); upcast(u.w, f[6], f[7]);
+}
+
+template <int MB, int TN, int NW, int D>
+__global__ void __launch_bounds__(NW * 32)
+det_gemv_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, float* __restrict__ part,
+                int M, int N, int K, int chain) {
+  using W = typename WordsOf<TN>::T;
+  constexpr int NT = NW * 32, BN = TN * NT;
+  extern __shared__ float4 smem4[];
+  float* xs = reinterpret_cast<float*>(smem4);            // [chain][MB]
+  const int tid = threadIdx.x;
+  const int j = blockIdx.y;
+  const int k0 = j * chain, len = min(chain, K - k0);
+  const int n = blockIdx.x * BN + tid * TN;
+  const W* src = reinterpret_cast<const W*>(wt + (size_t)k0 * N + n);
+  const size_t row = (size_t)N * 2 / sizeof(W);            // words per W^T row
+
+  W wa[D], wb[D];
+#pragma unroll
+  for (int r = 0; r < D; ++r) wa[r] = __ldg(src + r * row);
+
+  for (int e = tid; e < len * MB; e += NT) {               // x[m][k0 + k] -> xs[k][m], zeros past M
+    const int m = e / len, k = e % len;
+    xs[k * MB + m] = m < M ? x[(size_t)m * K + k0 + k] : 0.0f;
+  }
+  __syncthreads();
+
+  float acc[MB][TN];
+#pragma unroll
+  for (int m = 0; m < MB; ++m)
+#pragma unroll
+    for (int c = 0; c < TN; ++c) acc[m][c] = 0.0f;
+
+  auto fma_rows = [&](const W* w, int kb) {
+#pragma unroll
+    for (int r = 0; r < D; ++r) {
+      float f[TN];
+      upcast(w[r], f);
+      float xv[MB];
+      if (MB % 4 == 0) {
+#pragma unroll
+        for (int q = 0; q < MB / 4; ++q) {
+          const float4 v = reinterpret_cast<const float4*>(xs + (kb + r) * MB)[q];
+          xv[4 * q] = v.x; xv[4 * q + 1] = v.y; xv[4 * q + 2] = v.z; xv[4 * q + 3] = v.w;
+        }
+      } else {
+#pragma unroll
+        for (int m = 0; m < MB; ++m) xv[m] = xs[(kb + r) * MB + m];
+      }
+#pragma unroll
+      for (int m = 0; m < MB; ++m)
+#pragma unroll
+        for (int c = 0; c < TN; ++c) acc[m][c] = __fmaf_rn(xv[m], f[c], acc[m][c]);
+    }
+  };
+
+  for (int kb = 0; kb < len; kb += 2 * D) {
+    if (kb + D < len) {
+#pragma unroll
+      for (int r = 0; r < D; ++r) wb[r] = __ldg(src + (size_t)(kb + D + r) * row);
+    }
+    fma_rows(wa, kb);
+    if (kb + 2 * D < len) {
+#pragma unroll
+      for (int r = 0; r < D; ++r) wa[r] = __ldg(src + (size_t)(kb + 2 * D + r) * row);
+    }
+    fma_rows(wb, kb + D);
+  }
+
+  float* out = part + (size_t)j * M * N + n;
+#pragma unroll
+  for (int m = 0; m < MB; ++m) {
+    if (m >= M) break;
+#pragma unroll
+    for (int c = 0; c < TN; ++c) out[(size_t)m * N + c] = acc[m][c];
+  }
+}
+
+template <int MB, int TN, int NW, int D>
+struct GemvVariant {
+  static constexpr auto kernel = det_gemv_kernel<MB, TN, NW, D>;
+  static constexpr int BN = TN * NW * 32;
+
+  static size_t smem(int chain) { return (size_t)chain * MB * 4; }
+
+  static int launch(const float* x, const uint16_t* wt, float* part, int M, int N, int K, int chain,
+                    cudaStream_t stream) {
+    if (M > MB || N % BN || chain % (2 * D) || K % (2 * D) || M <= 0 || K <= 0) return -1;
+    static int err = -1;
+    if (err < 0) err = (int)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024);
+    if (err) return err;
+    if (smem(chain) > 96 * 1024) return -1;
+    dim3 grid(N / BN, (K + chain - 1) / chain);
+    kernel<<<grid, NW * 32, smem(chain), stream>>>(x, wt, part, M, N, K, chain);
+    return (int)cudaGetLastError();
+  }
+
+  // fields: MB TN NW D threads block_n registers local_bytes blocks_per_sm (at a 256-k chain)
+  static int info(int* out) {
+    cudaFuncAttributes attr;
+    const int e = (int)cudaFuncGetAttributes(&attr, kernel);
+    int blocks = 0;
+    if (!e) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, NW * 32, smem(256));
+    const int v[9] = {MB, TN, NW, D, NW * 32, BN, e ? -1 : attr.numRegs, e ? -1 : (int)attr.localSizeBytes, blocks};
+    for (int i = 0; i < 9; ++i) out[i] = v[i];
+    return e;
+  }
+};
+
+// The compiled decode configurations: MB TN NW D
+#define DET_GEMV_VARIANTS(X) \
+  X(1, 8, 4, 8)              \
+  X(1, 4, 4, 16)             \
+  X(1, 2, 4, 16)             \
+  X(1, 4, 2, 16)             \
+  X(8, 4, 4, 16)             \
+  X(8, 2, 4, 16)             \
+  X(8, 4, 2, 16)             \
+  X(16, 2, 4, 16)            \
+  X(16, 2, 8, 16)            \
+  X(16, 4, 2, 8)             \
+  X(16, 4, 4, 16)            \
+  X(16, 2, 4, 8)             \
+  X(16, 2, 2, 16)
+
+#define DET_GEMV_LAUNCH_CASE(MB, TN, NW, D) \
+  if (variant == i++) return GemvVariant<MB, TN, NW, D>::launch(x, wt, part, M, N, K, chain, stream);
+#define DET_GEMV_INFO_CASE(MB, TN, NW, D) \
+  if (variant == i++) return GemvVariant<MB, TN, NW, D>::info(out);
+#define DET_GEMV_COUNT(MB, TN, NW, D) +1
+
 }  // namespace
 
 extern "C" {
+
+int det_gemv_variant_count() { return 0 DET_GEMV_VARIANTS(DET_GEMV_COUNT); }
+
+int det_gemv_info(int variant, int* out) {
+  int i = 0;
+  DET_GEMV_VARIANTS(DET_GEMV_INFO_CASE)
+  return -2;
+}
+
+int det_gemv(int variant, const void* x_, const void* wt_, void* part_, int M, int N, int K, int chain, void* stream_) {
+  const cudaStream_t stream = static_cast<cudaStream_t>(stream_);
+  const float* x = static_cast<const float*>(x_);
+  const uint16_t* wt = static_cast<const uint16_t*>(wt_);
+  float* part = static_cast<float*>(part_);
+  int i = 0;
+  DET_GEMV_VARIANTS(DET_GEMV_LAUNCH_CASE)
+  return -2;
+}
+
 
 int det_sgemm_variant_count() { return 0 DET_SGEMM_VARIANTS(DET_COUNT); }
 
