@@ -55,7 +55,7 @@ def test_gemv_table_fits_the_chains():
     for c in cfgs:
         assert c.tn in (2, 4, 8)                     # one 4-, 8- or 16-byte load per k row
         assert ref.CHAIN_K % (2 * c.depth) == 0 and det.K_MULTIPLE % (2 * c.depth) == 0
-        assert ref.CHAIN_K * c.rows * 4 <= 96 * 1024    # the chain's x slice in shared memory
+    assert cuda_gemm.GEMV_CHAIN == ref.CHAIN_K == int(re.search(r"GEMV_CHAIN = (\d+);", cuda_gemm.SOURCE.read_text())[1])
 
 
 def test_tables_read_from_the_source_text():

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Optional
 
 SOURCE = Path(__file__).with_name("det_sgemm.cu")
+GEMV_CHAIN = 256                         # the decode kernel's compiled chain length (det_sgemm.cu)
 ENV_DISABLE = "SMLENS_DET_CUDA"          # "0": never build or run the CUDA kernel
 ENV_NVCC = "SMLENS_NVCC"                 # nvcc to use (default: PATH, $CUDA_HOME, /usr/local/cuda)
 GEMV_INFO_FIELDS = ("rows", "tn", "warps", "depth", "threads", "block_n", "registers", "local_bytes",
@@ -289,14 +290,13 @@ def linear(x, wt, bias, cfg: CudaTileConfig, chain_k: int):
 
 def gemv_fits(x, wt, cfg: CudaGemvConfig, chain_k: int) -> bool:
     """Whether the decode kernel takes these operands: M up to cfg.rows, N a multiple of its
-    columns per program, K and the chain length multiples of two register batches."""
+    columns per program, K a multiple of two register batches, chains of GEMV_CHAIN k."""
     import torch
     M, K = x.shape
     N = wt.shape[1]
     return (x.is_cuda and x.dtype == torch.float32 and wt.dtype == torch.bfloat16 and x.is_contiguous()
             and wt.is_contiguous() and M <= cfg.rows and N % cfg.block_n == 0 and K % (2 * cfg.depth) == 0
-            and chain_k % (2 * cfg.depth) == 0 and chain_k * cfg.rows * 4 <= 96 * 1024
-            and wt.data_ptr() % 16 == 0)
+            and chain_k == GEMV_CHAIN and wt.data_ptr() % 16 == 0)
 
 
 def gemv_partials(x, wt, cfg: CudaGemvConfig, chain_k: int):

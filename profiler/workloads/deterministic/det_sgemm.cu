@@ -254,7 +254,9 @@ struct Variant {
 // the next batch in flight while the current one is multiplied (two register sets): the bytes in
 // flight are D..2D rows x TN x 2 B per thread, with no barrier in the k loop. The chain's slice of x
 // sits transposed in shared memory ([CHAIN][MB], read back as 16-byte broadcasts).
-// Needs N % BN == 0 and the chain's length a multiple of 2D (the Python side checks).
+// Needs N % BN == 0, chains of GEMV_CHAIN k and K a multiple of 2D (the Python side checks).
+
+constexpr int GEMV_CHAIN = 256;   // reference.py's CHAIN_K: the x slice's size is compiled in
 
 template <int TN> struct WordsOf;                         // TN bf16 of a row as one load
 template <> struct WordsOf<2> { using T = uint32_t; };
@@ -290,9 +292,19 @@ det_gemv_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, fl
 #pragma unroll
   for (int r = 0; r < D; ++r) wa[r] = __ldg(src + r * row);
 
-  for (int e = tid; e < len * MB; e += NT) {               // x[m][k0 + k] -> xs[k][m], zeros past M
-    const int m = e / len, k = e % len;
-    xs[k * MB + m] = m < M ? x[(size_t)m * K + k0 + k] : 0.0f;
+  {  // x[m][k0 + k] -> xs[k][m] (zeros past M and past the chain): every load in flight at once
+    constexpr int PER = (GEMV_CHAIN * MB + NT - 1) / NT;
+    float v[PER];
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const int e = tid + i * NT, m = e / GEMV_CHAIN, k = e % GEMV_CHAIN;
+      v[i] = (m < M && k < len) ? __ldg(x + (size_t)m * K + k0 + k) : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const int e = tid + i * NT, m = e / GEMV_CHAIN, k = e % GEMV_CHAIN;
+      if (m < MB) xs[k * MB + m] = v[i];
+    }
   }
   __syncthreads();
 
@@ -352,17 +364,16 @@ struct GemvVariant {
   static constexpr auto kernel = det_gemv_kernel<MB, TN, NW, D>;
   static constexpr int BN = TN * NW * 32;
 
-  static size_t smem(int chain) { return (size_t)chain * MB * 4; }
+  static size_t smem() { return (size_t)GEMV_CHAIN * MB * 4; }
 
   static int launch(const float* x, const uint16_t* wt, float* part, int M, int N, int K, int chain,
                     cudaStream_t stream) {
-    if (M > MB || N % BN || chain % (2 * D) || K % (2 * D) || M <= 0 || K <= 0) return -1;
+    if (M > MB || N % BN || chain != GEMV_CHAIN || K % (2 * D) || M <= 0 || K <= 0) return -1;
     static int err = -1;
-    if (err < 0) err = (int)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024);
+    if (err < 0) err = (int)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem());
     if (err) return err;
-    if (smem(chain) > 96 * 1024) return -1;
     dim3 grid(N / BN, (K + chain - 1) / chain);
-    kernel<<<grid, NW * 32, smem(chain), stream>>>(x, wt, part, M, N, K, chain);
+    kernel<<<grid, NW * 32, smem(), stream>>>(x, wt, part, M, N, K, chain);
     return (int)cudaGetLastError();
   }
 
@@ -371,7 +382,7 @@ struct GemvVariant {
     cudaFuncAttributes attr;
     const int e = (int)cudaFuncGetAttributes(&attr, kernel);
     int blocks = 0;
-    if (!e) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, NW * 32, smem(256));
+    if (!e) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, NW * 32, smem());
     const int v[9] = {MB, TN, NW, D, NW * 32, BN, e ? -1 : attr.numRegs, e ? -1 : (int)attr.localSizeBytes, blocks};
     for (int i = 0; i < 9; ++i) out[i] = v[i];
     return e;
