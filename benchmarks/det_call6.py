@@ -39,7 +39,7 @@ import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from det_call4 import SHAPES, configs_now, say  # noqa: E402
+from det_call4 import SHAPES, configs_now, record, say  # noqa: E402
 from det_sweep import ceilings, run_steps  # noqa: E402
 
 from profiler.workloads.deterministic import bench, cuda_gemm  # noqa: E402
@@ -251,17 +251,6 @@ def small_m(out, repeats):
     say("small M done")
 
 
-def record(out_dir, generate):
-    result = bench.run_determinism("llama-3.1-8b", bench.parse_batches(bench.DEFAULT_BATCHES), 50, list(det.IMPLS),
-                                   emulate=True, generate=generate, progress=say,
-                                   command="benchmarks/det_call6.py (bench.run_determinism: CLI defaults + "
-                                           "--emulate" + (" --generate" if generate else "") + ")")
-    result["configs"] = configs_now()
-    with open(os.path.join(out_dir, "h200_det_r3.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    return result
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
@@ -301,7 +290,7 @@ def main():
         save()
         if "record" not in skip and time.time() - t0 < args.record_after_s:
             try:
-                record(args.out, "generate" not in skip)
+                record(args.out, "generate" not in skip, "h200_det_r3.json", "benchmarks/det_call6.py")
             except Exception as err:
                 out["record_error"] = f"{type(err).__name__}: {err}"
                 out["record_trace"] = traceback.format_exc()[-3000:]

@@ -271,14 +271,18 @@ def arch_of(device) -> str:
     return f"{major}{minor}"
 
 
+def _library_for(x, cfg) -> Optional[Library]:
+    """The library for x's device if it holds `cfg`, else None."""
+    lib = load(arch_of(x.device))
+    return lib if lib is not None and lib.has(cfg) else None
+
+
 def linear(x, wt, bias, cfg: CudaTileConfig, chain_k: int):
     """y = x . W^T (+ bias) by det_sgemm.cu, or None where it cannot run here (the caller falls
     back to the Gluon kernel: same bits)."""
     import torch
-    if not fits(x, wt, bias, cfg, chain_k):
-        return None
-    lib = load(arch_of(x.device))
-    if lib is None or not lib.has(cfg):
+    lib = _library_for(x, cfg) if fits(x, wt, bias, cfg, chain_k) else None
+    if lib is None:
         return None
     M, _ = x.shape
     N = wt.shape[1]
@@ -303,10 +307,8 @@ def gemv_partials(x, wt, cfg: CudaGemvConfig, chain_k: int):
     """The chain partials [S, M, N] FP32 by det_sgemm.cu's decode kernel (S = chains of K), or None
     where it cannot run here (the caller runs the Gluon kernel: same bits)."""
     import torch
-    if not gemv_fits(x, wt, cfg, chain_k):
-        return None
-    lib = load(arch_of(x.device))
-    if lib is None or not lib.has(cfg):
+    lib = _library_for(x, cfg) if gemv_fits(x, wt, cfg, chain_k) else None
+    if lib is None:
         return None
     M, K = x.shape
     N = wt.shape[1]
