@@ -226,6 +226,10 @@ def choose_decode(out):
             if (len(mine) == len(SHAPES) and edge_ok.get("same_as_gluon") and edge_ok.get("emulation_mismatches") == 0
                     and all("median_us" in r and r["same_as_default"] and r["emulation_mismatches"] == 0 for r in mine)):
                 scores[name] = max(r["median_us"] / cub[(bucket, r["role"])] for r in mine)
+        if bucket == 1:        # the issue: M = 1 no slower than today on any projection
+            gl = {r["role"]: r.get("median_us", math.inf) for r in rows if r["bucket"] == 1 and r["variant"] == "gluon_default"}
+            scores = {n: v for n, v in scores.items() if n == "gluon_default" or all(
+                r["median_us"] <= gl[r["role"]] for r in rows if r["bucket"] == 1 and r["variant"] == n)}
         best = min(scores, key=scores.get) if scores else None
         winners[bucket] = {"variant": best, "worst_ratio_to_cublas_bf16": scores.get(best), "scores": scores}
     out["decode_winners"] = winners
