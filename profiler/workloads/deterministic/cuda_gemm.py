@@ -128,12 +128,22 @@ def cache_dir() -> Path:
     return Path(base) / "det_sgemm"
 
 
+def nvcc_version(nvcc: Optional[str] = None) -> Optional[str]:
+    """nvcc's release line ("Cuda compilation tools, release 13.0, V13.0.88"), None without nvcc."""
+    nvcc = nvcc or find_nvcc()
+    if nvcc is None:
+        return None
+    try:
+        text = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return next((ln for ln in lines if "release" in ln), lines[-1] if lines else None)
+
+
 def library_path(nvcc: str, arch: str) -> Path:
     """Where the build for this source, architecture and nvcc lands (a new source builds anew)."""
-    try:
-        version = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        version = ""
+    version = nvcc_version(nvcc) or ""
     key = hashlib.sha256(SOURCE.read_bytes() + arch.encode() + version.encode()).hexdigest()[:16]
     return cache_dir() / f"sm{arch}-{key}" / "det_sgemm.so"
 
