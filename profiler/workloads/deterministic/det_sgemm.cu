@@ -403,7 +403,10 @@ struct GemvVariant {
   X(16, 4, 2, 8)             \
   X(16, 4, 4, 16)            \
   X(16, 2, 4, 8)             \
-  X(16, 2, 2, 16)
+  X(16, 2, 2, 16)            \
+  X(16, 4, 4, 8)             \
+  X(16, 8, 2, 4)             \
+  X(8, 8, 4, 8)
 
 #define DET_GEMV_LAUNCH_CASE(MB, TN, NW, D) \
   if (variant == i++) return GemvVariant<MB, TN, NW, D>::launch(x, wt, part, M, N, K, chain, stream);
