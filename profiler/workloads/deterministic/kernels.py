@@ -13,9 +13,10 @@ never on M (the batch), the GPU, the run or the SM count (docs/DETERMINISM.md):
   inside each program.
 * Tile configurations are constants chosen by the problem shape (`choose_config`): no autotuning,
   nothing read off the device.
-* From CUDA_TILE_MIN_M rows up, a CUDA C++ build of the tile kernel (det_sgemm.cu, cuda_gemm.py)
-  may run instead, built by nvcc at first use on the GPU; where it cannot build, the Gluon kernel
-  runs (the same order, the same bits).
+* CUDA C++ builds of the tile and decode kernels (det_sgemm.cu, cuda_gemm.py) run instead where
+  adopted (CUDA_TILE_CONFIG from bucket CUDA_TILE_MIN_M up, CUDA_GEMV_CONFIGS by bucket), built by
+  nvcc at first use on the GPU; where they cannot build, the Gluon kernels run (the same order,
+  the same bits).
 
 The GPU kernels need torch and triton (the `gpu` extra). The fast ones are written in Gluon
 (triton.experimental.gluon, Triton >= 3.5) because plain Triton gives no control over which thread
