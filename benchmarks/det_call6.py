@@ -39,7 +39,7 @@ import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from det_call4 import SHAPES, configs_now, record, say  # noqa: E402
+from det_call4 import SHAPES, bits_of, configs_now, record, say  # noqa: E402
 from det_sweep import ceilings, run_steps  # noqa: E402
 
 from profiler.workloads.deterministic import bench, cuda_gemm  # noqa: E402
@@ -68,6 +68,17 @@ def build(out):
     if lib is None:
         raise RuntimeError(f"no CUDA build: {cuda_gemm.why_not(arch)}")
     out["build"]["configs"] = {c.name: lib.info(c) for c in lib.configs}
+
+
+def guarded(row: dict, measure) -> dict:
+    """row after measure(); an error is kept in it rather than raised (the sweep goes on)."""
+    try:
+        measure()
+    except Exception as err:
+        row["error"] = f"{type(err).__name__}: {err}"[:400]
+        row["trace"] = traceback.format_exc()[-1500:]
+    torch.cuda.synchronize()
+    return row
 
 
 def same_bits(a, b) -> bool:
@@ -131,7 +142,8 @@ def sweep(out, repeats):
                      "TFLOPs": flops_tf(PREFILL_M, N, K, t["median_us"])})
         for cfg in cfgs:
             row = {"role": role, "M": PREFILL_M, "variant": cfg.name, "config": dataclasses.asdict(cfg)}
-            try:
+
+            def measure(row=row, cfg=cfg):
                 same, mism = True, 0
                 for M in BITS_M:
                     y = cuda_gemm.linear(inp.x[:M], lin.wt, None, cfg, det.CHAIN_K)
@@ -143,13 +155,10 @@ def sweep(out, repeats):
                     got = got.index_select(1, cols).cpu().numpy()
                     mism += int((got.view(np.int32) != ref[sel].view(np.int32)).sum())
                 row["same_as_default"], row["emulation_mismatches"] = same, mism
-                t = bench.time_calls([lambda c=cfg: cuda_gemm.linear(x, lin.wt, None, c, det.CHAIN_K)], repeats)
+                t = bench.time_calls([lambda: cuda_gemm.linear(x, lin.wt, None, cfg, det.CHAIN_K)], repeats)
                 row.update(t, TFLOPs=flops_tf(PREFILL_M, N, K, t["median_us"]))
-            except Exception as err:  # keep sweeping; the row says why
-                row["error"] = f"{type(err).__name__}: {err}"[:400]
-                row["trace"] = traceback.format_exc()[-1500:]
-            rows.append(row)
-            torch.cuda.synchronize()
+
+            rows.append(guarded(row, measure))
         say(f"swept {role}")
         del lin, inp, bases, x
         torch.cuda.empty_cache()
@@ -186,29 +195,22 @@ def decode(out, repeats):
             x = inp.x[:bucket].contiguous()
             t = bench.time_case("cublas_bf16", lins, x, repeats)
             rows.append({"bucket": bucket, "role": role, "variant": "cublas_bf16", **t})
-            bases = {M: det.det_linear(inp.x[:M], lin.wt, config=det.GEMV_CONFIGS[bucket]) for M in Ms}
             cands = {"gluon_default": det.GEMV_CONFIGS[bucket]}
             cands.update({c.name: c for c in cuda_gemm.compiled_gemv_configs() if c.rows == bucket})
             for name, cfg in cands.items():
                 row = {"bucket": bucket, "role": role, "variant": name, "config": dataclasses.asdict(cfg)}
-                try:
-                    same, mism = True, 0
+
+                def measure(row=row, name=name, cfg=cfg):
                     for M in Ms:
                         if name != "gluon_default" and cuda_gemm.gemv_partials(inp.x[:M], lin.wt, cfg, det.CHAIN_K) is None:
                             raise RuntimeError("cuda_gemm.gemv_partials declined the operands")
-                        y = det.det_linear(inp.x[:M], lin.wt, config=cfg)
-                        same = same and same_bits(y, bases[M])
-                        got = y[:2].index_select(1, cols).cpu().numpy()
-                        mism += int((got.view(np.int32) != ref[:got.shape[0]].view(np.int32)).sum())
-                    row["same_as_default"], row["emulation_mismatches"] = same, mism
-                    calls = [(lambda li=lins[i % len(lins)], c=cfg: det.det_linear(x, li.wt, config=c))
+                    # the whole output equal to the current default's (the Gluon kernel at these M)
+                    row["same_as_default"], row["emulation_mismatches"] = bits_of(cfg, lin, inp, Ms, cols, ref)
+                    calls = [(lambda li=lins[i % len(lins)]: det.det_linear(x, li.wt, config=cfg))
                              for i in range(max(len(lins), 10))]
                     row.update(bench.time_calls(calls, repeats))
-                except Exception as err:  # keep sweeping; the row says why
-                    row["error"] = f"{type(err).__name__}: {err}"[:400]
-                    row["trace"] = traceback.format_exc()[-1500:]
-                rows.append(row)
-                torch.cuda.synchronize()
+
+                rows.append(guarded(row, measure))
         say(f"decode {role}")
         del lins, lin, inp
         torch.cuda.empty_cache()
