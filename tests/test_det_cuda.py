@@ -1,7 +1,8 @@
 """The CUDA C++ deterministic kernels (det_sgemm.cu, cuda_gemm.py) without a GPU: the compiled
 configuration tables, the IEEE build flags, the fallback to the Gluon kernels when nvcc is missing,
-fails or the operands do not fit, the dispatch by M bucket, and, where nvcc is installed, the build
-itself read back as SASS (FFMA only, no flush-to-zero, no spill, one barrier per tile)."""
+fails or the operands do not fit, the dispatch by M bucket, where nvcc is installed the build itself
+read back as SASS (FFMA only, no flush-to-zero, no spill, one barrier per tile), and what the H200
+said of them (call 6: the bits kept, nothing fast enough to adopt)."""
 from __future__ import annotations
 
 import dataclasses
