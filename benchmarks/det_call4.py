@@ -167,9 +167,9 @@ def configs_now() -> dict:
     out = {"gemv": {str(k): dataclasses.asdict(v) for k, v in det.GEMV_CONFIGS.items()},
            "tile": dataclasses.asdict(det.TILE_CONFIG)}
     # issue 16's CUDA C++ kernels (det_call6.py), where adopted
-    if getattr(det, "CUDA_TILE_CONFIG", None) is not None:
+    if det.CUDA_TILE_CONFIG is not None:
         out["cuda_tile"] = {"min_m": det.CUDA_TILE_MIN_M, **dataclasses.asdict(det.CUDA_TILE_CONFIG)}
-    if getattr(det, "CUDA_GEMV_CONFIGS", None):
+    if det.CUDA_GEMV_CONFIGS:
         out["cuda_gemv"] = {str(k): dataclasses.asdict(v) for k, v in det.CUDA_GEMV_CONFIGS.items()}
     return out
 
