@@ -164,17 +164,23 @@ def adopt(winners):
 
 
 def configs_now() -> dict:
-    return {"gemv": {str(k): dataclasses.asdict(v) for k, v in det.GEMV_CONFIGS.items()},
-            "tile": dataclasses.asdict(det.TILE_CONFIG)}
+    out = {"gemv": {str(k): dataclasses.asdict(v) for k, v in det.GEMV_CONFIGS.items()},
+           "tile": dataclasses.asdict(det.TILE_CONFIG)}
+    # issue 16's CUDA C++ kernels (det_call6.py), where adopted
+    if det.CUDA_TILE_CONFIG is not None:
+        out["cuda_tile"] = {"min_m": det.CUDA_TILE_MIN_M, **dataclasses.asdict(det.CUDA_TILE_CONFIG)}
+    if det.CUDA_GEMV_CONFIGS:
+        out["cuda_gemv"] = {str(k): dataclasses.asdict(v) for k, v in det.CUDA_GEMV_CONFIGS.items()}
+    return out
 
 
-def record(out_dir, generate):
+def record(out_dir, generate, name="h200_det_r2.json", script="benchmarks/det_call4.py"):
     result = bench.run_determinism("llama-3.1-8b", bench.parse_batches(bench.DEFAULT_BATCHES), 50, list(det.IMPLS),
                                    emulate=True, generate=generate, progress=say,
-                                   command="benchmarks/det_call4.py (bench.run_determinism: CLI defaults + "
+                                   command=f"{script} (bench.run_determinism: CLI defaults + "
                                            "--emulate" + (" --generate" if generate else "") + ")")
     result["configs"] = configs_now()
-    with open(os.path.join(out_dir, "h200_det_r2.json"), "w") as f:
+    with open(os.path.join(out_dir, name), "w") as f:
         json.dump(result, f, indent=1)
     return result
 

@@ -92,6 +92,8 @@ def versions() -> dict:
         env["triton"] = triton.__version__
     except ImportError:
         pass
+    from profiler.workloads.deterministic.cuda_gemm import nvcc_version
+    env["nvcc"] = nvcc_version()          # builds det_sgemm.cu where kernels.py adopted it
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,clocks.sm",
                               "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20)

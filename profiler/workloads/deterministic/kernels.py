@@ -13,6 +13,10 @@ never on M (the batch), the GPU, the run or the SM count (docs/DETERMINISM.md):
   inside each program.
 * Tile configurations are constants chosen by the problem shape (`choose_config`): no autotuning,
   nothing read off the device.
+* CUDA C++ builds of the tile and decode kernels (det_sgemm.cu, cuda_gemm.py) run instead where
+  adopted (CUDA_TILE_CONFIG from bucket CUDA_TILE_MIN_M up, CUDA_GEMV_CONFIGS by bucket), built by
+  nvcc at first use on the GPU; where they cannot build, the Gluon kernels run (the same order,
+  the same bits).
 
 The GPU kernels need torch and triton (the `gpu` extra). The fast ones are written in Gluon
 (triton.experimental.gluon, Triton >= 3.5) because plain Triton gives no control over which thread
@@ -25,7 +29,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from profiler.workloads.deterministic import cuda_gemm
 from profiler.workloads.deterministic.baselines import bi_tc_linear, cublas_bf16_linear, layercast_linear
+from profiler.workloads.deterministic.cuda_gemm import CudaGemvConfig, CudaTileConfig
 from profiler.workloads.deterministic.reference import CHAIN_K, chain_count, reference_linear
 from profiler.workloads.deterministic.stack import (HAVE_GLUON, HAVE_TRITON, cp_async, gl, gluon,
                                                     need_gpu_stack, tl, torch, triton)
@@ -142,6 +148,12 @@ GEMV_CONFIGS = {
 }
 # M > 64: two programs of 4 warps per SM beat one of 8 (each barrier stops fewer warps)
 TILE_CONFIG = TileConfig(128, 64, 16, 8, 4, 4, 8, 4, 1)
+# From bucket CUDA_TILE_MIN_M up, the CUDA C++ tile kernel (cuda_gemm.py) where it builds, else
+# TILE_CONFIG's Gluon kernel (same bits). None: not adopted (no H200 call showed it faster yet).
+CUDA_TILE_CONFIG: CudaTileConfig | None = None
+CUDA_TILE_MIN_M = 256
+# Decode buckets that run the CUDA C++ decode kernel where it builds (else GEMV_CONFIGS' Gluon one)
+CUDA_GEMV_CONFIGS: dict[int, CudaGemvConfig] = {}
 SMEM_LIMIT_BYTES = 99 * 1024   # the smallest per-block shared memory among Ampere, Ada and Hopper
 
 
@@ -157,7 +169,14 @@ def choose_config(M: int, N: int, K: int):
         raise ValueError(f"shape must be positive, got M={M} N={N} K={K}")
     if K % K_MULTIPLE:
         return None
-    return GEMV_CONFIGS.get(_next_pow2(M), TILE_CONFIG)
+    bucket = _next_pow2(M)
+    if bucket in CUDA_GEMV_CONFIGS:
+        return CUDA_GEMV_CONFIGS[bucket]
+    if bucket in GEMV_CONFIGS:
+        return GEMV_CONFIGS[bucket]
+    if CUDA_TILE_CONFIG is not None and bucket >= CUDA_TILE_MIN_M:
+        return CUDA_TILE_CONFIG
+    return TILE_CONFIG
 
 
 if HAVE_TRITON:
@@ -649,8 +668,8 @@ def _launch_gemv(x, wt, bias, cfg: GemvConfig, chain_k: int, fold: bool = True):
     M, K = x.shape
     N = wt.shape[1]
     S = chain_count(K, chain_k)
-    y = torch.empty(M, N, device=x.device, dtype=torch.float32)
-    part = y if (S == 1 and bias is None) else torch.empty(S, M, N, device=x.device, dtype=torch.float32)
+    direct = S == 1 and bias is None         # one chain, no bias: the partial is y
+    part = torch.empty((M, N) if direct else (S, M, N), device=x.device, dtype=torch.float32)
     grid = (triton.cdiv(N, cfg.block_n), S)
     pairs = cfg.pairs and cfg.vec_n > 1 and wt.dtype == torch.bfloat16 and N % 2 == 0
     if cfg.registers and (N % cfg.block_n or K % 16):   # unmasked loads: the shared-ring kernel instead
@@ -664,14 +683,31 @@ def _launch_gemv(x, wt, bias, cfg: GemvConfig, chain_k: int, fold: bool = True):
                                   VN=cfg.vec_n, WM=cfg.warps_m, WN=cfg.warps_n, R=cfg.rows, STAGES=cfg.stages,
                                   EVEN_M=(M == cfg.block_m), EVEN_N=(N % cfg.block_n == 0),
                                   PAIRS=pairs, num_warps=cfg.warps)
-    if part is y:
-        return y
+    if direct or not fold:           # not fold: benchmarks, the partials alone
+        return part
+    return _fold(part, bias, cfg.fold_block, cfg.fold_warps)
+
+
+def _fold(part, bias, fold_block: int, fold_warps: int):
+    """y [M, N] = the chain partials part [S, M, N] summed in chain order (+ bias)."""
+    S, M, N = part.shape
+    y = torch.empty(M, N, device=part.device, dtype=torch.float32)
+    det_fold_splitk_reduce_kernel[(triton.cdiv(M * N, fold_block),)](
+        part, bias if bias is not None else part, y, M * N, N, S=S,
+        HAS_BIAS=bias is not None, BLOCK=fold_block, num_warps=fold_warps)
+    return y
+
+
+def _launch_cuda_gemv(x, wt, bias, cfg: CudaGemvConfig, chain_k: int, fold: bool = True):
+    """The CUDA decode kernel's partials, folded; None where it cannot run."""
+    part = cuda_gemm.gemv_partials(x, wt, cfg, chain_k)
+    if part is None:
+        return None
+    if part.shape[0] == 1 and bias is None:
+        return part[0]
     if not fold:           # benchmarks: the partials alone
         return part
-    det_fold_splitk_reduce_kernel[(triton.cdiv(M * N, cfg.fold_block),)](
-        part, bias if bias is not None else part, y, M * N, N, S=S,
-        HAS_BIAS=bias is not None, BLOCK=cfg.fold_block, num_warps=cfg.fold_warps)
-    return y
+    return _fold(part, bias, cfg.fold_block, cfg.fold_warps)
 
 
 def _launch_tile(x, wt, bias, cfg: TileConfig, chain_k: int):
@@ -726,6 +762,16 @@ def det_linear(x, wt, bias=None, config=None, chain_k: int = CHAIN_K, fold: bool
     M, K = x.shape
     N = wt.shape[1]
     cfg = config or choose_config(M, N, K)
+    if isinstance(cfg, CudaTileConfig):
+        y = cuda_gemm.linear(x, wt, bias, cfg, chain_k)
+        if y is not None:
+            return y
+        cfg = TILE_CONFIG          # no nvcc, no build, or operands it does not take: same bits
+    elif isinstance(cfg, CudaGemvConfig):
+        y = _launch_cuda_gemv(x, wt, bias, cfg, chain_k, fold)
+        if y is not None:
+            return y
+        cfg = GEMV_CONFIGS.get(_next_pow2(M), TILE_CONFIG)     # the Gluon kernels: same bits
     if cfg is None or not HAVE_GLUON or chain_k % K_MULTIPLE:
         return portable_linear(x, wt.t(), bias, chain_k)
     if isinstance(cfg, GemvConfig):

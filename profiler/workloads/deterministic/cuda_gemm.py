@@ -1,0 +1,327 @@
+"""The deterministic GEMMs in CUDA C++ (det_sgemm.cu), built with nvcc at first use on the GPU.
+
+Same order, same bits as the Gluon kernels (reference.py's chains). The tile kernel (large M): a
+thread owns its outputs over the whole of K, in a register-blocked SGEMM layout that Gluon cannot
+express (each thread's TM x TN block fed by 16-byte shared loads of 4 rows and 4 columns, one
+barrier per tile). The decode kernel (M <= 16): one program per (columns, chain) writes the chain's
+partials, each thread streaming its own weights into registers D rows ahead; kernels.py folds the
+partials in chain order with its fold kernel.
+
+The build: `nvcc -shared` of the one .cu file for the device's compute capability, the CUDA runtime
+linked statically, into a cache folder keyed by the source's hash, the architecture and nvcc's
+version; the launch goes through ctypes on torch's current stream (CUDA graphs capture it). No
+torch headers and no ninja, so the build takes seconds. Where nvcc is missing or the build fails,
+`linear` returns None and kernels.py runs the Gluon kernel: the same bits, slower. IEEE arithmetic
+throughout: no --use_fast_math, no flush-to-zero (either would change bits).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+SOURCE = Path(__file__).with_name("det_sgemm.cu")
+GEMV_CHAIN = 256                         # the decode kernel's compiled chain length (det_sgemm.cu)
+ENV_DISABLE = "SMLENS_DET_CUDA"          # "0": never build or run the CUDA kernel
+ENV_NVCC = "SMLENS_NVCC"                 # nvcc to use (default: PATH, $CUDA_HOME, /usr/local/cuda)
+GEMV_INFO_FIELDS = ("rows", "tn", "warps", "depth", "threads", "block_n", "registers", "local_bytes",
+                    "blocks_per_sm")
+INFO_FIELDS = ("block_m", "block_n", "block_k", "tm", "tn", "total_smem", "min_blocks", "threads",
+               "smem_bytes", "registers", "local_bytes", "blocks_per_sm")
+
+
+@dataclass(frozen=True)
+class CudaTileConfig:
+    """One compiled configuration of det_sgemm.cu: BM x BN program tiles, BK k per tile, TM x TN
+    outputs per thread, the running total of chain partials in shared memory or registers, and
+    the __launch_bounds__ minimum of programs per SM. Must be one of `compiled_configs()`."""
+    block_m: int
+    block_n: int
+    block_k: int
+    tm: int
+    tn: int
+    total_smem: bool = False
+    min_blocks: int = 1
+    kind: str = "cuda_tile"
+
+    @property
+    def threads(self) -> int:
+        return (self.block_m // self.tm) * (self.block_n // self.tn)
+
+    @property
+    def name(self) -> str:
+        where = "smem" if self.total_smem else "reg"
+        return f"{self.block_m}x{self.block_n}x{self.block_k}_{self.tm}x{self.tn}_{where}_b{self.min_blocks}"
+
+
+@dataclass(frozen=True)
+class CudaGemvConfig:
+    """One compiled decode configuration of det_sgemm.cu: up to `rows` rows of M, `tn` adjacent
+    columns per thread, `warps` warps per program, `depth` k rows per register batch (two batches:
+    depth..2 depth rows in flight). The fold (kernels.py's) sums `fold_block` outputs per program."""
+    rows: int
+    tn: int
+    warps: int
+    depth: int
+    fold_block: int = 128
+    fold_warps: int = 4
+    kind: str = "cuda_gemv"
+
+    @property
+    def block_n(self) -> int:
+        return self.tn * 32 * self.warps
+
+    @property
+    def name(self) -> str:
+        return f"gemv{self.rows}_{self.tn}c_w{self.warps}_d{self.depth}"
+
+
+def _table(text: str, macro: str) -> str:
+    return text.split(f"#define {macro}(X)", 1)[1].split("\n\n", 1)[0]
+
+
+def compiled_gemv_configs(source: str | None = None) -> list[CudaGemvConfig]:
+    """The decode configurations det_sgemm.cu instantiates, in its variant order."""
+    text = source if source is not None else SOURCE.read_text()
+    return [CudaGemvConfig(*map(int, g))
+            for g in re.findall(r"X\((\d+), (\d+), (\d+), (\d+)\)", _table(text, "DET_GEMV_VARIANTS"))]
+
+
+def compiled_configs(source: str | None = None) -> list[CudaTileConfig]:
+    """The configurations det_sgemm.cu instantiates, in its variant order (read from the source, so
+    that the Python side and the library agree without a GPU)."""
+    text = source if source is not None else SOURCE.read_text()
+    table = _table(text, "DET_SGEMM_VARIANTS")
+    out = []
+    for bm, bn, bk, tm, tn, ts, mb in re.findall(
+            r"X\((\d+), (\d+), (\d+), (\d+), (\d+), (true|false), (\d+)\)", table):
+        out.append(CudaTileConfig(int(bm), int(bn), int(bk), int(tm), int(tn), ts == "true", int(mb)))
+    return out
+
+
+def find_nvcc() -> Optional[str]:
+    for cand in (os.environ.get(ENV_NVCC), shutil.which("nvcc"),
+                 os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc"),
+                 "/usr/local/cuda/bin/nvcc"):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def build_command(nvcc: str, arch: str, source: Path, out: Path) -> list[str]:
+    """nvcc's command line: one shared library for compute capability `arch` ("90" for sm_90),
+    IEEE FP32 (nvcc's defaults: no flush-to-zero, exact division; the kernel's FMAs are explicit)."""
+    return [nvcc, "-O3", "-shared", "-Xcompiler", "-fPIC", "-cudart", "static", "-std=c++17",
+            f"-gencode=arch=compute_{arch},code=sm_{arch}", "-ftz=false", "-prec-div=true", "-prec-sqrt=true",
+            "-o", str(out), str(source)]
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("SMLENS_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "smlens")
+    return Path(base) / "det_sgemm"
+
+
+def nvcc_version(nvcc: Optional[str] = None) -> Optional[str]:
+    """nvcc's release line ("Cuda compilation tools, release 13.0, V13.0.88"), None without nvcc."""
+    nvcc = nvcc or find_nvcc()
+    if nvcc is None:
+        return None
+    try:
+        text = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return next((ln for ln in lines if "release" in ln), lines[-1] if lines else None)
+
+
+def library_path(nvcc: str, arch: str) -> Path:
+    """Where the build for this source, architecture and nvcc lands (a new source builds anew)."""
+    version = nvcc_version(nvcc) or ""
+    key = hashlib.sha256(SOURCE.read_bytes() + arch.encode() + version.encode()).hexdigest()[:16]
+    return cache_dir() / f"sm{arch}-{key}" / "det_sgemm.so"
+
+
+def build(nvcc: str, arch: str) -> Path:
+    """Build (or find) the library; written under a temporary name and renamed, so that two
+    processes building at once never load half a file. Raises RuntimeError with nvcc's output."""
+    path = library_path(nvcc, arch)
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=path.parent)
+    os.close(fd)
+    try:
+        proc = subprocess.run(build_command(nvcc, arch, SOURCE, Path(tmp)), capture_output=True, text=True,
+                              timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nvcc failed ({proc.returncode}): {(proc.stderr or proc.stdout)[-2000:]}")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+class Library:
+    """The loaded det_sgemm library: its configurations and the launch."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.lib = ctypes.CDLL(str(path))
+        self.lib.det_sgemm.restype = ctypes.c_int
+        self.lib.det_sgemm.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 4 + [ctypes.c_int] * 4 + [ctypes.c_void_p]
+        self.lib.det_sgemm_info.restype = ctypes.c_int
+        self.lib.det_sgemm_info.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+        self.lib.det_gemv.restype = ctypes.c_int
+        self.lib.det_gemv.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4 + [ctypes.c_void_p]
+        self.lib.det_gemv_info.restype = ctypes.c_int
+        self.lib.det_gemv_info.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+        self.configs = compiled_configs()
+        self.gemv_configs = compiled_gemv_configs()
+        counts = (self.lib.det_sgemm_variant_count(), self.lib.det_gemv_variant_count())
+        if counts != (len(self.configs), len(self.gemv_configs)):
+            raise RuntimeError(f"{path}: {counts} variants, the source names "
+                               f"{(len(self.configs), len(self.gemv_configs))}")
+        self.index = {cfg: i for i, cfg in enumerate(self.configs)}
+        # the fold's shape is not compiled in: any fold_block / fold_warps maps to the same kernel
+        self.gemv_index = {_gemv_key(cfg): i for i, cfg in enumerate(self.gemv_configs)}
+
+    def info(self, cfg) -> dict:
+        """Registers, spilled bytes, programs per SM... of one configuration (needs the device)."""
+        if isinstance(cfg, CudaGemvConfig):
+            out = (ctypes.c_int * len(GEMV_INFO_FIELDS))()
+            err = self.lib.det_gemv_info(self.gemv_index[_gemv_key(cfg)], out)
+            return {"error": err, **dict(zip(GEMV_INFO_FIELDS, list(out)))}
+        out = (ctypes.c_int * len(INFO_FIELDS))()
+        err = self.lib.det_sgemm_info(self.index[cfg], out)
+        return {"error": err, **dict(zip(INFO_FIELDS, list(out)))}
+
+    def has(self, cfg) -> bool:
+        return (_gemv_key(cfg) in self.gemv_index) if isinstance(cfg, CudaGemvConfig) else cfg in self.index
+
+    def launch_gemv(self, cfg: CudaGemvConfig, x, wt, part, chain_k: int, stream: int) -> None:
+        M, K = x.shape
+        N = wt.shape[1]
+        err = self.lib.det_gemv(self.gemv_index[_gemv_key(cfg)], x.data_ptr(), wt.data_ptr(), part.data_ptr(),
+                                M, N, K, chain_k, stream)
+        if err:
+            raise RuntimeError(f"det_gemv {cfg.name}: launch error {err}")
+
+    def launch(self, cfg: CudaTileConfig, x, wt, bias, y, chain_k: int, stream: int) -> None:
+        M, K = x.shape
+        N = wt.shape[1]
+        err = self.lib.det_sgemm(self.index[cfg], x.data_ptr(), wt.data_ptr(),
+                                 bias.data_ptr() if bias is not None else None, y.data_ptr(), M, N, K, chain_k,
+                                 stream)
+        if err:
+            raise RuntimeError(f"det_sgemm {cfg.name}: launch error {err}")
+
+
+def _gemv_key(cfg: CudaGemvConfig) -> tuple:
+    return cfg.rows, cfg.tn, cfg.warps, cfg.depth
+
+
+_LIBS: dict[str, Library] = {}
+_FAILED: dict[str, str] = {}
+
+
+def disabled() -> bool:
+    return os.environ.get(ENV_DISABLE, "1").strip().lower() in ("0", "false", "no", "off")
+
+
+def load(arch: str) -> Optional[Library]:
+    """The library for compute capability `arch`, built at the first call; None (and the reason in
+    `why_not(arch)`) when it cannot be had. A failure is remembered: no second build per process."""
+    if arch in _LIBS:
+        return _LIBS[arch]
+    if arch in _FAILED:
+        return None
+    if disabled():
+        _FAILED[arch] = f"{ENV_DISABLE}={os.environ.get(ENV_DISABLE)}"
+        return None
+    nvcc = find_nvcc()
+    if nvcc is None:
+        _FAILED[arch] = f"no nvcc (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin or ${ENV_NVCC})"
+        return None
+    try:
+        _LIBS[arch] = Library(build(nvcc, arch))
+    except (OSError, RuntimeError, subprocess.SubprocessError) as err:
+        _FAILED[arch] = f"{type(err).__name__}: {err}"[:2000]
+        return None
+    return _LIBS[arch]
+
+
+def why_not(arch: str) -> Optional[str]:
+    return _FAILED.get(arch)
+
+
+def fits(x, wt, bias, cfg: CudaTileConfig, chain_k: int) -> bool:
+    """Whether the kernel takes these operands as they are (else the Gluon kernel runs): FP32 x
+    and bf16 W^T, contiguous, on a CUDA device; K and the chain length multiples of BK; N of 4;
+    16-byte aligned x (8-byte W^T rows)."""
+    import torch
+    M, K = x.shape
+    N = wt.shape[1]
+    return (x.is_cuda and x.dtype == torch.float32 and wt.dtype == torch.bfloat16 and x.is_contiguous()
+            and wt.is_contiguous() and K % cfg.block_k == 0 and chain_k % cfg.block_k == 0 and N % 4 == 0
+            and K % 4 == 0 and x.data_ptr() % 16 == 0 and wt.data_ptr() % 8 == 0
+            and (bias is None or bias.shape == (N,)))
+
+
+def arch_of(device) -> str:
+    import torch
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"{major}{minor}"
+
+
+def _library_for(x, cfg) -> Optional[Library]:
+    """The library for x's device if it holds `cfg`, else None."""
+    lib = load(arch_of(x.device))
+    return lib if lib is not None and lib.has(cfg) else None
+
+
+def linear(x, wt, bias, cfg: CudaTileConfig, chain_k: int):
+    """y = x . W^T (+ bias) by det_sgemm.cu, or None where it cannot run here (the caller falls
+    back to the Gluon kernel: same bits)."""
+    import torch
+    lib = _library_for(x, cfg) if fits(x, wt, bias, cfg, chain_k) else None
+    if lib is None:
+        return None
+    M, _ = x.shape
+    N = wt.shape[1]
+    y = torch.empty(M, N, device=x.device, dtype=torch.float32)
+    b = bias.float().contiguous() if bias is not None else None     # bf16 -> FP32 is exact
+    lib.launch(cfg, x, wt, b, y, chain_k, torch.cuda.current_stream(x.device).cuda_stream)
+    return y
+
+
+def gemv_fits(x, wt, cfg: CudaGemvConfig, chain_k: int) -> bool:
+    """Whether the decode kernel takes these operands: M up to cfg.rows, N a multiple of its
+    columns per program, K a multiple of two register batches, chains of GEMV_CHAIN k."""
+    import torch
+    M, K = x.shape
+    N = wt.shape[1]
+    return (x.is_cuda and x.dtype == torch.float32 and wt.dtype == torch.bfloat16 and x.is_contiguous()
+            and wt.is_contiguous() and M <= cfg.rows and N % cfg.block_n == 0 and K % (2 * cfg.depth) == 0
+            and chain_k == GEMV_CHAIN and wt.data_ptr() % 16 == 0)
+
+
+def gemv_partials(x, wt, cfg: CudaGemvConfig, chain_k: int):
+    """The chain partials [S, M, N] FP32 by det_sgemm.cu's decode kernel (S = chains of K), or None
+    where it cannot run here (the caller runs the Gluon kernel: same bits)."""
+    import torch
+    lib = _library_for(x, cfg) if gemv_fits(x, wt, cfg, chain_k) else None
+    if lib is None:
+        return None
+    M, K = x.shape
+    N = wt.shape[1]
+    part = torch.empty(-(-K // chain_k), M, N, device=x.device, dtype=torch.float32)
+    lib.launch_gemv(cfg, x, wt, part, chain_k, torch.cuda.current_stream(x.device).cuda_stream)
+    return part

@@ -1,0 +1,285 @@
+"""The CUDA C++ deterministic kernels (det_sgemm.cu, cuda_gemm.py) without a GPU: the compiled
+configuration tables, the IEEE build flags, the fallback to the Gluon kernels when nvcc is missing,
+fails or the operands do not fit, the dispatch by M bucket, where nvcc is installed the build itself
+read back as SASS (FFMA only, no flush-to-zero, no spill, one barrier per tile), and what the H200
+said of them (call 6: the bits kept, nothing fast enough to adopt)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from profiler.workloads.deterministic import cuda_gemm  # noqa: E402
+from profiler.workloads.deterministic import kernels as det  # noqa: E402
+from profiler.workloads.deterministic import reference as ref  # noqa: E402
+
+SWEEP6 = Path(__file__).parent / "data" / "h200_det" / "sweep6.json"
+TILE = cuda_gemm.CudaTileConfig(128, 128, 8, 8, 8)
+GEMV = cuda_gemm.CudaGemvConfig(16, 2, 4, 16)
+
+
+@pytest.fixture
+def fresh_cache(monkeypatch, tmp_path):
+    """No library loaded or refused yet in this process; builds go to a temporary folder."""
+    monkeypatch.setattr(cuda_gemm, "_LIBS", {})
+    monkeypatch.setattr(cuda_gemm, "_FAILED", {})
+    monkeypatch.setenv("SMLENS_CACHE", str(tmp_path))
+    monkeypatch.delenv(cuda_gemm.ENV_DISABLE, raising=False)
+    return tmp_path
+
+
+# --- the configuration tables ------------------------------------------------------------------------
+
+def test_tile_table_geometry_matches_the_kernel_asserts():
+    """Every compiled tile configuration: warps of 4 x 8 threads, every thread loads a whole 16-byte
+    x vector and 8-byte W vector per tile, and BK divides the chain and the K multiple (so a tile
+    never straddles two chains)."""
+    cfgs = cuda_gemm.compiled_configs()
+    assert TILE in cfgs and len(cfgs) >= 5
+    assert len({c.name for c in cfgs}) == len(cfgs)
+    for c in cfgs:
+        ty, tx = c.block_m // c.tm, c.block_n // c.tn
+        assert c.tm % 4 == 0 and c.tn % 4 == 0 and ty % 4 == 0 and tx % 8 == 0, c
+        assert c.threads == ty * tx and c.threads % 32 == 0 and c.threads <= 1024
+        for extent in (c.block_m, c.block_n):
+            assert (extent * c.block_k) % (4 * c.threads) == 0 and extent * c.block_k >= 4 * c.threads, c
+        assert ref.CHAIN_K % c.block_k == 0 and det.K_MULTIPLE % c.block_k == 0
+
+
+def test_gemv_table_fits_the_chains():
+    cfgs = cuda_gemm.compiled_gemv_configs()
+    assert GEMV in cfgs and {c.rows for c in cfgs} == {1, 8, 16}
+    for c in cfgs:
+        assert c.tn in (2, 4, 8)                     # one 4-, 8- or 16-byte load per k row
+        assert ref.CHAIN_K % (2 * c.depth) == 0 and det.K_MULTIPLE % (2 * c.depth) == 0
+    assert cuda_gemm.GEMV_CHAIN == ref.CHAIN_K == int(re.search(r"GEMV_CHAIN = (\d+);", cuda_gemm.SOURCE.read_text())[1])
+
+
+def test_tables_read_from_the_source_text():
+    src = ("#define DET_SGEMM_VARIANTS(X) \\\n  X(64, 128, 16, 8, 8, true, 2)  \\\n  X(128, 64, 8, 8, 8, false, 1)\n\n"
+           "#define DET_GEMV_VARIANTS(X) \\\n  X(8, 4, 2, 16)\n\nX(1, 1, 1, 1)\n")
+    assert cuda_gemm.compiled_configs(src) == [cuda_gemm.CudaTileConfig(64, 128, 16, 8, 8, True, 2),
+                                               cuda_gemm.CudaTileConfig(128, 64, 8, 8, 8, False, 1)]
+    assert cuda_gemm.compiled_gemv_configs(src) == [cuda_gemm.CudaGemvConfig(8, 4, 2, 16)]
+
+
+def test_build_is_ieee():
+    cmd = cuda_gemm.build_command("nvcc", "90", cuda_gemm.SOURCE, Path("x.so"))
+    assert "-gencode=arch=compute_90,code=sm_90" in cmd
+    assert "-ftz=false" in cmd and "-prec-div=true" in cmd
+    assert not any("fast_math" in a or "fast-math" in a or a == "-ftz=true" for a in cmd)
+    assert "--fmad=false" not in cmd                  # the kernel's FMAs are explicit either way
+
+
+# --- fallback and dispatch ---------------------------------------------------------------------------
+
+def test_no_nvcc_means_no_library(fresh_cache, monkeypatch):
+    monkeypatch.setattr(cuda_gemm, "find_nvcc", lambda: None)
+    assert cuda_gemm.load("90") is None
+    assert "no nvcc" in cuda_gemm.why_not("90")
+
+
+def test_disabled_by_environment(fresh_cache, monkeypatch):
+    monkeypatch.setenv(cuda_gemm.ENV_DISABLE, "0")
+    monkeypatch.setattr(cuda_gemm, "find_nvcc", lambda: pytest.fail("must not look for nvcc"))
+    assert cuda_gemm.load("90") is None
+    assert cuda_gemm.why_not("90") == "SMLENS_DET_CUDA=0"
+
+
+def test_failed_build_is_remembered_and_leaves_nothing(fresh_cache, monkeypatch, tmp_path):
+    """An nvcc that fails: no library, nvcc's message kept, no half-written file, no second try."""
+    fake = tmp_path / "nvcc"
+    fake.write_text("#!/bin/sh\nif [ \"$1\" = --version ]; then echo fake 1.0; exit 0; fi\n"
+                    "echo 'det_sgemm.cu(1): error: broken' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv(cuda_gemm.ENV_NVCC, str(fake))
+    assert cuda_gemm.find_nvcc() == str(fake)
+    assert cuda_gemm.load("90") is None
+    assert "nvcc failed (3)" in cuda_gemm.why_not("90") and "broken" in cuda_gemm.why_not("90")
+    assert not list((fresh_cache / "det_sgemm").rglob("*.so"))
+    monkeypatch.setattr(cuda_gemm, "build", lambda *a: pytest.fail("built twice"))
+    assert cuda_gemm.load("90") is None
+
+
+def test_operands_the_kernels_decline():
+    """CPU tensors (and so any operand here) never reach ctypes: linear and gemv_partials say None."""
+    x = torch.zeros(256, 512)
+    wt = torch.zeros(512, 1024, dtype=torch.bfloat16)
+    assert not cuda_gemm.fits(x, wt, None, TILE, ref.CHAIN_K)
+    assert cuda_gemm.linear(x, wt, None, TILE, ref.CHAIN_K) is None
+    assert cuda_gemm.gemv_partials(x[:16], wt, GEMV, ref.CHAIN_K) is None
+
+
+def test_choose_config_uses_adopted_cuda_kernels_by_bucket(monkeypatch):
+    monkeypatch.setattr(det, "CUDA_TILE_CONFIG", TILE)
+    monkeypatch.setattr(det, "CUDA_TILE_MIN_M", 256)
+    monkeypatch.setattr(det, "CUDA_GEMV_CONFIGS", {16: GEMV})
+    assert det.choose_config(2048, 4096, 4096) == TILE
+    assert det.choose_config(129, 4096, 4096) == TILE           # bucket 256
+    assert det.choose_config(128, 4096, 4096) == det.TILE_CONFIG
+    assert det.choose_config(16, 4096, 4096) == GEMV and det.choose_config(9, 4096, 4096) == GEMV
+    assert det.choose_config(8, 4096, 4096) == det.GEMV_CONFIGS[8]
+    assert det.choose_config(2048, 4096, 100) is None            # K % 32: the portable kernel
+
+
+def test_nothing_cuda_adopted_without_a_measurement():
+    """The CUDA kernels run by default only once an H200 call adopted them (BENCHMARKS.md)."""
+    assert det.choose_config(2048, 4096, 4096) in (det.TILE_CONFIG, det.CUDA_TILE_CONFIG)
+    for bucket, cfg in det.CUDA_GEMV_CONFIGS.items():
+        assert cfg.rows == bucket and cfg in cuda_gemm.compiled_gemv_configs()
+    if det.CUDA_TILE_CONFIG is not None:
+        assert det.CUDA_TILE_CONFIG in cuda_gemm.compiled_configs()
+
+
+@pytest.fixture
+def no_device_run(monkeypatch):
+    """det_linear on meta tensors (past its CPU emulation branch), the launches recorded."""
+    pytest.importorskip("triton")
+    ran = []
+    monkeypatch.setattr(det, "_launch_tile", lambda x, wt, bias, cfg, chain_k: ran.append(cfg) or "gluon tile")
+    monkeypatch.setattr(det, "_launch_gemv", lambda x, wt, bias, cfg, chain_k, fold=True: ran.append(cfg) or "gluon gemv")
+    monkeypatch.setattr(det, "HAVE_GLUON", True)
+    return ran
+
+
+def test_det_linear_falls_back_to_gluon_when_cuda_declines(no_device_run, monkeypatch):
+    x = torch.empty(2048, 4096, device="meta")
+    wt = torch.empty(4096, 6144, dtype=torch.bfloat16, device="meta")
+    assert det.det_linear(x, wt, config=TILE) == "gluon tile"
+    assert det.det_linear(x[:16], wt, config=GEMV) == "gluon gemv"
+    assert no_device_run == [det.TILE_CONFIG, det.GEMV_CONFIGS[16]]
+
+
+def test_det_linear_takes_the_cuda_result_when_there_is_one(no_device_run, monkeypatch):
+    x = torch.empty(2048, 4096, device="meta")
+    wt = torch.empty(4096, 6144, dtype=torch.bfloat16, device="meta")
+    monkeypatch.setattr(cuda_gemm, "linear", lambda *a: "cuda tile")
+    monkeypatch.setattr(det, "_launch_cuda_gemv", lambda *a: "cuda gemv")
+    monkeypatch.setattr(det, "CUDA_TILE_CONFIG", TILE)
+    assert det.det_linear(x, wt) == "cuda tile"
+    assert det.det_linear(x[:16], wt, config=GEMV) == "cuda gemv"
+    assert no_device_run == []
+
+
+# --- the build, where nvcc is installed ---------------------------------------------------------------
+
+def _sass_by_kernel(sass: str) -> dict[str, str]:
+    parts = re.split(r"\n\s*Function : ", sass)
+    return {p.split("\n", 1)[0].strip(): p for p in parts[1:]}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The library built for sm_90 here (no GPU needed to build or to load it), and its SASS."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SMLENS_CACHE", str(tmp_path_factory.mktemp("det_cuda")))
+    yield from _built()
+    mp.undo()
+
+
+def _built():
+    nvcc = cuda_gemm.find_nvcc()
+    if nvcc is None:
+        pytest.skip("no nvcc")
+    triton = pytest.importorskip("triton")
+    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    if not cuobjdump.exists():
+        pytest.skip("no cuobjdump")
+    path = cuda_gemm.build(nvcc, "90")
+    sass = subprocess.run([str(cuobjdump), "--dump-sass", str(path)], capture_output=True, text=True,
+                          timeout=300).stdout
+    usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", str(path)], capture_output=True,
+                           text=True, timeout=300).stdout
+    yield path, _sass_by_kernel(sass), usage
+
+
+def test_library_loads_and_agrees_with_the_tables(built):
+    lib = cuda_gemm.Library(built[0])
+    assert lib.configs == cuda_gemm.compiled_configs()
+    assert lib.has(TILE) and lib.has(GEMV) and lib.has(dataclasses.replace(GEMV, fold_block=256))
+    assert not lib.has(cuda_gemm.CudaTileConfig(64, 64, 8, 4, 4))
+
+
+def test_tile_kernels_are_ieee_fp32_fma(built):
+    """Each tile kernel: BK x TM x TN FFMAs per tile (unrolled, a multiple of it in all), none with
+    .FTZ, no tensor-core instruction, one barrier in the k loop, no spilled register."""
+    _, kernels, usage = built
+    tile = {k: v for k, v in kernels.items() if "det_sgemm_kernel" in k}
+    assert len(tile) == len(cuda_gemm.compiled_configs())
+    for name, sass in tile.items():
+        bm, bn, bk, tm, tn = map(int, re.search(r"kernelILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)E", name).groups())
+        ffma = len(re.findall(r"\bFFMA\b", sass))
+        assert ffma >= bk * tm * tn and ffma % (bk * tm * tn) == 0, name
+        assert "FFMA.FTZ" not in sass and "FADD.FTZ" not in sass and "FMUL" not in sass
+        for op in ("HMMA", "HGMMA", "IMMA", "DFMA"):
+            assert op not in sass
+        assert sass.count("BAR.SYNC") <= 2, name
+    # "Function NAME:" then its "REG:.. STACK:.. SHARED:.. LOCAL:.." line
+    local = dict(re.findall(r"Function (\S+):\s*\n\s*REG:\d+ STACK:\d+ SHARED:\d+ LOCAL:(\d+)", usage))
+    assert len(local) == len(cuda_gemm.compiled_configs()) + len(cuda_gemm.compiled_gemv_configs())
+    assert set(local.values()) == {"0"}
+
+
+def test_gemv_kernels_are_fp32_fma_without_a_barrier_in_the_loop(built):
+    _, kernels, _ = built
+    gemv = {k: v for k, v in kernels.items() if "det_gemv_kernel" in k}
+    assert len(gemv) == len(cuda_gemm.compiled_gemv_configs())
+    for name, sass in gemv.items():
+        mb, tn, nw, d = map(int, re.search(r"kernelILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)E", name).groups())
+        assert len(re.findall(r"\bFFMA\b", sass)) >= 2 * d * mb * tn, name
+        assert "FFMA.FTZ" not in sass and "HMMA" not in sass
+        assert sass.count("BAR.SYNC") == 1, name        # the x slice only
+
+
+# --- what the H200 said (call 6, tests/data/h200_det/sweep6.json) ----------------------------------
+
+@pytest.fixture(scope="module")
+def sweep6():
+    return json.loads(SWEEP6.read_text())
+
+
+def test_h200_cuda_kernels_kept_every_bit(sweep6):
+    """Every CUDA configuration, built on the H200 by nvcc 13.0 for sm_90: the whole output equal to
+    the Gluon default's (M = 100 and 2048 at prefill, two M per decode bucket) on the four
+    Llama-3.1-8B projections, sampled rows equal to the CPU emulation, and every tail of the edge
+    shape (M 300, N 520, K 544, bias) equal to both; no spilled register on the device either."""
+    build = sweep6["build"]
+    assert build["arch"] == "90" and build["error"] is None
+    assert set(build["configs"]) == {c.name for c in cuda_gemm.compiled_configs()}
+    assert all(info["error"] == 0 and info["local_bytes"] == 0 for info in build["configs"].values())
+    tile = [r for r in sweep6["sweep"] if r.get("config", {}).get("kind") == "cuda_tile"]
+    gemv = [r for r in sweep6["decode"] if r.get("config", {}).get("kind") == "cuda_gemv"]
+    assert len(tile) == 4 * len(build["configs"])
+    assert len(gemv) == 4 * len(cuda_gemm.compiled_gemv_configs())
+    for r in tile + gemv:
+        assert r["same_as_default"] is True and r["emulation_mismatches"] == 0, r["variant"]
+    edge = sweep6["edge"]["rows"]
+    assert edge["gluon_vs_emulation_mismatches"] == 0
+    for name in build["configs"]:
+        assert edge[name] == {"ran": True, "same_as_gluon": True, "emulation_mismatches": 0}
+
+
+def test_h200_call6_adopted_nothing_and_the_data_says_why(sweep6):
+    """Adopted only where a target is met: no CUDA tile configuration reached LayerCast's time on all
+    four projections (the best, 128 x 128 with the running total in shared memory, is 1.13x its
+    time), and no decode configuration came within 1.5x of cuBLAS bf16 at M = 16 (best 2.16x)."""
+    lc = {r["role"]: r["median_us"] for r in sweep6["sweep"] if r["variant"] == "layercast"}
+    worst = {}
+    for r in sweep6["sweep"]:
+        if r.get("config", {}).get("kind") == "cuda_tile":
+            worst[r["variant"]] = max(worst.get(r["variant"], 0.0), r["median_us"] / lc[r["role"]])
+    assert min(worst, key=worst.get) == "128x128x8_8x8_smem_b2" and 1.1 < min(worst.values()) < 1.2
+    assert det.CUDA_TILE_CONFIG is None
+    cub = {r["role"]: r["median_us"] for r in sweep6["decode"] if r["bucket"] == 16 and r["variant"] == "cublas_bf16"}
+    worst16 = {}
+    for r in sweep6["decode"]:
+        if r["bucket"] == 16 and r["variant"] != "cublas_bf16":
+            worst16[r["variant"]] = max(worst16.get(r["variant"], 0.0), r["median_us"] / cub[r["role"]])
+    assert 2.1 < min(worst16.values()) < 2.2 < worst16["gluon_default"]
+    assert det.CUDA_GEMV_CONFIGS == {}
