@@ -596,3 +596,90 @@ def test_module_table_resolves_by_block():
     assert annotator._role("gpt_neox.layers.0.attention.dense", linear, named)[1] == "o_proj"
     assert annotator._role("gpt_neox.layers.0.mlp.dense_4h_to_h", linear, named)[1] == "down_proj"
     assert annotator._role("model.layers.0.lm_head", linear, named)[1] == ""
+
+
+# --- mixture of experts, and layers of more than one kind --------------------------------------
+
+MOE = dict(TINY, num_local_experts=4, num_experts_per_tok=2)
+
+
+def mixtral(experts_implementation=None, **extra):
+    config = transformers.MixtralConfig(**MOE, **extra)
+    torch.manual_seed(0)
+    model = transformers.MixtralForCausalLM(config).eval()
+    if experts_implementation:
+        model.config._experts_implementation = experts_implementation
+    return model, config
+
+
+@pytest.mark.parametrize("implementation", [None, "eager"])
+def test_expert_gemms_get_their_roles_and_shapes(annotated, implementation):
+    """Mixtral's experts keep their weights as 3-D parameters and multiply with function calls:
+    transformers' default one grouped GEMM per projection over all experts, `eager` one F.linear
+    per expert hit. Each gets its projection's range, M the rows it multiplies (all experts
+    together: tokens x experts per token), N and K from the weight; nothing else changes."""
+    model, config = mixtral(implementation)
+    with torch.no_grad():
+        plain = generate_twice(model)
+        annotator, domain = annotated()
+        with OpRecorder(domain) as recorder:
+            ranged = generate_twice(model)
+        annotator.remove()
+    for a, b in zip(plain, ranged):
+        assert torch.equal(a.sequences, b.sequences)
+        assert all(torch.equal(x, y) for x, y in zip(a.logits, b.logits))
+    hidden, inter, experts = config.hidden_size, config.intermediate_size, config.num_local_experts
+    expected = {"gate_up_proj": (2 * inter, hidden), "down_proj": (hidden, inter)}
+    rows = {}  # (phase, role) -> rows multiplied in layer 0, over all expert GEMMs
+    for op, stack, shapes in recorder.ops:
+        if op not in GEMM_OPS | {"_grouped_mm"} or "smlens:layer_0" not in stack:
+            continue
+        parsed = nvtx.classify(list(stack), kernel_name(op))
+        if parsed["block"] != "mlp":
+            continue
+        if parsed["role_source"] != "annotation":  # the router: a plain GEMM by its name
+            assert stack[-1] == "smlens:mlp_block" and shapes[-1] == (hidden, experts), (op, stack)  # x @ W^T
+            continue
+        role = parsed["role"]
+        assert (parsed["shape_n"], parsed["shape_k"]) == expected[role]
+        assert stack[-1].endswith(f"module=model.layers.0.mlp.experts.{role}")
+        assert sum(e.startswith(f"smlens:{role}") for e in stack) == 1  # one range, not nested
+        assert ("experts=4" in stack[-1]) == (implementation is None) == (op == "_grouped_mm")
+        assert shapes[0] == (parsed["shape_m"], parsed["shape_k"])
+        key = (nvtx.phase_of(list(stack)), role)
+        rows[key] = rows.get(key, 0) + parsed["shape_m"]
+    tokens = {"cold_prefill": 2 * 8, "warm_prefill": 2 * 8, "decode": 2}
+    assert rows == {(phase, role): tokens[phase] * (4 if phase == "decode" else 1) * 2
+                    for phase in tokens for role in expected}
+
+
+def test_layer_kinds_and_the_note_when_the_profiled_layer_is_not_all(annotated):
+    """A model whose first layer is dense and the others mixture-of-experts has two kinds of layer:
+    the annotation says which, and the run's notes say that layer 0 stands only for itself."""
+    config = transformers.Qwen2MoeConfig(**{**TINY, "num_hidden_layers": 4}, num_experts=4,
+                                         num_experts_per_tok=2, moe_intermediate_size=32,
+                                         shared_expert_intermediate_size=64, mlp_only_layers=[0])
+    torch.manual_seed(0)
+    models = {"moe": transformers.Qwen2MoeForCausalLM(config).eval(), "llama": hf_model("llama")[0]}
+    seen = {}
+    for name, model in models.items():
+        annotator, _ = annotated()
+        with torch.no_grad():
+            generate_twice(model)
+        annotator.remove()
+        seen[name] = annotator.models
+    assert [m["layer_kinds"] for m in seen["moe"]] == [[[0], [1, 2, 3]]]
+    assert [m["layer_kinds"] for m in seen["llama"]] == [[[0, 1]]]
+    from profiler.run import program
+
+    def notes(name, layer):
+        plan = types.SimpleNamespace(regions=program.regions(vocabulary.PHASES, True, layer, False))
+        return program.unlike_layers([{"models": seen[name]}] * 2, plan)  # two runs: one note
+
+    assert notes("moe", 0) == ["Qwen2MoeForCausalLM's decoder layers are of 2 kinds (layers 0; 1-3): "
+                               "the profiled layer stands for its own kind only, and layers 1-3 may "
+                               "run other kernels: --layer 1 profiles one of them, --no-dedup all"]
+    assert "--layer 0 profiles" in notes("moe", 2)[0]
+    assert notes("llama", 0) == []
+    no_dedup = types.SimpleNamespace(regions=program.regions(vocabulary.PHASES, False, 0, False))
+    assert program.unlike_layers([{"models": seen["moe"]}], no_dedup) == []

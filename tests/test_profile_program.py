@@ -133,7 +133,7 @@ def test_injection_in_a_real_process(program, tmp_path):
     (status,) = statuses
     assert status["torch_imported"] and status["nvtx_tool"] and status["error"] is None
     assert status["forwards"] == {"cold_prefill": 1, "warm_prefill": 1, "decode": 2}
-    assert status["models"] == [{"class": "Model", "layers": 3}]
+    assert status["models"] == [{"class": "Model", "layers": 3, "layer_kinds": [[0, 1, 2]]}]
 
 
 @needs_torch

@@ -78,6 +78,8 @@ MODULE_ROLES = {
     # Hugging Face: separate projections
     "q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "o_proj": "o_proj",
     "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj", "down_proj": "down_proj",
+    # Mixtral's and Meta's reference code: w1 the gate, w3 the up, w2 the down projection
+    "w1": "gate_up_proj", "w3": "gate_up_proj", "w2": "down_proj",
     # vLLM: fused projections (QKVParallelLinear, MergedColumnParallelLinear)
     "qkv_proj": "qkv_proj", "gate_up_proj": "gate_up_proj",
     # GPT-style
@@ -98,6 +100,7 @@ MODULE_ROLES = {
 MODULE_BLOCKS = {
     "self_attn": "attention", "attn": "attention", "attention": "attention",
     "self_attention": "attention", "mlp": "mlp", "feed_forward": "mlp", "ffn": "mlp",
+    "block_sparse_moe": "mlp", "moe": "mlp",
 }
 # Class-name words for modules no name above covers: `LlamaRMSNorm`, `RotaryEmbedding`, `SiLU`.
 ELEMENTWISE_CLASS_WORDS = ("Norm", "Rotary", "SiLU", "GELU", "Activation", "AndMul", "ReLU", "Tanh")

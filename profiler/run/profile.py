@@ -368,6 +368,7 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
         if plan.annotated and plan.regions:
             program_path.update_repeats(plan, statuses)
             notes += program_path.missing_phases(statuses, plan) if failure is None else []
+            notes += program_path.unlike_layers(statuses, plan)
         # graph nodes lose the role ranges of capture: an eager step of the same phase names them
         graph_nodes = any(inv.graph_profiling == "node" for inv in plan.invocations)
         row, _new = store.ingest(merged, name=name, tags=tags, ncu_version=version,

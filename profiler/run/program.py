@@ -258,6 +258,45 @@ def _compiled_in_layer_filters(statuses: list[dict], plan) -> str:
     return ", ".join(f"{count} {phase}" for phase, count in counts.items()) + " forward(s)"
 
 
+def unlike_layers(statuses: list[dict], plan) -> list[str]:
+    """Notes for models whose decoder layers are not all alike (the annotation's `layer_kinds`:
+    dense and mixture-of-experts layers, sliding-window and global attention): the one layer
+    dedup profiles stands for the layers of its own kind only."""
+    profiled = {int(r) for region in plan.regions for r in
+                (name[len("layer_"):] for name in region.ranges if name.startswith("layer_")) if r.isdigit()}
+    if not profiled:
+        return []
+    notes = []
+    for status in statuses:
+        for model in status.get("models", []):
+            kinds = model.get("layer_kinds") or []
+            missed = [kind for kind in kinds if not profiled & set(kind)]
+            if len(kinds) < 2 or not missed:
+                continue
+            note = (f"{model.get('class', 'the model')}'s decoder layers are of {len(kinds)} kinds "
+                    f"(layers {'; '.join(_index_list(kind) for kind in kinds)}): the profiled layer "
+                    f"stands for its own kind only, and layers {'; '.join(_index_list(k) for k in missed)} "
+                    f"may run other kernels: --layer {missed[0][0]} profiles one of them, --no-dedup all")
+            if note not in notes:
+                notes.append(note)
+    return notes
+
+
+def _index_list(indices: list[int]) -> str:
+    """0-2, 5, 7-9; an evenly spaced list as 1, 3, ..., 41."""
+    if len(indices) > 2:
+        steps = {b - a for a, b in zip(indices, indices[1:])}
+        if len(steps) == 1 and steps != {1}:
+            return f"{indices[0]}, {indices[1]}, ..., {indices[-1]}"
+    runs: list[list[int]] = []
+    for index in indices:
+        if runs and index == runs[-1][-1] + 1:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
 def missing_phases(statuses: list[dict], plan) -> list[str]:
     """Notes for phases the plan wanted and the program never ran."""
     notes = []

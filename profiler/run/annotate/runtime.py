@@ -14,6 +14,8 @@ the built-in decoder's structure (profiler/workloads/decoder.py), so the same nc
           <role> M= N= K= module=<path>                 a projection named in MODULE_ROLES
           attention B= H= KVH= Sq= Skv= D= causal= module=<path>   torch's SDPA, or an attention module
           elementwise module=<path>                     a norm, the rotary embedding, an activation
+          <role> M= N= K= [experts=E] module=<path>.<param>   a GEMM of a mixture-of-experts module's
+                                                        3-D weights (see _wrap_expert_gemms)
 
 A forward that feeds more than one new token per sequence is a prefill (the process's first one
 cold, later ones warm), one token per sequence is a decode step (numbered across the process).
@@ -49,17 +51,21 @@ STOP_ENV = "SMLENS_STOP_AFTER"
 _MAX_MESSAGES = 20000  # cached event attributes; a program with ever-new shapes starts over
 
 # what a module is to the annotation
-_NONE, _OWNER, _LAYER, _BLOCK, _PROJECTION, _ATTENTION, _ELEMENTWISE = range(7)
+_NONE, _OWNER, _LAYER, _BLOCK, _PROJECTION, _ATTENTION, _ELEMENTWISE, _EXPERTS = range(8)
+# attributes that make two decoder layers with the same modules run different kernels or work
+# (Gemma's sliding-window layers, Llama 4's layers without RoPE)
+_LAYER_ATTRIBUTES = ("sliding_window", "is_sliding", "attention_type", "layer_type", "use_rope")
 
 
 class _Info:
-    __slots__ = ("kind", "path", "word", "out_features", "heads", "kv_heads", "head_dim")
+    __slots__ = ("kind", "path", "word", "out_features", "heads", "kv_heads", "head_dim", "params")
 
     def __init__(self, kind, path="", word="", out_features=None, heads=None, kv_heads=None,
-                 head_dim=None):
+                 head_dim=None, params=None):
         self.kind, self.path, self.word = kind, path, word
         self.out_features = out_features
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+        self.params = params  # _EXPERTS: {parameter name: role}
 
 
 _SKIP = _Info(_NONE)
@@ -67,11 +73,12 @@ _SKIP = _Info(_NONE)
 
 class _Record:
     """What one annotated module call pushed, popped by its forward hook."""
-    __slots__ = ("pushed", "path", "model", "reopen_setup", "capturing")
+    __slots__ = ("pushed", "path", "model", "reopen_setup", "capturing", "experts")
 
     def __init__(self, path):
         self.pushed, self.path, self.model = 0, path, False
         self.reopen_setup, self.capturing = False, False
+        self.experts = None  # an experts module's call: {weight storage address: (role, path)}
 
 
 class _Thread(threading.local):
@@ -145,6 +152,7 @@ class Annotator:
         post = module_mod.register_module_forward_hook(self._post, always_call=True)
         self._undo += [pre.remove, post.remove]
         self._wrap_sdpa(torch)
+        self._wrap_expert_gemms(torch)
         self._wrap_cuda_graph(torch)
         self._wrap_compile(torch)
         if self.setup:
@@ -181,6 +189,58 @@ class Annotator:
         scaled_dot_product_attention.__doc__ = original.__doc__
         functional.scaled_dot_product_attention = scaled_dot_product_attention
         self._undo.append(lambda: setattr(functional, "scaled_dot_product_attention", original))
+
+    def _wrap_expert_gemms(self, torch) -> None:
+        """A mixture-of-experts module keeping its experts' weights as 3-D parameters (Hugging Face's
+        `MixtralExperts`: `gate_up_proj` [E, 2I, H], `down_proj` [E, H, I]) runs its GEMMs as
+        function calls, not modules: `F.grouped_mm` over all experts (transformers' default) or
+        `F.linear` per expert (`experts_implementation="eager"`). Inside such a module's call, a GEMM
+        whose weight is a view of one of those parameters gets the parameter's role range, with M
+        the rows it multiplies (tokens x experts per token, for the grouped call) and `experts=E`."""
+        functional = torch.nn.functional
+        annotator = self
+        for owner, name in ((functional, "linear"), (functional, "grouped_mm"), (torch, "_grouped_mm")):
+            original = getattr(owner, name, None)
+            if original is None:
+                continue
+
+            def gemm(*args, _original=original, **kwargs):
+                if annotator._compiling():  # first: dynamo traces nothing else of this wrapper
+                    return _original(*args, **kwargs)
+                records = annotator._thread.records
+                experts = records[-1].experts if records else None
+                if experts is None or len(args) < 2 or annotator.error is not None:
+                    return _original(*args, **kwargs)
+                record = records[-1]
+                pushed = annotator._push_expert_gemm(experts, args[0], args[1])
+                if pushed:
+                    record.experts = None  # F.grouped_mm calls torch._grouped_mm: one range
+                try:
+                    return _original(*args, **kwargs)
+                finally:
+                    if pushed:
+                        record.experts = experts
+                        annotator.domain.pop_range()
+
+            gemm.__wrapped__ = original
+            gemm.__doc__ = original.__doc__
+            setattr(owner, name, gemm)
+            self._undo.append(functools.partial(setattr, owner, name, original))
+
+    def _push_expert_gemm(self, experts: dict, input, weight) -> bool:
+        try:
+            found = experts.get(weight.untyped_storage().data_ptr())
+            if found is None:
+                return False
+            role, path = found
+            k = int(input.shape[-1])
+            rows, cols = (int(v) for v in weight.shape[-2:])
+            n = cols if rows == k else rows
+            grouped = f" experts={int(weight.shape[0])}" if weight.dim() == 3 else ""
+            self._push(f"{role} M={input.numel() // k} N={n} K={k}{grouped} module={path}")
+            return True
+        except (AttributeError, IndexError, TypeError, ValueError, RuntimeError, ZeroDivisionError):
+            return False  # an odd call (no shapes to read) goes unannotated
 
     def _wrap_eager_attention(self, module) -> None:
         """Hugging Face's eager attention (Gemma-2's default since transformers 5.18: SDPA has no
@@ -381,7 +441,7 @@ class Annotator:
                 if state.model is None:
                     self._open_forward(state, record, args)
             elif state.model is not None and not state.model.capturing:
-                self._push_module(info, record, args)
+                self._push_module(info, record, args, module)
         except Exception as err:  # noqa: BLE001
             self._fail(err)
         return None
@@ -405,7 +465,13 @@ class Annotator:
             self._fail(err)
         return None
 
-    def _push_module(self, info: _Info, record: _Record, args) -> None:
+    def _push_module(self, info: _Info, record: _Record, args, module) -> None:
+        if info.kind == _EXPERTS:
+            # no range of its own: its GEMMs push theirs (_wrap_expert_gemms), its other kernels
+            # (routing, gathers) are the MLP block's, roles from their names
+            record.experts = {getattr(module, name).untyped_storage().data_ptr(): (role, f"{info.path}.{name}")
+                              for name, role in info.params.items()}
+            return
         if info.kind == _LAYER:
             self._push(info.word)
         elif info.kind == _BLOCK:
@@ -534,6 +600,7 @@ class Annotator:
             self._remember(module, _SKIP)
             return _SKIP
         roles = {path: self._role(path, child, named) for path, child in named}
+        modules = dict(named)
         projections = [p for p, (kind, _) in roles.items() if kind == _PROJECTION]
         for path, child in named:
             if path in layers:
@@ -549,9 +616,24 @@ class Annotator:
                         self._wrap_eager_attention(child)
                 info = self._describe(kind, path, word, child)
             self._remember(child, info)
+        kinds: dict = {}
+        for path, index in sorted(layers.items(), key=lambda item: item[1]):
+            kinds.setdefault(self._layer_signature(modules[path]), []).append(index)
         with self._lock:
-            self.models.append({"class": type(module).__name__, "layers": len(layers)})
+            self.models.append({"class": type(module).__name__, "layers": len(layers),
+                                "layer_kinds": list(kinds.values())})
         return self._info[id(module)]
+
+    @staticmethod
+    def _layer_signature(layer) -> tuple:
+        """What makes a decoder layer run the kernels it does: its modules' classes, their weights'
+        shapes and the attributes in _LAYER_ATTRIBUTES. Layers with equal signatures are alike
+        (what dedup's one profiled layer stands for); a model may mix kinds (dense and
+        mixture-of-experts layers, sliding-window and global attention)."""
+        return tuple((path, type(child).__name__,
+                      tuple((name, tuple(p.shape)) for name, p in child.named_parameters(recurse=False)),
+                      tuple(str(getattr(child, a, None)) for a in _LAYER_ATTRIBUTES))
+                     for path, child in layer.named_modules())
 
     def _remember(self, module, info: _Info) -> None:
         key = id(module)
@@ -570,6 +652,8 @@ class Annotator:
             role = role.get(block)
         if role in self._gemm_roles and self._out_features(module):
             return _PROJECTION, role
+        if self._expert_params(module):
+            return _EXPERTS, "experts"
         if role == "elementwise":
             return _ELEMENTWISE, role
         block = vocab.MODULE_BLOCKS.get(name)
@@ -583,7 +667,19 @@ class Annotator:
             return _ELEMENTWISE, "elementwise"
         return _NONE, ""
 
+    def _expert_params(self, module) -> dict:
+        """{name: role} of a module's own 3-D weights that the module table names as projections
+        (`gate_up_proj`, `down_proj`: one matrix per expert)."""
+        found = {}
+        for name, param in module.named_parameters(recurse=False):
+            role = self.vocab.MODULE_ROLES.get(name)
+            if param.dim() == 3 and isinstance(role, str) and role in self._gemm_roles:
+                found[name] = role
+        return found
+
     def _describe(self, kind: int, path: str, word: str, module) -> _Info:
+        if kind == _EXPERTS:
+            return _Info(kind, path, word, params=self._expert_params(module))
         if kind == _PROJECTION:
             return _Info(kind, path, word, out_features=self._out_features(module))
         if kind == _ATTENTION:
