@@ -30,7 +30,14 @@ CONFIGS = {
     "gemma-2-9b": ("Gemma2Config", dict(hidden_size=3584, intermediate_size=14336, num_attention_heads=16,
                                         num_key_value_heads=8, head_dim=256, vocab_size=256000,
                                         rms_norm_eps=1e-6, max_position_embeddings=8192)),
+    "mixtral-8x7b": ("MixtralConfig", dict(hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+                                           num_key_value_heads=8, num_local_experts=8, num_experts_per_tok=2,
+                                           vocab_size=32000, rope_theta=1000000.0, rms_norm_eps=1e-5,
+                                           sliding_window=None, max_position_embeddings=8192)),
     # for a dry run on a CPU
+    "tiny-moe": ("MixtralConfig", dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                       num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+                                       vocab_size=100, max_position_embeddings=256)),
     "tiny": ("LlamaConfig", dict(hidden_size=64, intermediate_size=128, num_attention_heads=4,
                                  num_key_value_heads=2, vocab_size=100, max_position_embeddings=256)),
 }
