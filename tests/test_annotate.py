@@ -612,12 +612,13 @@ def mixtral(experts_implementation=None, **extra):
     return model, config
 
 
-@pytest.mark.parametrize("implementation", [None, "eager"])
+@pytest.mark.parametrize("implementation", [None, "eager", "batched_mm"])
 def test_expert_gemms_get_their_roles_and_shapes(annotated, implementation):
     """Mixtral's experts keep their weights as 3-D parameters and multiply with function calls:
-    transformers' default one grouped GEMM per projection over all experts, `eager` one F.linear
-    per expert hit. Each gets its projection's range, M the rows it multiplies (all experts
-    together: tokens x experts per token), N and K from the weight; nothing else changes."""
+    transformers' default one grouped GEMM per projection over all experts, `batched_mm` (its
+    default for decode on a GPU) a bmm over the weights gathered per (token, expert) pair, `eager`
+    one F.linear per expert hit. Each gets its projection's range, M the rows it multiplies (all
+    experts together: tokens x experts per token), N and K from the weight; nothing else changes."""
     model, config = mixtral(implementation)
     with torch.no_grad():
         plain = generate_twice(model)
@@ -645,7 +646,11 @@ def test_expert_gemms_get_their_roles_and_shapes(annotated, implementation):
         assert stack[-1].endswith(f"module=model.layers.0.mlp.experts.{role}")
         assert sum(e.startswith(f"smlens:{role}") for e in stack) == 1  # one range, not nested
         assert ("experts=4" in stack[-1]) == (implementation is None) == (op == "_grouped_mm")
-        assert shapes[0] == (parsed["shape_m"], parsed["shape_k"])
+        m, n, k = parsed["shape_m"], parsed["shape_n"], parsed["shape_k"]
+        if implementation == "batched_mm":  # bmm(W gathered [M, N, K], x [M, K, 1])
+            assert op == "bmm" and shapes == ((m, n, k), (m, k, 1))
+        else:
+            assert shapes[0] == (m, k)
         key = (nvtx.phase_of(list(stack)), role)
         rows[key] = rows.get(key, 0) + parsed["shape_m"]
     tokens = {"cold_prefill": 2 * 8, "warm_prefill": 2 * 8, "decode": 2}

@@ -78,7 +78,7 @@ class _Record:
     def __init__(self, path):
         self.pushed, self.path, self.model = 0, path, False
         self.reopen_setup, self.capturing = False, False
-        self.experts = None  # an experts module's call: {weight storage address: (role, path)}
+        self.experts = None  # an experts module's call: its 3-D weights (_expert_weight)
 
 
 class _Thread(threading.local):
@@ -193,18 +193,21 @@ class Annotator:
     def _wrap_expert_gemms(self, torch) -> None:
         """A mixture-of-experts module keeping its experts' weights as 3-D parameters (Hugging Face's
         `MixtralExperts`: `gate_up_proj` [E, 2I, H], `down_proj` [E, H, I]) runs its GEMMs as
-        function calls, not modules: `F.grouped_mm` over all experts (transformers' default) or
-        `F.linear` per expert (`experts_implementation="eager"`). Inside such a module's call, a GEMM
-        whose weight is a view of one of those parameters gets the parameter's role range, with M
-        the rows it multiplies (tokens x experts per token, for the grouped call) and `experts=E`."""
+        function calls, not modules: `F.grouped_mm` over all experts (transformers' default at
+        prefill), `torch.bmm` over the experts' weights gathered per (token, expert) pair (its
+        default for decode on a GPU) or `F.linear` per expert (`experts_implementation="eager"`).
+        Inside such a module's call, a GEMM whose weight is one of those parameters (a view of it,
+        or a gather of its matrices: the same trailing shape) gets the parameter's role range, M the
+        rows it multiplies (all experts together: tokens x experts per token)."""
         functional = torch.nn.functional
         annotator = self
-        for owner, name in ((functional, "linear"), (functional, "grouped_mm"), (torch, "_grouped_mm")):
+        for owner, name in ((functional, "linear"), (functional, "grouped_mm"), (torch, "_grouped_mm"),
+                            (torch, "bmm")):
             original = getattr(owner, name, None)
             if original is None:
                 continue
 
-            def gemm(*args, _original=original, **kwargs):
+            def gemm(*args, _original=original, _batched=name == "bmm", **kwargs):
                 if annotator._compiling():  # first: dynamo traces nothing else of this wrapper
                     return _original(*args, **kwargs)
                 records = annotator._thread.records
@@ -212,7 +215,7 @@ class Annotator:
                 if experts is None or len(args) < 2 or annotator.error is not None:
                     return _original(*args, **kwargs)
                 record = records[-1]
-                pushed = annotator._push_expert_gemm(experts, args[0], args[1])
+                pushed = annotator._push_expert_gemm(experts, args[0], args[1], _batched)
                 if pushed:
                     record.experts = None  # F.grouped_mm calls torch._grouped_mm: one range
                 try:
@@ -227,17 +230,34 @@ class Annotator:
             setattr(owner, name, gemm)
             self._undo.append(functools.partial(setattr, owner, name, original))
 
-    def _push_expert_gemm(self, experts: dict, input, weight) -> bool:
+    @staticmethod
+    def _expert_weight(experts: list, tensor):
+        """The (role, path, storage, matrix shape, E) of the expert parameter `tensor` is taken from:
+        the same storage, else (a gather) the one parameter of the same matrix shape."""
+        if getattr(tensor, "dim", lambda: 0)() < 2:
+            return None
+        storage = tensor.untyped_storage().data_ptr()
+        same = [e for e in experts if e[2] == storage]
+        if not same:
+            shape = tuple(tensor.shape[-2:])
+            same = [e for e in experts if shape in (e[3], e[3][::-1])]
+        return same[0] if len(same) == 1 else None
+
+    def _push_expert_gemm(self, experts: list, a, b, batched: bool) -> bool:
+        """linear / grouped_mm (x, W): K is x's last dim; bmm(W, x) or bmm(x, W): K is a's last dim."""
         try:
-            found = experts.get(weight.untyped_storage().data_ptr())
+            found = self._expert_weight(experts, b)
+            weight, other = b, a
+            if found is None and batched:
+                found = self._expert_weight(experts, a)
+                weight, other = a, b
             if found is None:
                 return False
-            role, path = found
-            k = int(input.shape[-1])
+            k = int(a.shape[-1])
             rows, cols = (int(v) for v in weight.shape[-2:])
-            n = cols if rows == k else rows
-            grouped = f" experts={int(weight.shape[0])}" if weight.dim() == 3 else ""
-            self._push(f"{role} M={input.numel() // k} N={n} K={k}{grouped} module={path}")
+            n = rows if (batched and weight is a) or cols == k else cols
+            grouped = f" experts={found[4]}" if weight.dim() == 3 and not batched else ""
+            self._push(f"{found[0]} M={other.numel() // k} N={n} K={k}{grouped} module={found[1]}")
             return True
         except (AttributeError, IndexError, TypeError, ValueError, RuntimeError, ZeroDivisionError):
             return False  # an odd call (no shapes to read) goes unannotated
@@ -469,8 +489,10 @@ class Annotator:
         if info.kind == _EXPERTS:
             # no range of its own: its GEMMs push theirs (_wrap_expert_gemms), its other kernels
             # (routing, gathers) are the MLP block's, roles from their names
-            record.experts = {getattr(module, name).untyped_storage().data_ptr(): (role, f"{info.path}.{name}")
-                              for name, role in info.params.items()}
+            weights = {name: getattr(module, name) for name in info.params}
+            record.experts = [(role, f"{info.path}.{name}", weights[name].untyped_storage().data_ptr(),
+                               tuple(weights[name].shape[-2:]), int(weights[name].shape[0]))
+                              for name, role in info.params.items()]
             return
         if info.kind == _LAYER:
             self._push(info.word)
