@@ -120,10 +120,11 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
       for (int j = 0; j < (TOTAL_SMEM ? 1 : TN); ++j) total[i][j] = -0.0f;
   }
 
+  const int T = K / BK;
   load(0);
   store(0);
+  load(min(1, T - 1));
   __syncthreads();
-  const int T = K / BK;
   int t = 0;
   for (int c0 = 0; c0 < T; c0 += tiles_per_chain) {
     const int c1 = min(T, c0 + tiles_per_chain);
@@ -134,8 +135,6 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
       for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
     for (; t < c1; ++t) {
       const int cur = t & 1;
-      const bool more = t + 1 < T;
-      if (more) load(t + 1);
       const float* xb = xs + cur * S::XS + ty * 4;
       const float* wb = ws + cur * S::WS + tx * 4;
 #pragma unroll
@@ -156,7 +155,12 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
 #pragma unroll
           for (int j = 0; j < TN; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
       }
-      if (more) store(cur ^ 1);   // that buffer's last readers passed the previous barrier
+      // Tile t + 1 (in registers since the last barrier) into the other buffer, whose last readers
+      // passed that barrier; then tile t + 2's loads, issued before the barrier so that the compiler
+      // cannot sink them below the FMAs (a load issued after the FMAs exposes its latency once per
+      // tile). Unconditional: past the end the last tile is loaded and stored again, never read.
+      store(cur ^ 1);
+      load(min(t + 2, T - 1));
       __syncthreads();
     }
     // the chain's partial onto the running total (__fadd_rn: never contracted into an FMA)
@@ -237,8 +241,13 @@ struct Variant {
   X(64, 128, 8, 8, 8, false, 2)        \
   X(128, 64, 16, 8, 4, false, 2)       \
   X(128, 128, 8, 8, 8, true, 2)        \
+  X(128, 128, 16, 8, 8, true, 2)       \
   X(128, 256, 8, 8, 16, true, 1)       \
-  X(256, 128, 8, 16, 8, true, 1)
+  X(256, 128, 8, 16, 8, true, 1)       \
+  X(128, 128, 8, 8, 16, true, 2)       \
+  X(128, 128, 8, 16, 8, true, 2)       \
+  X(128, 256, 16, 8, 16, true, 1)      \
+  X(256, 128, 16, 16, 8, true, 1)
 
 #define DET_LAUNCH_CASE(BM, BN, BK, TM, TN, TS, MB) \
   if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB>::launch(x, wt, bias, y, M, N, K, chain, stream);
