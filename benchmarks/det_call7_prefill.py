@@ -16,7 +16,8 @@ Steps, each written to DIR/det_call7_prefill.json as soon as it is done (det_cal
    with the smallest worst ratio to LayerCast wins.
 5. small_m: the winner against the Gluon kernel at M = 128..1024 (where the CUDA kernel starts).
 6. ncu (--clock-control none): the two best configurations and LayerCast on qkv at M = 2048, FMA
-   pipe, issue, stall reasons, bank conflicts, registers, occupancy -> DIR/ncu_prefill.csv.
+   pipe, issue, stall reasons, bank conflicts, registers, occupancy -> DIR/ncu_prefill.csv; the
+   best one's stall samples per SASS instruction -> DIR/src_prefill.ncu-rep, src_prefill_sass.csv.
 """
 from __future__ import annotations
 
@@ -95,6 +96,18 @@ def ncu(out, outdir):
         f.write(proc.stdout)
     out["ncu"] = {"configs": names, "returncode": proc.returncode, "seconds": round(time.time() - t0, 1),
                   "csv": os.path.basename(csv), "stderr_tail": proc.stderr[-1500:]}
+    # where the best one stalls, per SASS instruction (warp-state sampling)
+    rep = os.path.join(outdir, "src_prefill")
+    cmd = ["/usr/local/cuda/bin/ncu", "--clock-control", "none", "--profile-from-start", "off",
+           "--section", "SourceCounters", "--section", "WarpStateStats", "-k", "regex:det_sgemm", "-c", "1",
+           "-f", "-o", rep, sys.executable, os.path.abspath(__file__), "--ncu-driver", names[0]]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    exp = subprocess.run(["/usr/local/cuda/bin/ncu", "--import", rep + ".ncu-rep", "--page", "source", "--csv",
+                          "--print-source", "sass"], capture_output=True, text=True, timeout=120)
+    with open(os.path.join(outdir, "src_prefill_sass.csv"), "w") as f:
+        f.write(exp.stdout)
+    out["ncu_source"] = {"config": names[0], "returncode": proc.returncode, "export_returncode": exp.returncode,
+                         "seconds": round(time.time() - t0, 1), "stderr_tail": (proc.stderr + exp.stderr)[-1500:]}
 
 
 def ncu_driver(names: str):
