@@ -274,7 +274,9 @@ struct Variant {
   X(128, 128, 8, 8, 16, true, 2, true)       \
   X(128, 128, 8, 16, 8, true, 2, true)       \
   X(128, 128, 16, 16, 8, true, 2, true)      \
-  X(256, 128, 16, 16, 8, true, 1, true)
+  X(256, 128, 16, 16, 8, true, 1, true)      \
+  X(128, 64, 16, 8, 8, true, 3, false)       \
+  X(128, 64, 8, 8, 8, true, 3, false)
 
 #define DET_LAUNCH_CASE(BM, BN, BK, TM, TN, TS, MB, XA) \
   if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB, XA>::launch(x, wt, bias, y, M, N, K, chain, stream);
