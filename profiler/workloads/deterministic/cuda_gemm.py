@@ -34,15 +34,15 @@ ENV_NVCC = "SMLENS_NVCC"                 # nvcc to use (default: PATH, $CUDA_HOM
 GEMV_INFO_FIELDS = ("rows", "tn", "warps", "depth", "threads", "block_n", "registers", "local_bytes",
                     "blocks_per_sm")
 INFO_FIELDS = ("block_m", "block_n", "block_k", "tm", "tn", "total_smem", "min_blocks", "threads",
-               "smem_bytes", "registers", "local_bytes", "blocks_per_sm", "x_async")
+               "smem_bytes", "registers", "local_bytes", "blocks_per_sm", "n_outer")
 
 
 @dataclass(frozen=True)
 class CudaTileConfig:
     """One compiled configuration of det_sgemm.cu: BM x BN program tiles, BK k per tile, TM x TN
     outputs per thread, the running total of chain partials in shared memory or registers, and
-    the __launch_bounds__ minimum of programs per SM, x's tile by cp.async (x_async) or through
-    registers like W's. Must be one of `compiled_configs()`."""
+    the __launch_bounds__ minimum of programs per SM, and the order of a k step's FMAs in the
+    register block (n_outer: columns outer; speed only). Must be one of `compiled_configs()`."""
     block_m: int
     block_n: int
     block_k: int
@@ -50,7 +50,7 @@ class CudaTileConfig:
     tn: int
     total_smem: bool = False
     min_blocks: int = 1
-    x_async: bool = False
+    n_outer: bool = False
     kind: str = "cuda_tile"
 
     @property
@@ -60,8 +60,8 @@ class CudaTileConfig:
     @property
     def name(self) -> str:
         where = "smem" if self.total_smem else "reg"
-        xa = "_xa" if self.x_async else ""
-        return f"{self.block_m}x{self.block_n}x{self.block_k}_{self.tm}x{self.tn}_{where}_b{self.min_blocks}{xa}"
+        order = "_no" if self.n_outer else ""
+        return f"{self.block_m}x{self.block_n}x{self.block_k}_{self.tm}x{self.tn}_{where}_b{self.min_blocks}{order}"
 
 
 @dataclass(frozen=True)
@@ -103,9 +103,9 @@ def compiled_configs(source: str | None = None) -> list[CudaTileConfig]:
     text = source if source is not None else SOURCE.read_text()
     table = _table(text, "DET_SGEMM_VARIANTS")
     out = []
-    for bm, bn, bk, tm, tn, ts, mb, xa in re.findall(
+    for bm, bn, bk, tm, tn, ts, mb, no in re.findall(
             r"X\((\d+), (\d+), (\d+), (\d+), (\d+), (true|false), (\d+)(?:, (true|false))?\)", table):
-        out.append(CudaTileConfig(int(bm), int(bn), int(bk), int(tm), int(tn), ts == "true", int(mb), xa == "true"))
+        out.append(CudaTileConfig(int(bm), int(bn), int(bk), int(tm), int(tn), ts == "true", int(mb), no == "true"))
     return out
 
 
@@ -268,14 +268,14 @@ def why_not(arch: str) -> Optional[str]:
 def fits(x, wt, bias, cfg: CudaTileConfig, chain_k: int) -> bool:
     """Whether the kernel takes these operands as they are (else the Gluon kernel runs): FP32 x
     and bf16 W^T, contiguous, on a CUDA device; K and the chain length multiples of BK; N of 4;
-    16-byte aligned x (8-byte W^T rows); x_async: M K < 2^31 (32-bit element offsets)."""
+    16-byte aligned x (8-byte W^T rows)."""
     import torch
     M, K = x.shape
     N = wt.shape[1]
     return (x.is_cuda and x.dtype == torch.float32 and wt.dtype == torch.bfloat16 and x.is_contiguous()
             and wt.is_contiguous() and K % cfg.block_k == 0 and chain_k % cfg.block_k == 0 and N % 4 == 0
             and K % 4 == 0 and x.data_ptr() % 16 == 0 and wt.data_ptr() % 8 == 0
-            and (bias is None or bias.shape == (N,)) and (not cfg.x_async or M * K < 2 ** 31))
+            and (bias is None or bias.shape == (N,)))
 
 
 def arch_of(device) -> str:

@@ -38,15 +38,9 @@ struct Shape {
   static_assert(XV * NT * 4 == BM * BK && WV * NT * 4 == BN * BK, "loads cover the tiles");
 };
 
-// x's tile by cp.async (X_ASYNC): 4-byte copies straight into the transposed buffer, 8 threads per
-// row of BK k (one 32-byte sector per row and instruction), rows past M zero-filled. No x staging
-// registers and no x shared stores in the thread's own instruction stream.
-__device__ __forceinline__ void cp_async4_or_zero(uint32_t dst, const float* src, bool ok) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(ok ? 4 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
-
-template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int MINB, bool X_ASYNC>
+// N_OUTER: the register block's FMAs of one k walk the columns in the outer loop (another
+// instruction order and register allocation for ptxas; every acc[i][j] still gets its FMAs in k order).
+template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int MINB, bool N_OUTER>
 __global__ void __launch_bounds__(Shape<BM, BN, BK, TM, TN, TOTAL_SMEM>::NT, MINB)
 det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, const float* __restrict__ bias,
                  float* __restrict__ y, int M, int N, int K, int tiles_per_chain) {
@@ -87,30 +81,11 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
   }
   const size_t w_step = (size_t)BK * N / 2;   // words per tile
 
-  // X_ASYNC: element e = tid + i NT of the BM x BK tile is row e / BK, k e % BK
-  constexpr int XE = BM * BK / S::NT, XROWS = S::NT / BK;
-  static_assert(!X_ASYNC || (S::NT % BK == 0 && XE * S::NT == BM * BK), "cp.async covers the x tile");
-  const int xa_row = tid / BK, xa_k = tid % BK;
-  // 32-bit element offsets (cuda_gemm.fits: M K < 2^31): 64-bit pointers per copy cost registers
-  const int xa_off = min(m0 + xa_row, M - 1) * K + xa_k, xa_step = XROWS * K;
-  uint32_t xa_ok = 0;
-#pragma unroll
-  for (int i = 0; i < (X_ASYNC ? XE : 0); ++i) xa_ok |= (uint32_t)(m0 + xa_row + i * XROWS < M) << i;
-  const uint32_t xa_dst = (uint32_t)__cvta_generic_to_shared(xs + xa_k * S::BMP + xa_row);
-  auto xasync = [&](int t, int buf) {
-    const uint32_t dst = xa_dst + buf * S::XS * 4;
-#pragma unroll
-    for (int i = 0; i < XE; ++i) {
-      const bool ok = (xa_ok >> i) & 1u;
-      cp_async4_or_zero(dst + i * XROWS * 4, x + (ok ? xa_off + i * xa_step + t * BK : 0), ok);
-    }
-  };
-
   float4 xr[S::XV];
   uint2 wr[S::WV];
   auto load = [&](int t) {
 #pragma unroll
-    for (int i = 0; i < (X_ASYNC ? 0 : S::XV); ++i)
+    for (int i = 0; i < S::XV; ++i)
       xr[i] = xok[i] ? __ldg(reinterpret_cast<const float4*>(xsrc[i] + (size_t)t * BK)) : make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int i = 0; i < S::WV; ++i)
@@ -120,7 +95,7 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
     float* xb = xs + buf * S::XS;
     float* wb = ws + buf * S::WS;
 #pragma unroll
-    for (int i = 0; i < (X_ASYNC ? 0 : S::XV); ++i) {
+    for (int i = 0; i < S::XV; ++i) {
       xb[xdst[i]] = xr[i].x;
       xb[xdst[i] + S::BMP] = xr[i].y;
       xb[xdst[i] + 2 * S::BMP] = xr[i].z;
@@ -148,11 +123,9 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
   }
 
   const int T = K / BK;
-  if (X_ASYNC) xasync(0, 0);
   load(0);
   store(0);
   load(min(1, T - 1));
-  if (X_ASYNC) cp_async_wait_all();
   __syncthreads();
   int t = 0;
   for (int c0 = 0; c0 < T; c0 += tiles_per_chain) {
@@ -164,8 +137,6 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
       for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
     for (; t < c1; ++t) {
       const int cur = t & 1;
-      // X_ASYNC: tile t + 1's x into the other buffer, whose last readers passed the last barrier
-      if (X_ASYNC) xasync(min(t + 1, T - 1), cur ^ 1);
       const float* xb = xs + cur * S::XS + ty * 4;
       const float* wb = ws + cur * S::WS + tx * 4;
 #pragma unroll
@@ -181,10 +152,17 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
           const float4 v = *reinterpret_cast<const float4*>(wb + kk * BN + g * S::SGN);
           b[g * 4] = v.x; b[g * 4 + 1] = v.y; b[g * 4 + 2] = v.z; b[g * 4 + 3] = v.w;
         }
+        if (N_OUTER) {
 #pragma unroll
-        for (int i = 0; i < TM; ++i)
+          for (int j = 0; j < TN; ++j)
 #pragma unroll
-          for (int j = 0; j < TN; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+            for (int i = 0; i < TM; ++i) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+        }
       }
       // Tile t + 1 (in registers since the last barrier) into the other buffer, whose last readers
       // passed that barrier; then tile t + 2's loads, issued before the barrier so that the compiler
@@ -192,7 +170,6 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
       // tile). Unconditional: past the end the last tile is loaded and stored again, never read.
       store(cur ^ 1);
       load(min(t + 2, T - 1));
-      if (X_ASYNC) cp_async_wait_all();
       __syncthreads();
     }
     // the chain's partial onto the running total (__fadd_rn: never contracted into an FMA)
@@ -229,10 +206,10 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
   }
 }
 
-template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int MINB, bool X_ASYNC>
+template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int MINB, bool N_OUTER>
 struct Variant {
   using S = Shape<BM, BN, BK, TM, TN, TOTAL_SMEM>;
-  static constexpr auto kernel = det_sgemm_kernel<BM, BN, BK, TM, TN, TOTAL_SMEM, MINB, X_ASYNC>;
+  static constexpr auto kernel = det_sgemm_kernel<BM, BN, BK, TM, TN, TOTAL_SMEM, MINB, N_OUTER>;
 
   static int prepare() {
     static int err = -1;
@@ -250,7 +227,7 @@ struct Variant {
     return (int)cudaGetLastError();
   }
 
-  // fields: BM BN BK TM TN TOTAL_SMEM MINB threads smem_bytes registers local_bytes blocks_per_sm X_ASYNC
+  // fields: BM BN BK TM TN TOTAL_SMEM MINB threads smem_bytes registers local_bytes blocks_per_sm N_OUTER
   static int info(int* out) {
     const int err = prepare();
     cudaFuncAttributes attr;
@@ -258,25 +235,21 @@ struct Variant {
     int blocks = 0;
     if (!err && !e2) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, S::NT, S::smem_bytes);
     const int v[13] = {BM, BN, BK, TM, TN, TOTAL_SMEM, MINB, S::NT, (int)S::smem_bytes,
-                       e2 ? -1 : attr.numRegs, e2 ? -1 : (int)attr.localSizeBytes, blocks, X_ASYNC};
+                       e2 ? -1 : attr.numRegs, e2 ? -1 : (int)attr.localSizeBytes, blocks, N_OUTER};
     for (int i = 0; i < 13; ++i) out[i] = v[i];
     return err ? err : e2;
   }
 };
 
-// The compiled configurations: BM BN BK TM TN TOTAL_SMEM MINB X_ASYNC (cuda_gemm.py names them in this order)
+// The compiled configurations: BM BN BK TM TN TOTAL_SMEM MINB N_OUTER (cuda_gemm.py names them in this order)
 #define DET_SGEMM_VARIANTS(X)                \
-  X(128, 64, 16, 8, 8, false, 2, false)      \
   X(128, 128, 8, 8, 8, true, 2, false)       \
   X(128, 128, 16, 8, 8, true, 2, false)      \
   X(256, 128, 8, 16, 8, true, 1, false)      \
   X(128, 128, 8, 8, 16, true, 2, false)      \
-  X(128, 128, 8, 8, 16, true, 2, true)       \
-  X(128, 128, 8, 16, 8, true, 2, true)       \
-  X(128, 128, 16, 16, 8, true, 2, true)      \
-  X(256, 128, 16, 16, 8, true, 1, true)      \
-  X(128, 64, 16, 8, 8, true, 3, false)       \
-  X(128, 64, 8, 8, 8, true, 3, false)
+  X(128, 128, 8, 8, 8, true, 2, true)        \
+  X(256, 128, 8, 16, 8, true, 1, true)       \
+  X(128, 128, 8, 8, 16, true, 2, true)
 
 #define DET_LAUNCH_CASE(BM, BN, BK, TM, TN, TS, MB, XA) \
   if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB, XA>::launch(x, wt, bias, y, M, N, K, chain, stream);
