@@ -172,6 +172,13 @@ def build(nvcc: str, arch: str) -> Path:
     return path
 
 
+NO_SHARED_MEMORY = -3                    # det_sgemm's answer when the tile's shared memory is not there
+
+
+class NoSharedMemory(RuntimeError):
+    """The device gives a program less shared memory than the configuration needs (nothing ran)."""
+
+
 class Library:
     """The loaded det_sgemm library: its configurations and the launch."""
 
@@ -223,6 +230,8 @@ class Library:
         err = self.lib.det_sgemm(self.index[cfg], x.data_ptr(), wt.data_ptr(),
                                  bias.data_ptr() if bias is not None else None, y.data_ptr(), M, N, K, chain_k,
                                  stream)
+        if err == NO_SHARED_MEMORY:
+            raise NoSharedMemory(f"det_sgemm {cfg.name}: the device lacks its shared memory per program")
         if err:
             raise RuntimeError(f"det_sgemm {cfg.name}: launch error {err}")
 
@@ -301,7 +310,10 @@ def linear(x, wt, bias, cfg: CudaTileConfig, chain_k: int):
     N = wt.shape[1]
     y = torch.empty(M, N, device=x.device, dtype=torch.float32)
     b = bias.float().contiguous() if bias is not None else None     # bf16 -> FP32 is exact
-    lib.launch(cfg, x, wt, b, y, chain_k, torch.cuda.current_stream(x.device).cuda_stream)
+    try:
+        lib.launch(cfg, x, wt, b, y, chain_k, torch.cuda.current_stream(x.device).cuda_stream)
+    except NoSharedMemory:
+        return None           # a smaller GPU: the Gluon kernel runs (same bits)
     return y
 
 

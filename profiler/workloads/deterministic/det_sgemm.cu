@@ -220,8 +220,10 @@ struct Variant {
   static int launch(const float* x, const uint32_t* wt, const float* bias, float* y, int M, int N, int K, int chain,
                     cudaStream_t stream) {
     if (K % BK || chain % BK || N % 4 || M <= 0 || N <= 0 || K <= 0) return -1;
-    const int err = prepare();
-    if (err) return err;
+    if (prepare()) {          // this device has less shared memory per program than the tile needs
+      cudaGetLastError();     // (not sticky: cleared, so that later launches report their own)
+      return -3;
+    }
     dim3 grid((M + BM - 1) / BM, (N + BN - 1) / BN);
     kernel<<<grid, S::NT, S::smem_bytes, stream>>>(x, wt, bias, y, M, N, K, chain / BK);
     return (int)cudaGetLastError();
