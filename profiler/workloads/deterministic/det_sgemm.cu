@@ -13,9 +13,11 @@
 // A program owns a BM x BN tile; each of its threads a TM x TN register block, as TM/4 x TN/4
 // groups of 4 x 4 spaced BM/(TM/4) and BN/(TN/4) apart, so that each group is one 16-byte shared
 // load. Tiles of BK k go global -> registers (W upcast there) -> shared memory (x transposed),
-// double-buffered: the loads of tile t + 1 are in flight while tile t is multiplied, one barrier
-// per tile. TOTAL_SMEM keeps the running sum of chain partials in shared memory (each thread its
-// own words, no barrier) instead of registers, halving the accumulator registers.
+// double-buffered: the loads of tile t + 1 are in flight while tile t is multiplied (issued before
+// the previous barrier, so that the compiler cannot sink them below the FMAs), one barrier per
+// tile. TOTAL_SMEM keeps the running sum of chain partials in shared memory (each thread its own
+// words, no barrier) instead of registers, halving the accumulator registers. N_OUTER only
+// reorders a k step's independent FMAs (another register allocation: fewer bank conflicts).
 #include <cuda_runtime.h>
 #include <stdint.h>
 
