@@ -255,11 +255,11 @@ struct Variant {
   X(256, 128, 8, 16, 8, true, 1, true)       \
   X(128, 128, 8, 8, 16, true, 2, true)
 
-#define DET_LAUNCH_CASE(BM, BN, BK, TM, TN, TS, MB, XA) \
-  if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB, XA>::launch(x, wt, bias, y, M, N, K, chain, stream);
-#define DET_INFO_CASE(BM, BN, BK, TM, TN, TS, MB, XA) \
-  if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB, XA>::info(out);
-#define DET_COUNT(BM, BN, BK, TM, TN, TS, MB, XA) +1
+#define DET_LAUNCH_CASE(BM, BN, BK, TM, TN, TS, MB, NO) \
+  if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB, NO>::launch(x, wt, bias, y, M, N, K, chain, stream);
+#define DET_INFO_CASE(BM, BN, BK, TM, TN, TS, MB, NO) \
+  if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB, NO>::info(out);
+#define DET_COUNT(BM, BN, BK, TM, TN, TS, MB, NO) +1
 
 
 // ---------------------------------------------------------------------------------------------------
