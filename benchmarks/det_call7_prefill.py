@@ -31,15 +31,14 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.dirname(__file__))
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from det_call4 import configs_now  # noqa: E402
-from det_call6 import EDGE, build, choose, same_bits, small_m, sweep  # noqa: E402
+from det_call6 import build, choose, edge_tiles, small_m, sweep  # noqa: E402
+from det_call6 import print_table as call6_table  # noqa: E402
 from det_sweep import ceilings, run_steps  # noqa: E402
 
 from profiler.workloads.deterministic import bench, cuda_gemm  # noqa: E402
 from profiler.workloads.deterministic import kernels as det  # noqa: E402
-from profiler.workloads.deterministic.reference import reference_linear  # noqa: E402
 
 NCU_METRICS = ",".join([
     "gpu__time_duration.sum", "sm__cycles_elapsed.avg.per_second", "launch__registers_per_thread",
@@ -54,26 +53,6 @@ NCU_METRICS = ",".join([
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum", "lts__t_sector_hit_rate.pct",
     r"regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio",
 ])
-
-
-def edge_tiles(out):
-    """Every tail at once (partial M and N tiles, a last chain of 32 k, a bias), tile kernels only."""
-    M, N, K = EDGE["M"], EDGE["N"], EDGE["K"]
-    gen = torch.Generator().manual_seed(7)
-    x = torch.randn(M, K, generator=gen)
-    w = (torch.randn(N, K, generator=gen) / K ** 0.5).to(torch.bfloat16)
-    b = torch.randn(N, generator=gen).to(torch.bfloat16)
-    ref = reference_linear(x, w, b)
-    xd, wt, bd = x.cuda(), det.prepare_weight(w.cuda()), b.cuda()
-    base = det.det_linear(xd, wt, bd, config=det.TILE_CONFIG)
-    rows = {"gluon_vs_emulation_mismatches": int((base.cpu().numpy().view(np.int32) != ref.view(np.int32)).sum())}
-    for cfg in cuda_gemm.compiled_configs():
-        y = cuda_gemm.linear(xd, wt, bd, cfg, det.CHAIN_K)
-        rows[cfg.name] = {"ran": y is not None}
-        if y is not None:
-            rows[cfg.name].update(same_as_gluon=same_bits(y, base),
-                                  emulation_mismatches=int((y.cpu().numpy().view(np.int32) != ref.view(np.int32)).sum()))
-    out["edge"] = {**EDGE, "bias": True, "rows": rows}
 
 
 def ranking(out) -> list[str]:
@@ -156,22 +135,9 @@ def main():
 
 
 def print_table(out):
-    print(f"copy {out.get('copy_TBps', 0):.2f} TB/s  sgemm {out.get('sgemm_TFLOPs', 0):.1f} TFLOP/s")
-    b = out.get("build", {})
-    print(f"build {b.get('seconds')} s error {b.get('error')}")
-    for name, info in b.get("configs", {}).items():
-        print(f"  {name}: regs {info['registers']} local {info['local_bytes']} blocks/SM {info['blocks_per_sm']}")
-    print("edge", json.dumps(out.get("edge", {}).get("rows", {})))
-    for r in out.get("sweep", []):
-        print(f"{r['role'][:8]:8} {r['variant'][:28]:28} {r.get('median_us', float('nan')):9.1f} us "
-              f"{r.get('TFLOPs', float('nan')):5.1f} TF same {r.get('same_as_default', '-')} "
-              f"emu {r.get('emulation_mismatches', '-')} {r.get('error', '')}")
-    print("winner", json.dumps(out.get("winner")))
-    for r in out.get("small_m", []):
-        print(f"{r['role'][:8]:8} M={r['M']:5} gluon {r['gluon_us']:8.1f} cuda {r['cuda_us']:8.1f} same {r['same']}")
+    """det_call6's table (build, edge, sweep, winner, small M, errors), then what ncu did."""
+    call6_table(out)
     print("ncu", json.dumps({k: v for k, v in out.get("ncu", {}).items() if k != "stderr_tail"}))
-    for k in [k for k in out if k.endswith("_error")]:
-        print(k, out[k])
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from profiler.workloads.deterministic import reference as ref  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "h200_det"
 SWEEP6 = DATA / "sweep6.json"
-SWEEP7 = [DATA / "sweep7.json", DATA / "sweep7b.json", DATA / "sweep7c.json"]
+SWEEP7 = [DATA / "prefill7a.json", DATA / "prefill7b.json", DATA / "prefill7c.json"]
 ROLES = {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
 TILE = cuda_gemm.CudaTileConfig(128, 128, 8, 8, 8, True, 2)
 GEMV = cuda_gemm.CudaGemvConfig(16, 2, 4, 16)
@@ -260,6 +260,26 @@ def test_gemv_kernels_are_fp32_fma_without_a_barrier_in_the_loop(built):
 
 # --- what the H200 said (call 6, tests/data/h200_det/sweep6.json) ----------------------------------
 
+def _tile_rows(sweep):
+    return [r for r in sweep["sweep"] if r.get("config", {}).get("kind") == "cuda_tile"]
+
+
+def _assert_tile_sweep_bit_exact(sweep, extra_rows=()):
+    """A device call's sweep file: built for sm_90, every tile configuration (and extra_rows) with
+    the Gluon default's whole outputs and the emulation's sampled rows on the four projections,
+    every one equal to both on the edge shape."""
+    build = sweep["build"]
+    assert build["arch"] == "90" and build["error"] is None
+    tile = _tile_rows(sweep)
+    assert len(tile) == 4 * len(build["configs"]) and {r["role"] for r in tile} == ROLES
+    for r in [*tile, *extra_rows]:
+        assert r["same_as_default"] is True and r["emulation_mismatches"] == 0, r["variant"]
+    edge = sweep["edge"]["rows"]
+    assert edge["gluon_vs_emulation_mismatches"] == 0
+    for name in build["configs"]:
+        assert edge[name] == {"ran": True, "same_as_gluon": True, "emulation_mismatches": 0}
+
+
 @pytest.fixture(scope="module")
 def sweep6():
     return json.loads(SWEEP6.read_text())
@@ -270,19 +290,10 @@ def test_h200_cuda_kernels_kept_every_bit(sweep6):
     the Gluon default's (M = 100 and 2048 at prefill, two M per decode bucket) on the four
     Llama-3.1-8B projections, sampled rows equal to the CPU emulation, and every tail of the edge
     shape (M 300, N 520, K 544, bias) equal to both; no spilled register on the device either."""
-    build = sweep6["build"]
-    assert build["arch"] == "90" and build["error"] is None
-    assert all(info["error"] == 0 and info["local_bytes"] == 0 for info in build["configs"].values())
-    tile = [r for r in sweep6["sweep"] if r.get("config", {}).get("kind") == "cuda_tile"]
+    assert all(info["error"] == 0 and info["local_bytes"] == 0 for info in sweep6["build"]["configs"].values())
     gemv = [r for r in sweep6["decode"] if r.get("config", {}).get("kind") == "cuda_gemv"]
-    assert len(tile) == 4 * len(build["configs"])
     assert len(gemv) == 4 * len(cuda_gemm.compiled_gemv_configs())
-    for r in tile + gemv:
-        assert r["same_as_default"] is True and r["emulation_mismatches"] == 0, r["variant"]
-    edge = sweep6["edge"]["rows"]
-    assert edge["gluon_vs_emulation_mismatches"] == 0
-    for name in build["configs"]:
-        assert edge[name] == {"ran": True, "same_as_gluon": True, "emulation_mismatches": 0}
+    _assert_tile_sweep_bit_exact(sweep6, extra_rows=gemv)
 
 
 def test_h200_call6_adopted_nothing_and_the_data_says_why(sweep6):
@@ -304,15 +315,13 @@ def test_h200_call6_adopted_nothing_and_the_data_says_why(sweep6):
     assert det.CUDA_GEMV_CONFIGS == {}
 
 
-# --- what the H200 said (call 7, prefill: tests/data/h200_det/sweep7*.json, ncu7_prefill.json) ------
+# --- what the H200 said (call 7, prefill: tests/data/h200_det/prefill7*.json, ncu7_prefill.json) ------
 
 @pytest.fixture(scope="module")
 def sweep7():
     return [json.loads(p.read_text()) for p in SWEEP7]
 
 
-def _tile_rows(sweep):
-    return [r for r in sweep["sweep"] if r.get("config", {}).get("kind") == "cuda_tile"]
 
 
 def test_h200_call7_kept_every_bit(sweep7):
@@ -320,16 +329,7 @@ def test_h200_call7_kept_every_bit(sweep7):
     default's at M = 100 and 2048 on the four projections, sampled rows equal to the CPU
     emulation, every tail of the edge shape equal to both."""
     for sweep in sweep7:
-        build = sweep["build"]
-        assert build["arch"] == "90" and build["error"] is None
-        tile = _tile_rows(sweep)
-        assert len(tile) == 4 * len(build["configs"]) and {r["role"] for r in tile} == ROLES
-        for r in tile:
-            assert r["same_as_default"] is True and r["emulation_mismatches"] == 0, r["variant"]
-        edge = sweep["edge"]["rows"]
-        assert edge["gluon_vs_emulation_mismatches"] == 0
-        for name in build["configs"]:
-            assert edge[name] == {"ran": True, "same_as_gluon": True, "emulation_mismatches": 0}
+        _assert_tile_sweep_bit_exact(sweep)
 
 
 def test_h200_call7_adopted_its_winner_which_beats_gluon_but_not_layercast(sweep7):
