@@ -66,7 +66,8 @@ def test_gemv_table_fits_the_chains():
 
 
 def test_tables_read_from_the_source_text():
-    src = ("#define DET_SGEMM_VARIANTS(X) \\\n  X(64, 128, 16, 8, 8, true, 2)  \\\n  X(128, 64, 8, 8, 8, false, 1, true)\n\n"
+    src = ("#define DET_SGEMM_VARIANTS(X) \\\n  X(64, 128, 16, 8, 8, true, 2)  \\\n"
+           "  X(128, 64, 8, 8, 8, false, 1, true)\n\n"
            "#define DET_GEMV_VARIANTS(X) \\\n  X(8, 4, 2, 16)\n\nX(1, 1, 1, 1)\n")
     assert cuda_gemm.compiled_configs(src) == [cuda_gemm.CudaTileConfig(64, 128, 16, 8, 8, True, 2),
                                                cuda_gemm.CudaTileConfig(128, 64, 8, 8, 8, False, 1, True)]
