@@ -85,8 +85,9 @@ def same_bits(a, b) -> bool:
     return bool(torch.equal(a.contiguous().view(torch.int32), b.contiguous().view(torch.int32)))
 
 
-def edge(out):
-    """Every tail at once: partial M and N tiles, a last chain of 32 k, a bias."""
+def edge_tiles(out):
+    """Every tail at once for the tile kernels: partial M and N tiles, a last chain of 32 k, a bias.
+    Returns (generator, x, its device copy) for the decode kernels' rows."""
     M, N, K = EDGE["M"], EDGE["N"], EDGE["K"]
     gen = torch.Generator().manual_seed(7)
     x = torch.randn(M, K, generator=gen)
@@ -102,6 +103,15 @@ def edge(out):
         if y is not None:
             rows[cfg.name].update(same_as_gluon=same_bits(y, base),
                                   emulation_mismatches=int((y.cpu().numpy().view(np.int32) != ref.view(np.int32)).sum()))
+    out["edge"] = {**EDGE, "bias": True, "rows": rows}
+    return gen, x, xd
+
+
+def edge(out):
+    """edge_tiles, then the decode kernels on the same x."""
+    gen, x, xd = edge_tiles(out)
+    rows = out["edge"]["rows"]
+    K = EDGE["K"]
     # the decode kernels: the same K (a short last chain), N = 1024 (a multiple of their column blocks)
     wn = (torch.randn(1024, K, generator=gen) / K ** 0.5).to(torch.bfloat16)
     bn = torch.randn(1024, generator=gen).to(torch.bfloat16)

@@ -2,7 +2,8 @@
 configuration tables, the IEEE build flags, the fallback to the Gluon kernels when nvcc is missing,
 fails or the operands do not fit, the dispatch by M bucket, where nvcc is installed the build itself
 read back as SASS (FFMA only, no flush-to-zero, no spill, one barrier per tile), and what the H200
-said of them (call 6: the bits kept, nothing fast enough to adopt)."""
+said of them (call 6: the bits kept, nothing fast enough to adopt; call 7: the bits kept, the tile
+kernel adopted at prefill, faster than the Gluon kernel, still short of LayerCast)."""
 from __future__ import annotations
 
 import dataclasses
@@ -19,8 +20,11 @@ from profiler.workloads.deterministic import cuda_gemm  # noqa: E402
 from profiler.workloads.deterministic import kernels as det  # noqa: E402
 from profiler.workloads.deterministic import reference as ref  # noqa: E402
 
-SWEEP6 = Path(__file__).parent / "data" / "h200_det" / "sweep6.json"
-TILE = cuda_gemm.CudaTileConfig(128, 128, 8, 8, 8)
+DATA = Path(__file__).parent / "data" / "h200_det"
+SWEEP6 = DATA / "sweep6.json"
+SWEEP7 = [DATA / "prefill7a.json", DATA / "prefill7b.json", DATA / "prefill7c.json"]
+ROLES = {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
+TILE = cuda_gemm.CudaTileConfig(128, 128, 8, 8, 8, True, 2)
 GEMV = cuda_gemm.CudaGemvConfig(16, 2, 4, 16)
 
 
@@ -62,10 +66,11 @@ def test_gemv_table_fits_the_chains():
 
 
 def test_tables_read_from_the_source_text():
-    src = ("#define DET_SGEMM_VARIANTS(X) \\\n  X(64, 128, 16, 8, 8, true, 2)  \\\n  X(128, 64, 8, 8, 8, false, 1)\n\n"
+    src = ("#define DET_SGEMM_VARIANTS(X) \\\n  X(64, 128, 16, 8, 8, true, 2)  \\\n"
+           "  X(128, 64, 8, 8, 8, false, 1, true)\n\n"
            "#define DET_GEMV_VARIANTS(X) \\\n  X(8, 4, 2, 16)\n\nX(1, 1, 1, 1)\n")
     assert cuda_gemm.compiled_configs(src) == [cuda_gemm.CudaTileConfig(64, 128, 16, 8, 8, True, 2),
-                                               cuda_gemm.CudaTileConfig(128, 64, 8, 8, 8, False, 1)]
+                                               cuda_gemm.CudaTileConfig(128, 64, 8, 8, 8, False, 1, True)]
     assert cuda_gemm.compiled_gemv_configs(src) == [cuda_gemm.CudaGemvConfig(8, 4, 2, 16)]
 
 
@@ -114,6 +119,20 @@ def test_operands_the_kernels_decline():
     assert not cuda_gemm.fits(x, wt, None, TILE, ref.CHAIN_K)
     assert cuda_gemm.linear(x, wt, None, TILE, ref.CHAIN_K) is None
     assert cuda_gemm.gemv_partials(x[:16], wt, GEMV, ref.CHAIN_K) is None
+
+
+def test_a_gpu_without_the_tiles_shared_memory_is_told_apart_from_a_failed_launch():
+    """det_sgemm answers -3 when cudaFuncSetAttribute refuses the tile's shared memory (nothing ran):
+    NoSharedMemory, on which `linear` returns None and the Gluon kernel runs; any other code raises."""
+    lib = object.__new__(cuda_gemm.Library)
+    lib.index = {TILE: 0}
+    x, wt = torch.zeros(4, 8), torch.zeros(8, 16, dtype=torch.bfloat16)
+    for code, error in ((cuda_gemm.NO_SHARED_MEMORY, cuda_gemm.NoSharedMemory), (1, RuntimeError)):
+        lib.lib = type("Stub", (), {"det_sgemm": staticmethod(lambda *a, code=code: code)})()
+        with pytest.raises(error) as info:
+            lib.launch(TILE, x, wt, None, torch.zeros(4, 16), ref.CHAIN_K, 0)
+        assert isinstance(info.value, cuda_gemm.NoSharedMemory) == (code == cuda_gemm.NO_SHARED_MEMORY)
+    assert cuda_gemm.NO_SHARED_MEMORY == -3 and "return -3;" in cuda_gemm.SOURCE.read_text()
 
 
 def test_choose_config_uses_adopted_cuda_kernels_by_bucket(monkeypatch):
@@ -224,6 +243,9 @@ def test_tile_kernels_are_ieee_fp32_fma(built):
     local = dict(re.findall(r"Function (\S+):\s*\n\s*REG:\d+ STACK:\d+ SHARED:\d+ LOCAL:(\d+)", usage))
     assert len(local) == len(cuda_gemm.compiled_configs()) + len(cuda_gemm.compiled_gemv_configs())
     assert set(local.values()) == {"0"}
+    # a spill shows as a stack frame, not as LOCAL
+    stack = dict(re.findall(r"Function (\S+):\s*\n\s*REG:\d+ STACK:(\d+)", usage))
+    assert {v for k, v in stack.items() if "det_sgemm_kernel" in k} == {"0"}
 
 
 def test_gemv_kernels_are_fp32_fma_without_a_barrier_in_the_loop(built):
@@ -239,6 +261,26 @@ def test_gemv_kernels_are_fp32_fma_without_a_barrier_in_the_loop(built):
 
 # --- what the H200 said (call 6, tests/data/h200_det/sweep6.json) ----------------------------------
 
+def _tile_rows(sweep):
+    return [r for r in sweep["sweep"] if r.get("config", {}).get("kind") == "cuda_tile"]
+
+
+def _assert_tile_sweep_bit_exact(sweep, extra_rows=()):
+    """A device call's sweep file: built for sm_90, every tile configuration (and extra_rows) with
+    the Gluon default's whole outputs and the emulation's sampled rows on the four projections,
+    every one equal to both on the edge shape."""
+    build = sweep["build"]
+    assert build["arch"] == "90" and build["error"] is None
+    tile = _tile_rows(sweep)
+    assert len(tile) == 4 * len(build["configs"]) and {r["role"] for r in tile} == ROLES
+    for r in [*tile, *extra_rows]:
+        assert r["same_as_default"] is True and r["emulation_mismatches"] == 0, r["variant"]
+    edge = sweep["edge"]["rows"]
+    assert edge["gluon_vs_emulation_mismatches"] == 0
+    for name in build["configs"]:
+        assert edge[name] == {"ran": True, "same_as_gluon": True, "emulation_mismatches": 0}
+
+
 @pytest.fixture(scope="module")
 def sweep6():
     return json.loads(SWEEP6.read_text())
@@ -249,20 +291,10 @@ def test_h200_cuda_kernels_kept_every_bit(sweep6):
     the Gluon default's (M = 100 and 2048 at prefill, two M per decode bucket) on the four
     Llama-3.1-8B projections, sampled rows equal to the CPU emulation, and every tail of the edge
     shape (M 300, N 520, K 544, bias) equal to both; no spilled register on the device either."""
-    build = sweep6["build"]
-    assert build["arch"] == "90" and build["error"] is None
-    assert set(build["configs"]) == {c.name for c in cuda_gemm.compiled_configs()}
-    assert all(info["error"] == 0 and info["local_bytes"] == 0 for info in build["configs"].values())
-    tile = [r for r in sweep6["sweep"] if r.get("config", {}).get("kind") == "cuda_tile"]
+    assert all(info["error"] == 0 and info["local_bytes"] == 0 for info in sweep6["build"]["configs"].values())
     gemv = [r for r in sweep6["decode"] if r.get("config", {}).get("kind") == "cuda_gemv"]
-    assert len(tile) == 4 * len(build["configs"])
     assert len(gemv) == 4 * len(cuda_gemm.compiled_gemv_configs())
-    for r in tile + gemv:
-        assert r["same_as_default"] is True and r["emulation_mismatches"] == 0, r["variant"]
-    edge = sweep6["edge"]["rows"]
-    assert edge["gluon_vs_emulation_mismatches"] == 0
-    for name in build["configs"]:
-        assert edge[name] == {"ran": True, "same_as_gluon": True, "emulation_mismatches": 0}
+    _assert_tile_sweep_bit_exact(sweep6, extra_rows=gemv)
 
 
 def test_h200_call6_adopted_nothing_and_the_data_says_why(sweep6):
@@ -275,7 +307,6 @@ def test_h200_call6_adopted_nothing_and_the_data_says_why(sweep6):
         if r.get("config", {}).get("kind") == "cuda_tile":
             worst[r["variant"]] = max(worst.get(r["variant"], 0.0), r["median_us"] / lc[r["role"]])
     assert min(worst, key=worst.get) == "128x128x8_8x8_smem_b2" and 1.1 < min(worst.values()) < 1.2
-    assert det.CUDA_TILE_CONFIG is None
     cub = {r["role"]: r["median_us"] for r in sweep6["decode"] if r["bucket"] == 16 and r["variant"] == "cublas_bf16"}
     worst16 = {}
     for r in sweep6["decode"]:
@@ -283,3 +314,76 @@ def test_h200_call6_adopted_nothing_and_the_data_says_why(sweep6):
             worst16[r["variant"]] = max(worst16.get(r["variant"], 0.0), r["median_us"] / cub[r["role"]])
     assert 2.1 < min(worst16.values()) < 2.2 < worst16["gluon_default"]
     assert det.CUDA_GEMV_CONFIGS == {}
+
+
+# --- what the H200 said (call 7, prefill: tests/data/h200_det/prefill7*.json, ncu7_prefill.json) ------
+
+@pytest.fixture(scope="module")
+def sweep7():
+    return [json.loads(p.read_text()) for p in SWEEP7]
+
+
+
+
+def test_h200_call7_kept_every_bit(sweep7):
+    """All three call-7 tables (28 configurations): every whole output equal to the Gluon
+    default's at M = 100 and 2048 on the four projections, sampled rows equal to the CPU
+    emulation, every tail of the edge shape equal to both."""
+    for sweep in sweep7:
+        _assert_tile_sweep_bit_exact(sweep)
+
+
+def test_h200_call7_adopted_its_winner_which_beats_gluon_but_not_layercast(sweep7):
+    """The committed table is the one call 7c built and measured; kernels.py adopts the configuration
+    with the smallest worst ratio to LayerCast, which is faster than the Gluon default on every
+    projection (the adoption rule) and still 4-5 % slower than LayerCast (the issue's target missed)."""
+    last = sweep7[-1]
+    assert set(last["build"]["configs"]) == {c.name for c in cuda_gemm.compiled_configs()}
+    assert all(i["error"] == 0 and i["local_bytes"] == 0 for i in last["build"]["configs"].values())
+    times = {(r["variant"], r["role"]): r["median_us"] for r in last["sweep"]}
+    worst = {}
+    for r in _tile_rows(last):
+        worst[r["variant"]] = max(worst.get(r["variant"], 0.0), r["median_us"] / times[("layercast", r["role"])])
+    best = min(worst, key=worst.get)
+    assert best == last["winner"]["variant"] == det.CUDA_TILE_CONFIG.name
+    assert 1.0 < worst[best] < 1.06
+    for role in ROLES:
+        assert times[(best, role)] < 0.96 * times[("gluon_default", role)]
+    assert det.choose_config(2048, 6144, 4096) == det.CUDA_TILE_CONFIG
+    assert det.choose_config(512, 6144, 4096) == det.TILE_CONFIG
+
+
+def test_h200_call7_fma_order_won_and_the_loads_before_the_barrier_did_not_lose(sweep7):
+    """The two kernel changes the data credits: the columns-outer FMA order (`_no`) made every
+    configuration faster on every projection (call 7c); the next tile's loads issued before the
+    barrier lifted the one-program-per-SM configuration from call 6's 27 to 40 TFLOP/s."""
+    last = {(r["variant"], r["role"]): r["median_us"] for r in _tile_rows(sweep7[-1])}
+    names = {v for v, _ in last}
+    pairs = sorted(v for v in names if v + "_no" in names)
+    assert len(pairs) == 3
+    for v in pairs:
+        for role in ROLES:
+            assert last[(v + "_no", role)] < last[(v, role)], (v, role)
+    call6 = {(r["variant"], r["role"]): r["TFLOPs"] for r in _tile_rows(json.loads(SWEEP6.read_text()))}
+    first = {(r["variant"], r["role"]): r["TFLOPs"] for r in _tile_rows(sweep7[0])}
+    for role in ROLES:
+        assert call6[("128x128x8_8x8_reg_b1", role)] < 28 < 39 < first[("128x128x8_8x8_reg_b1", role)]
+
+
+def test_h200_call7_ncu_same_fmas_as_cublas_fewer_cycles_issuing():
+    """ncu on qkv at M = 2048: the adopted kernel executes the FFMAs cuBLAS's SGEMM executes (M N K
+    thread FFMAs) in about as many warp instructions, but issues on fewer cycles (81 % against
+    90 %): the gap to LayerCast is stalls (barrier, wait, dispatch), not work."""
+    rows = json.loads((DATA / "ncu7_prefill.json").read_text())["call7c"]
+    mine = next(r for r in rows if "det_sgemm_kernelILi128ELi128ELi8ELi8ELi16ELb1ELi2ELb1E" in r["kernel"])
+    cub = next(r for r in rows if r["kernel"].startswith("sm80_xmma_gemm_f32f32"))
+    ffma = "sm__sass_thread_inst_executed_op_ffma_pred_on.sum"
+    assert mine[ffma] == 2048 * 6144 * 4096
+    assert abs(cub[ffma] / mine[ffma] - 1) < 0.001
+    assert abs(mine["smsp__inst_executed.sum"] / cub["smsp__inst_executed.sum"] - 1) < 0.03
+    issue = "smsp__issue_active.avg.pct_of_peak_sustained_active"
+    assert 78 < mine[issue] < 84 < 88 < cub[issue]
+    stall = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+    for reason in ("barrier", "wait"):
+        assert mine[stall.format(reason)] > 1.5 * cub.get(stall.format(reason), 0.0)
+    assert mine["launch__registers_per_thread"] == 239 and mine["launch__block_size"] == 128

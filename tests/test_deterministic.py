@@ -65,7 +65,8 @@ def test_config_by_shape_bucket():
     assert det.choose_config(64, 6144, 4096) == det.GEMV_CONFIGS[64]
     assert isinstance(det.choose_config(64, 6144, 4096), det.GemvConfig)
     assert det.choose_config(65, 6144, 4096) == det.TILE_CONFIG
-    assert det.choose_config(2048, 28672, 4096) == det.TILE_CONFIG
+    assert det.choose_config(512, 28672, 4096) == det.TILE_CONFIG
+    assert det.choose_config(2048, 28672, 4096) == (det.CUDA_TILE_CONFIG or det.TILE_CONFIG)
     assert det.choose_config(8, 4096, 100) is None     # K % 16: the portable kernel
     # N and K never pick another configuration (only M's bucket does)
     for M in (1, 2, 5, 8, 16, 40, 300):

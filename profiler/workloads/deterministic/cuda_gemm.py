@@ -34,14 +34,15 @@ ENV_NVCC = "SMLENS_NVCC"                 # nvcc to use (default: PATH, $CUDA_HOM
 GEMV_INFO_FIELDS = ("rows", "tn", "warps", "depth", "threads", "block_n", "registers", "local_bytes",
                     "blocks_per_sm")
 INFO_FIELDS = ("block_m", "block_n", "block_k", "tm", "tn", "total_smem", "min_blocks", "threads",
-               "smem_bytes", "registers", "local_bytes", "blocks_per_sm")
+               "smem_bytes", "registers", "local_bytes", "blocks_per_sm", "n_outer")
 
 
 @dataclass(frozen=True)
 class CudaTileConfig:
     """One compiled configuration of det_sgemm.cu: BM x BN program tiles, BK k per tile, TM x TN
     outputs per thread, the running total of chain partials in shared memory or registers, and
-    the __launch_bounds__ minimum of programs per SM. Must be one of `compiled_configs()`."""
+    the __launch_bounds__ minimum of programs per SM, and the order of a k step's FMAs in the
+    register block (n_outer: columns outer; speed only). Must be one of `compiled_configs()`."""
     block_m: int
     block_n: int
     block_k: int
@@ -49,6 +50,7 @@ class CudaTileConfig:
     tn: int
     total_smem: bool = False
     min_blocks: int = 1
+    n_outer: bool = False
     kind: str = "cuda_tile"
 
     @property
@@ -58,7 +60,8 @@ class CudaTileConfig:
     @property
     def name(self) -> str:
         where = "smem" if self.total_smem else "reg"
-        return f"{self.block_m}x{self.block_n}x{self.block_k}_{self.tm}x{self.tn}_{where}_b{self.min_blocks}"
+        order = "_no" if self.n_outer else ""
+        return f"{self.block_m}x{self.block_n}x{self.block_k}_{self.tm}x{self.tn}_{where}_b{self.min_blocks}{order}"
 
 
 @dataclass(frozen=True)
@@ -100,9 +103,9 @@ def compiled_configs(source: str | None = None) -> list[CudaTileConfig]:
     text = source if source is not None else SOURCE.read_text()
     table = _table(text, "DET_SGEMM_VARIANTS")
     out = []
-    for bm, bn, bk, tm, tn, ts, mb in re.findall(
-            r"X\((\d+), (\d+), (\d+), (\d+), (\d+), (true|false), (\d+)\)", table):
-        out.append(CudaTileConfig(int(bm), int(bn), int(bk), int(tm), int(tn), ts == "true", int(mb)))
+    for bm, bn, bk, tm, tn, ts, mb, no in re.findall(
+            r"X\((\d+), (\d+), (\d+), (\d+), (\d+), (true|false), (\d+)(?:, (true|false))?\)", table):
+        out.append(CudaTileConfig(int(bm), int(bn), int(bk), int(tm), int(tn), ts == "true", int(mb), no == "true"))
     return out
 
 
@@ -169,6 +172,13 @@ def build(nvcc: str, arch: str) -> Path:
     return path
 
 
+NO_SHARED_MEMORY = -3                    # det_sgemm's answer when the tile's shared memory is not there
+
+
+class NoSharedMemory(RuntimeError):
+    """The device gives a program less shared memory than the configuration needs (nothing ran)."""
+
+
 class Library:
     """The loaded det_sgemm library: its configurations and the launch."""
 
@@ -220,6 +230,8 @@ class Library:
         err = self.lib.det_sgemm(self.index[cfg], x.data_ptr(), wt.data_ptr(),
                                  bias.data_ptr() if bias is not None else None, y.data_ptr(), M, N, K, chain_k,
                                  stream)
+        if err == NO_SHARED_MEMORY:
+            raise NoSharedMemory(f"det_sgemm {cfg.name}: the device lacks its shared memory per program")
         if err:
             raise RuntimeError(f"det_sgemm {cfg.name}: launch error {err}")
 
@@ -298,7 +310,10 @@ def linear(x, wt, bias, cfg: CudaTileConfig, chain_k: int):
     N = wt.shape[1]
     y = torch.empty(M, N, device=x.device, dtype=torch.float32)
     b = bias.float().contiguous() if bias is not None else None     # bf16 -> FP32 is exact
-    lib.launch(cfg, x, wt, b, y, chain_k, torch.cuda.current_stream(x.device).cuda_stream)
+    try:
+        lib.launch(cfg, x, wt, b, y, chain_k, torch.cuda.current_stream(x.device).cuda_stream)
+    except NoSharedMemory:
+        return None           # a smaller GPU: the Gluon kernel runs (same bits)
     return y
 
 

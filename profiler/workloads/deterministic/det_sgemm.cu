@@ -13,9 +13,11 @@
 // A program owns a BM x BN tile; each of its threads a TM x TN register block, as TM/4 x TN/4
 // groups of 4 x 4 spaced BM/(TM/4) and BN/(TN/4) apart, so that each group is one 16-byte shared
 // load. Tiles of BK k go global -> registers (W upcast there) -> shared memory (x transposed),
-// double-buffered: the loads of tile t + 1 are in flight while tile t is multiplied, one barrier
-// per tile. TOTAL_SMEM keeps the running sum of chain partials in shared memory (each thread its
-// own words, no barrier) instead of registers, halving the accumulator registers.
+// double-buffered: the loads of tile t + 1 are in flight while tile t is multiplied (issued before
+// the previous barrier, so that the compiler cannot sink them below the FMAs), one barrier per
+// tile. TOTAL_SMEM keeps the running sum of chain partials in shared memory (each thread its own
+// words, no barrier) instead of registers, halving the accumulator registers. N_OUTER only
+// reorders a k step's independent FMAs (another register allocation: fewer bank conflicts).
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -38,7 +40,9 @@ struct Shape {
   static_assert(XV * NT * 4 == BM * BK && WV * NT * 4 == BN * BK, "loads cover the tiles");
 };
 
-template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int MINB>
+// N_OUTER: the register block's FMAs of one k walk the columns in the outer loop (another
+// instruction order and register allocation for ptxas; every acc[i][j] still gets its FMAs in k order).
+template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int MINB, bool N_OUTER>
 __global__ void __launch_bounds__(Shape<BM, BN, BK, TM, TN, TOTAL_SMEM>::NT, MINB)
 det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, const float* __restrict__ bias,
                  float* __restrict__ y, int M, int N, int K, int tiles_per_chain) {
@@ -120,10 +124,11 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
       for (int j = 0; j < (TOTAL_SMEM ? 1 : TN); ++j) total[i][j] = -0.0f;
   }
 
+  const int T = K / BK;
   load(0);
   store(0);
+  load(min(1, T - 1));
   __syncthreads();
-  const int T = K / BK;
   int t = 0;
   for (int c0 = 0; c0 < T; c0 += tiles_per_chain) {
     const int c1 = min(T, c0 + tiles_per_chain);
@@ -134,8 +139,6 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
       for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
     for (; t < c1; ++t) {
       const int cur = t & 1;
-      const bool more = t + 1 < T;
-      if (more) load(t + 1);
       const float* xb = xs + cur * S::XS + ty * 4;
       const float* wb = ws + cur * S::WS + tx * 4;
 #pragma unroll
@@ -151,12 +154,24 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
           const float4 v = *reinterpret_cast<const float4*>(wb + kk * BN + g * S::SGN);
           b[g * 4] = v.x; b[g * 4 + 1] = v.y; b[g * 4 + 2] = v.z; b[g * 4 + 3] = v.w;
         }
+        if (N_OUTER) {
 #pragma unroll
-        for (int i = 0; i < TM; ++i)
+          for (int j = 0; j < TN; ++j)
 #pragma unroll
-          for (int j = 0; j < TN; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+            for (int i = 0; i < TM; ++i) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+        }
       }
-      if (more) store(cur ^ 1);   // that buffer's last readers passed the previous barrier
+      // Tile t + 1 (in registers since the last barrier) into the other buffer, whose last readers
+      // passed that barrier; then tile t + 2's loads, issued before the barrier so that the compiler
+      // cannot sink them below the FMAs (a load issued after the FMAs exposes its latency once per
+      // tile). Unconditional: past the end the last tile is loaded and stored again, never read.
+      store(cur ^ 1);
+      load(min(t + 2, T - 1));
       __syncthreads();
     }
     // the chain's partial onto the running total (__fadd_rn: never contracted into an FMA)
@@ -193,10 +208,10 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
   }
 }
 
-template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int MINB>
+template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int MINB, bool N_OUTER>
 struct Variant {
   using S = Shape<BM, BN, BK, TM, TN, TOTAL_SMEM>;
-  static constexpr auto kernel = det_sgemm_kernel<BM, BN, BK, TM, TN, TOTAL_SMEM, MINB>;
+  static constexpr auto kernel = det_sgemm_kernel<BM, BN, BK, TM, TN, TOTAL_SMEM, MINB, N_OUTER>;
 
   static int prepare() {
     static int err = -1;
@@ -207,44 +222,44 @@ struct Variant {
   static int launch(const float* x, const uint32_t* wt, const float* bias, float* y, int M, int N, int K, int chain,
                     cudaStream_t stream) {
     if (K % BK || chain % BK || N % 4 || M <= 0 || N <= 0 || K <= 0) return -1;
-    const int err = prepare();
-    if (err) return err;
+    if (prepare()) {          // this device has less shared memory per program than the tile needs
+      cudaGetLastError();     // (not sticky: cleared, so that later launches report their own)
+      return -3;
+    }
     dim3 grid((M + BM - 1) / BM, (N + BN - 1) / BN);
     kernel<<<grid, S::NT, S::smem_bytes, stream>>>(x, wt, bias, y, M, N, K, chain / BK);
     return (int)cudaGetLastError();
   }
 
-  // fields: BM BN BK TM TN TOTAL_SMEM MINB threads smem_bytes registers local_bytes blocks_per_sm
+  // fields: BM BN BK TM TN TOTAL_SMEM MINB threads smem_bytes registers local_bytes blocks_per_sm N_OUTER
   static int info(int* out) {
     const int err = prepare();
     cudaFuncAttributes attr;
     const int e2 = (int)cudaFuncGetAttributes(&attr, kernel);
     int blocks = 0;
     if (!err && !e2) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, S::NT, S::smem_bytes);
-    const int v[12] = {BM, BN, BK, TM, TN, TOTAL_SMEM, MINB, S::NT, (int)S::smem_bytes,
-                       e2 ? -1 : attr.numRegs, e2 ? -1 : (int)attr.localSizeBytes, blocks};
-    for (int i = 0; i < 12; ++i) out[i] = v[i];
+    const int v[13] = {BM, BN, BK, TM, TN, TOTAL_SMEM, MINB, S::NT, (int)S::smem_bytes,
+                       e2 ? -1 : attr.numRegs, e2 ? -1 : (int)attr.localSizeBytes, blocks, N_OUTER};
+    for (int i = 0; i < 13; ++i) out[i] = v[i];
     return err ? err : e2;
   }
 };
 
-// The compiled configurations: BM BN BK TM TN TOTAL_SMEM MINB (cuda_gemm.py names them in this order)
-#define DET_SGEMM_VARIANTS(X)          \
-  X(128, 128, 8, 8, 8, false, 1)       \
-  X(128, 128, 16, 8, 8, false, 1)      \
-  X(128, 64, 8, 8, 8, false, 2)        \
-  X(128, 64, 16, 8, 8, false, 2)       \
-  X(64, 128, 8, 8, 8, false, 2)        \
-  X(128, 64, 16, 8, 4, false, 2)       \
-  X(128, 128, 8, 8, 8, true, 2)        \
-  X(128, 256, 8, 8, 16, true, 1)       \
-  X(256, 128, 8, 16, 8, true, 1)
+// The compiled configurations: BM BN BK TM TN TOTAL_SMEM MINB N_OUTER (cuda_gemm.py names them in this order)
+#define DET_SGEMM_VARIANTS(X)                \
+  X(128, 128, 8, 8, 8, true, 2, false)       \
+  X(128, 128, 16, 8, 8, true, 2, false)      \
+  X(256, 128, 8, 16, 8, true, 1, false)      \
+  X(128, 128, 8, 8, 16, true, 2, false)      \
+  X(128, 128, 8, 8, 8, true, 2, true)        \
+  X(256, 128, 8, 16, 8, true, 1, true)       \
+  X(128, 128, 8, 8, 16, true, 2, true)
 
-#define DET_LAUNCH_CASE(BM, BN, BK, TM, TN, TS, MB) \
-  if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB>::launch(x, wt, bias, y, M, N, K, chain, stream);
-#define DET_INFO_CASE(BM, BN, BK, TM, TN, TS, MB) \
-  if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB>::info(out);
-#define DET_COUNT(BM, BN, BK, TM, TN, TS, MB) +1
+#define DET_LAUNCH_CASE(BM, BN, BK, TM, TN, TS, MB, NO) \
+  if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB, NO>::launch(x, wt, bias, y, M, N, K, chain, stream);
+#define DET_INFO_CASE(BM, BN, BK, TM, TN, TS, MB, NO) \
+  if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB, NO>::info(out);
+#define DET_COUNT(BM, BN, BK, TM, TN, TS, MB, NO) +1
 
 
 // ---------------------------------------------------------------------------------------------------

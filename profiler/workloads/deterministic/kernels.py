@@ -149,9 +149,12 @@ GEMV_CONFIGS = {
 # M > 64: two programs of 4 warps per SM beat one of 8 (each barrier stops fewer warps)
 TILE_CONFIG = TileConfig(128, 64, 16, 8, 4, 4, 8, 4, 1)
 # From bucket CUDA_TILE_MIN_M up, the CUDA C++ tile kernel (cuda_gemm.py) where it builds, else
-# TILE_CONFIG's Gluon kernel (same bits). None: not adopted (no H200 call showed it faster yet).
-CUDA_TILE_CONFIG: CudaTileConfig | None = None
-CUDA_TILE_MIN_M = 256
+# TILE_CONFIG's Gluon kernel (same bits). Issue 16 call 7 (tests/data/h200_det/prefill7c.json): 128 x 128
+# tiles, 8 x 16 per thread, two 4-warp programs per SM, columns-outer FMA order: 5-9 % less time than
+# the Gluon kernel at M = 2048 on all four projections (0.95-0.98x LayerCast). From bucket 1024: at
+# M = 256 the 128 x 128 CUDA tiles lost to Gluon's 128 x 64 (too few programs), at 1024 they won.
+CUDA_TILE_CONFIG: CudaTileConfig | None = CudaTileConfig(128, 128, 8, 8, 16, True, 2, True)
+CUDA_TILE_MIN_M = 1024
 # Decode buckets that run the CUDA C++ decode kernel where it builds (else GEMV_CONFIGS' Gluon one)
 CUDA_GEMV_CONFIGS: dict[int, CudaGemvConfig] = {}
 SMEM_LIMIT_BYTES = 99 * 1024   # the smallest per-block shared memory among Ampere, Ada and Hopper
