@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 
 from profiler.workloads.deterministic import cuda_gemm
 from profiler.workloads.deterministic.baselines import bi_tc_linear, cublas_bf16_linear, layercast_linear
-from profiler.workloads.deterministic.cuda_gemm import CudaGemvConfig, CudaTileConfig
+from profiler.workloads.deterministic.cuda_gemm import CudaDecodeConfig, CudaGemvConfig, CudaTileConfig
 from profiler.workloads.deterministic.reference import CHAIN_K, chain_count, reference_linear
 from profiler.workloads.deterministic.stack import (HAVE_GLUON, HAVE_TRITON, cp_async, gl, gluon,
                                                     need_gpu_stack, tl, torch, triton)
@@ -153,7 +153,7 @@ TILE_CONFIG = TileConfig(128, 64, 16, 8, 4, 4, 8, 4, 1)
 CUDA_TILE_CONFIG: CudaTileConfig | None = None
 CUDA_TILE_MIN_M = 256
 # Decode buckets that run the CUDA C++ decode kernel where it builds (else GEMV_CONFIGS' Gluon one)
-CUDA_GEMV_CONFIGS: dict[int, CudaGemvConfig] = {}
+CUDA_GEMV_CONFIGS: dict[int, CudaGemvConfig | CudaDecodeConfig] = {}
 SMEM_LIMIT_BYTES = 99 * 1024   # the smallest per-block shared memory among Ampere, Ada and Hopper
 
 
@@ -698,7 +698,7 @@ def _fold(part, bias, fold_block: int, fold_warps: int):
     return y
 
 
-def _launch_cuda_gemv(x, wt, bias, cfg: CudaGemvConfig, chain_k: int, fold: bool = True):
+def _launch_cuda_gemv(x, wt, bias, cfg: CudaGemvConfig | CudaDecodeConfig, chain_k: int, fold: bool = True):
     """The CUDA decode kernel's partials, folded; None where it cannot run."""
     part = cuda_gemm.gemv_partials(x, wt, cfg, chain_k)
     if part is None:
@@ -767,7 +767,7 @@ def det_linear(x, wt, bias=None, config=None, chain_k: int = CHAIN_K, fold: bool
         if y is not None:
             return y
         cfg = TILE_CONFIG          # no nvcc, no build, or operands it does not take: same bits
-    elif isinstance(cfg, CudaGemvConfig):
+    elif isinstance(cfg, (CudaGemvConfig, CudaDecodeConfig)):
         y = _launch_cuda_gemv(x, wt, bias, cfg, chain_k, fold)
         if y is not None:
             return y

@@ -1,0 +1,274 @@
+// Deterministic decode GEMM (M <= 16) in CUDA C++, issue 16's second decode kernel. det_sgemm.cu
+// includes this file at its end (one library, one build); cuda_gemm.py's cache key covers both.
+//
+// The order is reference.py's: one program per (BN columns, chain j of 256 k) computes the chain's
+// partial part[j][m][n], a sequential FMA chain from +0.0 over k ascending, for all M rows;
+// kernels.py's fold kernel adds the partials left to right onto -0.0, then the bias.
+//
+// What differs from det_sgemm.cu's det_gemv_kernel: the weights can stream through a per-thread
+// cp.async ring in shared memory (P stages of D rows; every thread copies, waits for and reads back
+// only its own words, so the k loop has no barrier and the bytes in flight cost no registers), which
+// lets a thread hold wider blocks (TN = 4 or 8 columns x MB rows: more FMAs per shared load of x and
+// per upcast) at 4-5 programs per SM; P = 0 streams them through registers as det_gemv_kernel does
+// (and allows TN = 1: twice the warps of TN = 2 for narrow projections). The chain's slice of x sits
+// transposed in shared memory ([256][MB]), read back as 16-byte broadcasts, loaded as 16-byte words.
+// Needs M <= MB, N % BN == 0, K % 32 == 0, chains of 256 k and K % D == 0 (the Python side checks).
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+namespace det_dec {
+
+constexpr int CHAIN = 256;   // reference.py's CHAIN_K, compiled in (the x slice's size)
+
+template <int TN> struct Words;                           // TN bf16 of one W^T row, one load
+template <> struct Words<1> { using T = uint16_t; };
+template <> struct Words<2> { using T = uint32_t; };
+template <> struct Words<4> { using T = uint2; };
+template <> struct Words<8> { using T = uint4; };
+
+// bf16 -> FP32 is exact: the 16 bits become the high half of the word (one shift or mask each)
+__device__ __forceinline__ void upcast(uint16_t u, float* f) { f[0] = __uint_as_float((uint32_t)u << 16); }
+__device__ __forceinline__ void upcast(uint32_t u, float* f) {
+  f[0] = __uint_as_float(u << 16);
+  f[1] = __uint_as_float(u & 0xffff0000u);
+}
+__device__ __forceinline__ void upcast(uint2 u, float* f) { upcast(u.x, f); upcast(u.y, f + 2); }
+__device__ __forceinline__ void upcast(uint4 u, float* f) {
+  upcast(u.x, f); upcast(u.y, f + 2); upcast(u.z, f + 4); upcast(u.w, f + 6);
+}
+
+template <int BYTES>
+__device__ __forceinline__ void copy_async(void* dst, const void* src) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+  if (BYTES == 16)   // streamed once: past L1
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(src), "n"(BYTES) : "memory");
+}
+__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int PENDING>
+__device__ __forceinline__ void wait_async() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory"); }
+
+template <int MB, int TN, int NW, int D, int P>
+struct DecodeShape {
+  using W = typename Words<TN>::T;
+  static constexpr int NT = NW * 32, BN = TN * NT;
+  static constexpr size_t x_bytes = (size_t)CHAIN * MB * 4;
+  static constexpr size_t ring_bytes = (size_t)P * D * NT * sizeof(W);
+  static constexpr size_t smem_bytes = x_bytes + ring_bytes;
+  static_assert(MB % 4 == 0, "x rows read as 16-byte words");
+  static_assert(32 % (P ? D : 2 * D) == 0, "a stage (a batch pair) never straddles a chain: K % 32 == 0 suffices");
+  static_assert(P == 0 || (P >= 2 && TN >= 2), "cp.async moves 4, 8 or 16 bytes");
+};
+
+template <int MB, int TN, int NW, int D, int P, int MINB>
+__global__ void __launch_bounds__(NW * 32, MINB)
+det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, float* __restrict__ part,
+                  int M, int N, int K) {
+  using S = DecodeShape<MB, TN, NW, D, P>;
+  using W = typename S::W;
+  constexpr int NT = S::NT;
+  extern __shared__ float4 smem4[];
+  float* xs = reinterpret_cast<float*>(smem4);                        // [CHAIN][MB]
+  W* ring = reinterpret_cast<W*>(reinterpret_cast<char*>(smem4) + S::x_bytes);  // [P][D][NT]
+  const int tid = threadIdx.x;
+  const int j = blockIdx.x;          // the chain varies fastest: one column tile's chains run together
+  const int k0 = j * CHAIN, len = min(CHAIN, K - k0);
+  const int n = blockIdx.y * S::BN + tid * TN;
+  const W* src = reinterpret_cast<const W*>(wt + (size_t)k0 * N + n);
+  const size_t row = (size_t)N * 2 / sizeof(W);                      // W words per W^T row
+  const int stages = len / D;
+
+  // ring: stage s of D rows -> slot s % P, this thread's words only; one group per stage
+  auto issue = [&](int s) {
+    if (s < stages) {
+      W* dst = ring + (size_t)(s % (P > 0 ? P : 1)) * D * NT + tid;
+      const W* g = src + (size_t)s * D * row;
+#pragma unroll
+      for (int r = 0; r < D; ++r) copy_async<sizeof(W)>(dst + r * NT, g + r * row);
+    }
+    commit_async();
+  };
+  W wa[D], wb[D];    // registers mode (P = 0): two batches of D rows
+  if constexpr (P > 0) {
+#pragma unroll
+    for (int s = 0; s < P - 1; ++s) issue(s);
+  } else {
+#pragma unroll
+    for (int r = 0; r < D; ++r) wa[r] = __ldg(src + r * row);
+  }
+
+  {  // x[m][k0 + k] -> xs[k][m], zeros past M and past the chain; every load in flight at once.
+     // A warp takes 4 float4 (64 bytes) of each of 8 rows: the transposed stores conflict 4-way.
+    constexpr int Q = CHAIN / 4, PER = (Q * MB + NT - 1) / NT;
+    float4 v[PER];
+    int at[PER];
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const int e = tid + i * NT, m = (e >> 2) % MB, kq = ((e >> 2) / MB) * 4 + (e & 3);
+      at[i] = kq < Q ? kq * 4 * MB + m : -1;
+      v[i] = (at[i] >= 0 && m < M && kq * 4 < len)
+                 ? __ldg(reinterpret_cast<const float4*>(x + (size_t)m * K + k0) + kq)
+                 : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      if (at[i] >= 0) {
+        float* d = xs + at[i];
+        d[0] = v[i].x; d[MB] = v[i].y; d[2 * MB] = v[i].z; d[3 * MB] = v[i].w;
+      }
+    }
+  }
+  __syncthreads();
+
+  float acc[MB][TN];
+#pragma unroll
+  for (int m = 0; m < MB; ++m)
+#pragma unroll
+    for (int c = 0; c < TN; ++c) acc[m][c] = 0.0f;
+
+  auto fma_row = [&](W w, int k) {
+    float f[TN];
+    upcast(w, f);
+    const float4* xr = reinterpret_cast<const float4*>(xs + k * MB);
+#pragma unroll
+    for (int q = 0; q < MB / 4; ++q) {
+      const float4 v = xr[q];
+      const float xv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int c = 0; c < TN; ++c) acc[4 * q + i][c] = __fmaf_rn(xv[i], f[c], acc[4 * q + i][c]);
+    }
+  };
+
+  if constexpr (P > 0) {
+    for (int s = 0; s < stages; ++s) {
+      wait_async<P - 2>();   // stage s has landed (this thread's own copies)
+      issue(s + P - 1);                 // refills slot (s - 1) % P, whose rows fed finished FMAs
+      const W* w = ring + (size_t)(s % P) * D * NT + tid;
+#pragma unroll
+      for (int r = 0; r < D; ++r) fma_row(w[r * NT], s * D + r);
+    }
+  } else {
+    for (int kb = 0; kb < len; kb += 2 * D) {
+      if (kb + D < len) {
+#pragma unroll
+        for (int r = 0; r < D; ++r) wb[r] = __ldg(src + (size_t)(kb + D + r) * row);
+      }
+#pragma unroll
+      for (int r = 0; r < D; ++r) fma_row(wa[r], kb + r);
+      if (kb + D >= len) break;
+      if (kb + 2 * D < len) {
+#pragma unroll
+        for (int r = 0; r < D; ++r) wa[r] = __ldg(src + (size_t)(kb + 2 * D + r) * row);
+      }
+#pragma unroll
+      for (int r = 0; r < D; ++r) fma_row(wb[r], kb + D + r);
+    }
+  }
+
+  float* out = part + (size_t)j * M * N + n;
+#pragma unroll
+  for (int m = 0; m < MB; ++m) {
+    if (m >= M) break;
+    float* o = out + (size_t)m * N;
+    if constexpr (TN % 4 == 0) {
+#pragma unroll
+      for (int c = 0; c < TN; c += 4)
+        *reinterpret_cast<float4*>(o + c) = make_float4(acc[m][c], acc[m][c + 1], acc[m][c + 2], acc[m][c + 3]);
+    } else if constexpr (TN == 2) {
+      *reinterpret_cast<float2*>(o) = make_float2(acc[m][0], acc[m][1]);
+    } else {
+      o[0] = acc[m][0];
+    }
+  }
+}
+
+template <int MB, int TN, int NW, int D, int P, int MINB>
+struct DecodeVariant {
+  using S = DecodeShape<MB, TN, NW, D, P>;
+  static constexpr auto kernel = det_decode_kernel<MB, TN, NW, D, P, MINB>;
+
+  static int prepare() {
+    static int err = -1;
+    if (err < 0) err = (int)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)S::smem_bytes);
+    return err;
+  }
+
+  static int launch(const float* x, const uint16_t* wt, float* part, int M, int N, int K, int chain,
+                    cudaStream_t stream) {
+    const int k_step = P ? D : 2 * D;
+    if (M > MB || M <= 0 || N <= 0 || K <= 0 || N % S::BN || chain != CHAIN || K % 32 || K % k_step) return -1;
+    const int err = prepare();
+    if (err) return err;
+    dim3 grid((K + CHAIN - 1) / CHAIN, N / S::BN);
+    kernel<<<grid, S::NT, S::smem_bytes, stream>>>(x, wt, part, M, N, K);
+    return (int)cudaGetLastError();
+  }
+
+  // fields: MB TN NW D P MINB threads block_n smem_bytes registers local_bytes blocks_per_sm
+  static int info(int* out) {
+    const int err = prepare();
+    cudaFuncAttributes attr;
+    const int e2 = (int)cudaFuncGetAttributes(&attr, kernel);
+    int blocks = 0;
+    if (!err && !e2) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, S::NT, S::smem_bytes);
+    const int v[12] = {MB, TN, NW, D, P, MINB, S::NT, S::BN, (int)S::smem_bytes,
+                       e2 ? -1 : attr.numRegs, e2 ? -1 : (int)attr.localSizeBytes, blocks};
+    for (int i = 0; i < 12; ++i) out[i] = v[i];
+    return err ? err : e2;
+  }
+};
+
+// The compiled configurations: MB TN NW D P MINB (rows, columns per thread, warps, rows per stage,
+// ring stages (0: registers, two batches of D rows), __launch_bounds__ programs per SM); cuda_gemm.py
+// reads this table.
+#define DET_DECODE_VARIANTS(X) \
+  X(16, 4, 4, 8, 3, 5)         \
+  X(16, 4, 4, 8, 4, 4)         \
+  X(16, 4, 4, 8, 3, 4)         \
+  X(16, 4, 2, 8, 3, 8)         \
+  X(16, 4, 8, 8, 3, 2)         \
+  X(16, 2, 4, 8, 4, 6)         \
+  X(16, 2, 8, 8, 3, 3)         \
+  X(16, 8, 4, 4, 3, 3)         \
+  X(16, 8, 2, 4, 3, 6)         \
+  X(16, 1, 4, 16, 0, 8)        \
+  X(16, 1, 8, 16, 0, 4)        \
+  X(8, 4, 4, 8, 3, 6)          \
+  X(8, 8, 4, 4, 3, 4)          \
+  X(8, 2, 4, 8, 4, 8)
+
+#define DET_DECODE_LAUNCH_CASE(MB, TN, NW, D, P, MINB) \
+  if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB>::launch(x, wt, part, M, N, K, chain, stream);
+#define DET_DECODE_INFO_CASE(MB, TN, NW, D, P, MINB) \
+  if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB>::info(out);
+#define DET_DECODE_COUNT(MB, TN, NW, D, P, MINB) +1
+
+}  // namespace det_dec
+
+extern "C" {
+
+int det_decode_variant_count() { return 0 DET_DECODE_VARIANTS(DET_DECODE_COUNT); }
+
+int det_decode_info(int variant, int* out) {
+  using namespace det_dec;
+  int i = 0;
+  DET_DECODE_VARIANTS(DET_DECODE_INFO_CASE)
+  return -2;
+}
+
+int det_decode(int variant, const void* x_, const void* wt_, void* part_, int M, int N, int K, int chain,
+               void* stream_) {
+  using namespace det_dec;
+  const cudaStream_t stream = static_cast<cudaStream_t>(stream_);
+  const float* x = static_cast<const float*>(x_);
+  const uint16_t* wt = static_cast<const uint16_t*>(wt_);
+  float* part = static_cast<float*>(part_);
+  int i = 0;
+  DET_DECODE_VARIANTS(DET_DECODE_LAUNCH_CASE)
+  return -2;
+}
+
+}  // extern "C"
