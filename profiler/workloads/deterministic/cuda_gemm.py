@@ -34,7 +34,7 @@ ENV_DISABLE = "SMLENS_DET_CUDA"          # "0": never build or run the CUDA kern
 ENV_NVCC = "SMLENS_NVCC"                 # nvcc to use (default: PATH, $CUDA_HOME, /usr/local/cuda)
 GEMV_INFO_FIELDS = ("rows", "tn", "warps", "depth", "threads", "block_n", "registers", "local_bytes",
                     "blocks_per_sm")
-DECODE_INFO_FIELDS = ("rows", "tn", "warps", "depth", "stages", "min_blocks", "threads", "block_n", "smem_bytes",
+DECODE_INFO_FIELDS = ("rows", "tn", "warps", "depth", "stages", "min_blocks", "evict_first", "threads", "block_n", "smem_bytes",
                       "registers", "local_bytes", "blocks_per_sm")
 INFO_FIELDS = ("block_m", "block_n", "block_k", "tm", "tn", "total_smem", "min_blocks", "threads",
                "smem_bytes", "registers", "local_bytes", "blocks_per_sm")
@@ -95,7 +95,8 @@ class CudaDecodeConfig:
     """One compiled configuration of det_decode.cu's decode kernel: up to `rows` rows of M, `tn`
     adjacent columns per thread, `warps` warps per program, W^T streamed in stages of `depth` rows
     through a per-thread cp.async ring of `stages` slots in shared memory (0: through registers,
-    two batches of `depth` rows), `min_blocks` the __launch_bounds__ programs per SM. The fold
+    two batches of `depth` rows), `min_blocks` the __launch_bounds__ programs per SM, `evict_first`
+    the weights marked evict-first in L2 (the partials stay there for the fold). The fold
     (kernels.py's) sums `fold_block` outputs per program."""
     rows: int
     tn: int
@@ -103,6 +104,7 @@ class CudaDecodeConfig:
     depth: int
     stages: int
     min_blocks: int
+    evict_first: int = 0
     fold_block: int = 128
     fold_warps: int = 4
     kind: str = "cuda_decode"
@@ -118,7 +120,8 @@ class CudaDecodeConfig:
     @property
     def name(self) -> str:
         where = f"ring{self.stages}" if self.stages else "reg"
-        return f"dec{self.rows}_{self.tn}c_w{self.warps}_d{self.depth}_{where}_b{self.min_blocks}"
+        ef = "_ef" if self.evict_first else ""
+        return f"dec{self.rows}_{self.tn}c_w{self.warps}_d{self.depth}_{where}_b{self.min_blocks}{ef}"
 
 
 def _table(text: str, macro: str) -> str:
@@ -136,7 +139,7 @@ def compiled_decode_configs(source: str | None = None) -> list[CudaDecodeConfig]
     """The configurations det_decode.cu instantiates, in its variant order."""
     text = source if source is not None else DECODE_SOURCE.read_text()
     return [CudaDecodeConfig(*map(int, g)) for g in
-            re.findall(r"X\((\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\)", _table(text, "DET_DECODE_VARIANTS"))]
+            re.findall(r"X\((\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\)", _table(text, "DET_DECODE_VARIANTS"))]
 
 
 def compiled_configs(source: str | None = None) -> list[CudaTileConfig]:
@@ -287,7 +290,7 @@ class Library:
 def _gemv_key(cfg) -> tuple:
     """The compiled parameters (the fold's shape is not compiled in)."""
     if isinstance(cfg, CudaDecodeConfig):
-        return cfg.rows, cfg.tn, cfg.warps, cfg.depth, cfg.stages, cfg.min_blocks
+        return cfg.rows, cfg.tn, cfg.warps, cfg.depth, cfg.stages, cfg.min_blocks, cfg.evict_first
     return cfg.rows, cfg.tn, cfg.warps, cfg.depth
 
 

@@ -37,10 +37,18 @@ __device__ __forceinline__ void upcast(uint4 u, float* f) {
   upcast(u.x, f); upcast(u.y, f + 2); upcast(u.z, f + 4); upcast(u.w, f + 6);
 }
 
-template <int BYTES>
-__device__ __forceinline__ void copy_async(void* dst, const void* src) {
+// EF: the weights are read once, so they go into L2 marked evict-first and leave the chain
+// partials (read back by the fold kernel) in L2.
+template <int BYTES, int EF>
+__device__ __forceinline__ void copy_async(void* dst, const void* src, uint64_t policy) {
   const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-  if (BYTES == 16)   // streamed once: past L1
+  if constexpr (EF && BYTES == 16)   // streamed once: past L1
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "l"(policy)
+                 : "memory");
+  else if constexpr (EF)
+    asm volatile("cp.async.ca.shared.global.L2::cache_hint [%0], [%1], %2, %3;\n" ::"r"(s), "l"(src), "n"(BYTES),
+                 "l"(policy) : "memory");
+  else if constexpr (BYTES == 16)
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src) : "memory");
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(s), "l"(src), "n"(BYTES) : "memory");
@@ -61,7 +69,7 @@ struct DecodeShape {
   static_assert(P == 0 || (P >= 2 && TN >= 2), "cp.async moves 4, 8 or 16 bytes");
 };
 
-template <int MB, int TN, int NW, int D, int P, int MINB>
+template <int MB, int TN, int NW, int D, int P, int MINB, int EF>
 __global__ void __launch_bounds__(NW * 32, MINB)
 det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, float* __restrict__ part,
                   int M, int N, int K) {
@@ -78,6 +86,8 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
   const W* src = reinterpret_cast<const W*>(wt + (size_t)k0 * N + n);
   const size_t row = (size_t)N * 2 / sizeof(W);                      // W words per W^T row
   const int stages = len / D;
+  uint64_t policy = 0;
+  if constexpr (EF) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
 
   // ring: stage s of D rows -> slot s % P, this thread's words only; one group per stage
   auto issue = [&](int s) {
@@ -85,7 +95,7 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
       W* dst = ring + (size_t)(s % (P > 0 ? P : 1)) * D * NT + tid;
       const W* g = src + (size_t)s * D * row;
 #pragma unroll
-      for (int r = 0; r < D; ++r) copy_async<sizeof(W)>(dst + r * NT, g + r * row);
+      for (int r = 0; r < D; ++r) copy_async<sizeof(W), EF>(dst + r * NT, g + r * row, policy);
     }
     commit_async();
   };
@@ -185,10 +195,10 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
   }
 }
 
-template <int MB, int TN, int NW, int D, int P, int MINB>
+template <int MB, int TN, int NW, int D, int P, int MINB, int EF>
 struct DecodeVariant {
   using S = DecodeShape<MB, TN, NW, D, P>;
-  static constexpr auto kernel = det_decode_kernel<MB, TN, NW, D, P, MINB>;
+  static constexpr auto kernel = det_decode_kernel<MB, TN, NW, D, P, MINB, EF>;
 
   static int prepare() {
     static int err = -1;
@@ -207,44 +217,46 @@ struct DecodeVariant {
     return (int)cudaGetLastError();
   }
 
-  // fields: MB TN NW D P MINB threads block_n smem_bytes registers local_bytes blocks_per_sm
+  // fields: MB TN NW D P MINB EF threads block_n smem_bytes registers local_bytes blocks_per_sm
   static int info(int* out) {
     const int err = prepare();
     cudaFuncAttributes attr;
     const int e2 = (int)cudaFuncGetAttributes(&attr, kernel);
     int blocks = 0;
     if (!err && !e2) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, S::NT, S::smem_bytes);
-    const int v[12] = {MB, TN, NW, D, P, MINB, S::NT, S::BN, (int)S::smem_bytes,
+    const int v[13] = {MB, TN, NW, D, P, MINB, EF, S::NT, S::BN, (int)S::smem_bytes,
                        e2 ? -1 : attr.numRegs, e2 ? -1 : (int)attr.localSizeBytes, blocks};
-    for (int i = 0; i < 12; ++i) out[i] = v[i];
+    for (int i = 0; i < 13; ++i) out[i] = v[i];
     return err ? err : e2;
   }
 };
 
-// The compiled configurations: MB TN NW D P MINB (rows, columns per thread, warps, rows per stage,
-// ring stages (0: registers, two batches of D rows), __launch_bounds__ programs per SM); cuda_gemm.py
-// reads this table.
+// The compiled configurations: MB TN NW D P MINB EF (rows, columns per thread, warps, rows per stage,
+// ring stages (0: registers, two batches of D rows), __launch_bounds__ programs per SM, weights
+// evict-first in L2); cuda_gemm.py reads this table.
 #define DET_DECODE_VARIANTS(X) \
-  X(16, 4, 4, 8, 3, 5)         \
-  X(16, 4, 4, 8, 4, 4)         \
-  X(16, 4, 4, 8, 3, 4)         \
-  X(16, 4, 2, 8, 3, 8)         \
-  X(16, 4, 8, 8, 3, 2)         \
-  X(16, 2, 4, 8, 4, 6)         \
-  X(16, 2, 8, 8, 3, 3)         \
-  X(16, 8, 4, 4, 3, 3)         \
-  X(16, 8, 2, 4, 3, 6)         \
-  X(16, 1, 4, 16, 0, 8)        \
-  X(16, 1, 8, 16, 0, 4)        \
-  X(8, 4, 4, 8, 3, 6)          \
-  X(8, 8, 4, 4, 3, 4)          \
-  X(8, 2, 4, 8, 4, 8)
+  X(16, 4, 4, 8, 3, 5, 0)      \
+  X(16, 4, 4, 8, 3, 5, 1)      \
+  X(16, 4, 4, 8, 4, 4, 0)      \
+  X(16, 4, 4, 8, 3, 4, 0)      \
+  X(16, 4, 2, 8, 3, 8, 0)      \
+  X(16, 4, 8, 8, 3, 2, 0)      \
+  X(16, 2, 4, 8, 4, 6, 0)      \
+  X(16, 2, 8, 8, 3, 3, 0)      \
+  X(16, 8, 4, 4, 3, 3, 0)      \
+  X(16, 8, 2, 4, 3, 6, 0)      \
+  X(16, 8, 2, 4, 3, 6, 1)      \
+  X(16, 1, 4, 16, 0, 8, 0)     \
+  X(16, 1, 8, 16, 0, 4, 0)     \
+  X(8, 4, 4, 8, 3, 6, 0)       \
+  X(8, 8, 4, 4, 3, 4, 0)       \
+  X(8, 2, 4, 8, 4, 8, 0)
 
-#define DET_DECODE_LAUNCH_CASE(MB, TN, NW, D, P, MINB) \
-  if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB>::launch(x, wt, part, M, N, K, chain, stream);
-#define DET_DECODE_INFO_CASE(MB, TN, NW, D, P, MINB) \
-  if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB>::info(out);
-#define DET_DECODE_COUNT(MB, TN, NW, D, P, MINB) +1
+#define DET_DECODE_LAUNCH_CASE(MB, TN, NW, D, P, MINB, EF) \
+  if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, EF>::launch(x, wt, part, M, N, K, chain, stream);
+#define DET_DECODE_INFO_CASE(MB, TN, NW, D, P, MINB, EF) \
+  if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, EF>::info(out);
+#define DET_DECODE_COUNT(MB, TN, NW, D, P, MINB, EF) +1
 
 }  // namespace det_dec
 
