@@ -238,6 +238,21 @@ def test_gemv_kernels_are_fp32_fma_without_a_barrier_in_the_loop(built):
         assert sass.count("BAR.SYNC") == 1, name        # the x slice only
 
 
+def test_decode_kernels_are_fp32_fma_without_a_barrier_in_the_loop(built):
+    """det_decode.cu: every configuration's SASS holds its register block's FFMAs (none flushing
+    to zero), one barrier (the x slice, before the k loop), and in ring mode the weights arrive by
+    cp.async (LDGSTS) and are waited for per thread (DEPBAR), not by a barrier."""
+    _, kernels, _ = built
+    dec = {k: v for k, v in kernels.items() if "det_decode_kernel" in k}
+    assert len(dec) == len(cuda_gemm.compiled_decode_configs())
+    for name, sass in dec.items():
+        mb, tn, nw, d, p, minb, ef = map(int, re.search(r"kernelILi(\d+)" + r"ELi(\d+)" * 6 + "E", name).groups())
+        assert len(re.findall(r"\bFFMA\b", sass)) >= d * mb * tn, name
+        assert "FFMA.FTZ" not in sass and "HMMA" not in sass and "FMUL" not in sass
+        assert sass.count("BAR.SYNC") == 1, name
+        assert ("LDGSTS" in sass and "DEPBAR" in sass) == (p > 0), name
+
+
 # --- what the H200 said (call 6, tests/data/h200_det/sweep6.json) ----------------------------------
 
 @pytest.fixture(scope="module")
