@@ -34,7 +34,7 @@ ENV_DISABLE = "SMLENS_DET_CUDA"          # "0": never build or run the CUDA kern
 ENV_NVCC = "SMLENS_NVCC"                 # nvcc to use (default: PATH, $CUDA_HOME, /usr/local/cuda)
 GEMV_INFO_FIELDS = ("rows", "tn", "warps", "depth", "threads", "block_n", "registers", "local_bytes",
                     "blocks_per_sm")
-DECODE_INFO_FIELDS = ("rows", "tn", "warps", "depth", "stages", "min_blocks", "evict_first", "threads", "block_n", "smem_bytes",
+DECODE_INFO_FIELDS = ("rows", "tn", "warps", "depth", "stages", "min_blocks", "flags", "threads", "block_n", "smem_bytes",
                       "registers", "local_bytes", "blocks_per_sm")
 INFO_FIELDS = ("block_m", "block_n", "block_k", "tm", "tn", "total_smem", "min_blocks", "threads",
                "smem_bytes", "registers", "local_bytes", "blocks_per_sm")
@@ -92,19 +92,21 @@ class CudaGemvConfig:
 
 @dataclass(frozen=True)
 class CudaDecodeConfig:
-    """One compiled configuration of det_decode.cu's decode kernel: up to `rows` rows of M, `tn`
+    """One compiled configuration of det_decode.cu's decode kernel: `rows` rows of M per program
+    (more rows: more programs), `tn`
     adjacent columns per thread, `warps` warps per program, W^T streamed in stages of `depth` rows
     through a per-thread cp.async ring of `stages` slots in shared memory (0: through registers,
-    two batches of `depth` rows), `min_blocks` the __launch_bounds__ programs per SM, `evict_first`
-    the weights marked evict-first in L2 (the partials stay there for the fold). The fold
-    (kernels.py's) sums `fold_block` outputs per program."""
+    two batches of `depth` rows), `min_blocks` the __launch_bounds__ programs per SM, `flags`: 1 the
+    weights marked evict-first in L2 (the partials stay there for the fold), 2 wide copies (the
+    threads sharing 16 bytes of a W^T row take turns to copy them, one cp.async per 16 / (2 tn)
+    rows). The fold (kernels.py's) sums `fold_block` outputs per program."""
     rows: int
     tn: int
     warps: int
     depth: int
     stages: int
     min_blocks: int
-    evict_first: int = 0
+    flags: int = 0
     fold_block: int = 128
     fold_warps: int = 4
     kind: str = "cuda_decode"
@@ -120,8 +122,9 @@ class CudaDecodeConfig:
     @property
     def name(self) -> str:
         where = f"ring{self.stages}" if self.stages else "reg"
-        ef = "_ef" if self.evict_first else ""
-        return f"dec{self.rows}_{self.tn}c_w{self.warps}_d{self.depth}_{where}_b{self.min_blocks}{ef}"
+        ef = "_ef" if self.flags & 1 else ""
+        wide = "_wide" if self.flags & 2 else ""
+        return f"dec{self.rows}_{self.tn}c_w{self.warps}_d{self.depth}_{where}_b{self.min_blocks}{ef}{wide}"
 
 
 def _table(text: str, macro: str) -> str:
@@ -290,7 +293,7 @@ class Library:
 def _gemv_key(cfg) -> tuple:
     """The compiled parameters (the fold's shape is not compiled in)."""
     if isinstance(cfg, CudaDecodeConfig):
-        return cfg.rows, cfg.tn, cfg.warps, cfg.depth, cfg.stages, cfg.min_blocks, cfg.evict_first
+        return cfg.rows, cfg.tn, cfg.warps, cfg.depth, cfg.stages, cfg.min_blocks, cfg.flags
     return cfg.rows, cfg.tn, cfg.warps, cfg.depth
 
 
@@ -370,13 +373,14 @@ def linear(x, wt, bias, cfg: CudaTileConfig, chain_k: int):
 
 def gemv_fits(x, wt, cfg, chain_k: int) -> bool:
     """Whether a decode kernel (CudaGemvConfig or CudaDecodeConfig) takes these operands: M up to
-    cfg.rows, N a multiple of its columns per program, K of its k step (and of 32), chains of
+    cfg.rows (any M for CudaDecodeConfig: blocks of cfg.rows rows), N a multiple of its columns per program, K of its k step (and of 32), chains of
     GEMV_CHAIN k, 16-byte aligned x and W^T."""
     import torch
     M, K = x.shape
     N = wt.shape[1]
     return (x.is_cuda and x.dtype == torch.float32 and wt.dtype == torch.bfloat16 and x.is_contiguous()
-            and wt.is_contiguous() and M <= cfg.rows and N % cfg.block_n == 0 and K % cfg.k_step == 0
+            and wt.is_contiguous() and (M <= cfg.rows or isinstance(cfg, CudaDecodeConfig))    # row blocks
+            and N % cfg.block_n == 0 and K % cfg.k_step == 0
             and K % 32 == 0 and chain_k == GEMV_CHAIN and wt.data_ptr() % 16 == 0 and x.data_ptr() % 16 == 0)
 
 

@@ -1,4 +1,4 @@
-// Deterministic decode GEMM (M <= 16) in CUDA C++, issue 16's second decode kernel. det_sgemm.cu
+// Deterministic decode GEMM (small M) in CUDA C++, issue 16's second decode kernel. det_sgemm.cu
 // includes this file at its end (one library, one build); cuda_gemm.py's cache key covers both.
 //
 // The order is reference.py's: one program per (BN columns, chain j of 256 k) computes the chain's
@@ -12,7 +12,8 @@
 // per upcast) at 4-5 programs per SM; P = 0 streams them through registers as det_gemv_kernel does
 // (and allows TN = 1: twice the warps of TN = 2 for narrow projections). The chain's slice of x sits
 // transposed in shared memory ([256][MB]), read back as 16-byte broadcasts, loaded as 16-byte words.
-// Needs M <= MB, N % BN == 0, K % 32 == 0, chains of 256 k and K % D == 0 (the Python side checks).
+// M > MB runs ceil(M / MB) row blocks as programs of their own (more programs where N is small).
+// Needs N % BN == 0, K % 32 == 0, chains of 256 k and K % D == 0 (the Python side checks).
 #include <cuda_runtime.h>
 #include <stdint.h>
 
@@ -39,6 +40,7 @@ __device__ __forceinline__ void upcast(uint4 u, float* f) {
 
 // EF: the weights are read once, so they go into L2 marked evict-first and leave the chain
 // partials (read back by the fold kernel) in L2.
+constexpr int EVICT_FIRST = 1, WIDE_COPIES = 2;   // the FL flags of a configuration
 template <int BYTES, int EF>
 __device__ __forceinline__ void copy_async(void* dst, const void* src, uint64_t policy) {
   const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
@@ -69,10 +71,11 @@ struct DecodeShape {
   static_assert(P == 0 || (P >= 2 && TN >= 2), "cp.async moves 4, 8 or 16 bytes");
 };
 
-template <int MB, int TN, int NW, int D, int P, int MINB, int EF>
+template <int MB, int TN, int NW, int D, int P, int MINB, int FL>
 __global__ void __launch_bounds__(NW * 32, MINB)
 det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, float* __restrict__ part,
                   int M, int N, int K) {
+  const int M_all = M;
   using S = DecodeShape<MB, TN, NW, D, P>;
   using W = typename S::W;
   constexpr int NT = S::NT;
@@ -80,22 +83,37 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
   float* xs = reinterpret_cast<float*>(smem4);                        // [CHAIN][MB]
   W* ring = reinterpret_cast<W*>(reinterpret_cast<char*>(smem4) + S::x_bytes);  // [P][D][NT]
   const int tid = threadIdx.x;
-  const int j = blockIdx.x;          // the chain varies fastest: one column tile's chains run together
+  // blockIdx.x = chain j x row blocks of MB rows (M > MB: the row blocks of one chain read the same
+  // weights at the same time, the second from L2); the column tile is blockIdx.y, so one tile's
+  // chains run together
+  const int rb_count = (M + MB - 1) / MB, j = blockIdx.x / rb_count, m0 = (blockIdx.x % rb_count) * MB;
+  x += (size_t)m0 * K;
+  M = min(MB, M - m0);                // this program's rows
   const int k0 = j * CHAIN, len = min(CHAIN, K - k0);
   const int n = blockIdx.y * S::BN + tid * TN;
   const W* src = reinterpret_cast<const W*>(wt + (size_t)k0 * N + n);
   const size_t row = (size_t)N * 2 / sizeof(W);                      // W words per W^T row
   const int stages = len / D;
   uint64_t policy = 0;
+  constexpr int EF = FL & EVICT_FIRST;
   if constexpr (EF) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
 
-  // ring: stage s of D rows -> slot s % P, this thread's words only; one group per stage
+  // ring: stage s of D rows -> slot s % P ([D][NT] words of W); one group per stage. Each thread
+  // copies its own words (no other thread reads them), or, WIDE_COPIES, the G = 16 / sizeof(W)
+  // threads of a group own 16 contiguous bytes of each row and thread i of the group copies rows
+  // i, i + G, ... for all G: one 16-byte copy per G rows instead of one per row (the group's
+  // threads then read each other's copies: a __syncwarp after the wait).
+  constexpr int G = (FL & WIDE_COPIES) ? 16 / (int)sizeof(W) : 1;
+  static_assert(D % G == 0, "a stage holds whole row groups");
+  const int gi = tid % G;                                     // this thread's rows in its group
+  W* const ring_t = ring + (tid - gi);                        // the group's first word of a row
+  const W* const src_g = src - gi + gi * row;                 // the group's columns, row gi
   auto issue = [&](int s) {
     if (s < stages) {
-      W* dst = ring + (size_t)(s % (P > 0 ? P : 1)) * D * NT + tid;
-      const W* g = src + (size_t)s * D * row;
+      W* dst = ring_t + (size_t)(s % (P > 0 ? P : 1)) * D * NT + gi * NT;
+      const W* g = src_g + (size_t)s * D * row;
 #pragma unroll
-      for (int r = 0; r < D; ++r) copy_async<sizeof(W), EF>(dst + r * NT, g + r * row, policy);
+      for (int r = 0; r < D / G; ++r) copy_async<sizeof(W) * G, EF>(dst + r * G * NT, g + r * G * row, policy);
     }
     commit_async();
   };
@@ -155,6 +173,7 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
   if constexpr (P > 0) {
     for (int s = 0; s < stages; ++s) {
       wait_async<P - 2>();   // stage s has landed (this thread's own copies)
+      if constexpr (G > 1) __syncwarp();   // ... and its group's; every thread is past slot (s - 1) % P
       issue(s + P - 1);                 // refills slot (s - 1) % P, whose rows fed finished FMAs
       const W* w = ring + (size_t)(s % P) * D * NT + tid;
 #pragma unroll
@@ -178,7 +197,7 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
     }
   }
 
-  float* out = part + (size_t)j * M * N + n;
+  float* out = part + ((size_t)j * M_all + m0) * N + n;
 #pragma unroll
   for (int m = 0; m < MB; ++m) {
     if (m >= M) break;
@@ -195,10 +214,10 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
   }
 }
 
-template <int MB, int TN, int NW, int D, int P, int MINB, int EF>
+template <int MB, int TN, int NW, int D, int P, int MINB, int FL>
 struct DecodeVariant {
   using S = DecodeShape<MB, TN, NW, D, P>;
-  static constexpr auto kernel = det_decode_kernel<MB, TN, NW, D, P, MINB, EF>;
+  static constexpr auto kernel = det_decode_kernel<MB, TN, NW, D, P, MINB, FL>;
 
   static int prepare() {
     static int err = -1;
@@ -209,54 +228,50 @@ struct DecodeVariant {
   static int launch(const float* x, const uint16_t* wt, float* part, int M, int N, int K, int chain,
                     cudaStream_t stream) {
     const int k_step = P ? D : 2 * D;
-    if (M > MB || M <= 0 || N <= 0 || K <= 0 || N % S::BN || chain != CHAIN || K % 32 || K % k_step) return -1;
+    if (M <= 0 || N <= 0 || K <= 0 || N % S::BN || chain != CHAIN || K % 32 || K % k_step) return -1;
     const int err = prepare();
     if (err) return err;
-    dim3 grid((K + CHAIN - 1) / CHAIN, N / S::BN);
+    dim3 grid((K + CHAIN - 1) / CHAIN * ((M + MB - 1) / MB), N / S::BN);
     kernel<<<grid, S::NT, S::smem_bytes, stream>>>(x, wt, part, M, N, K);
     return (int)cudaGetLastError();
   }
 
-  // fields: MB TN NW D P MINB EF threads block_n smem_bytes registers local_bytes blocks_per_sm
+  // fields: MB TN NW D P MINB FL threads block_n smem_bytes registers local_bytes blocks_per_sm
   static int info(int* out) {
     const int err = prepare();
     cudaFuncAttributes attr;
     const int e2 = (int)cudaFuncGetAttributes(&attr, kernel);
     int blocks = 0;
     if (!err && !e2) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, S::NT, S::smem_bytes);
-    const int v[13] = {MB, TN, NW, D, P, MINB, EF, S::NT, S::BN, (int)S::smem_bytes,
+    const int v[13] = {MB, TN, NW, D, P, MINB, FL, S::NT, S::BN, (int)S::smem_bytes,
                        e2 ? -1 : attr.numRegs, e2 ? -1 : (int)attr.localSizeBytes, blocks};
     for (int i = 0; i < 13; ++i) out[i] = v[i];
     return err ? err : e2;
   }
 };
 
-// The compiled configurations: MB TN NW D P MINB EF (rows, columns per thread, warps, rows per stage,
-// ring stages (0: registers, two batches of D rows), __launch_bounds__ programs per SM, weights
-// evict-first in L2); cuda_gemm.py reads this table.
+// The compiled configurations: MB TN NW D P MINB FL (rows, columns per thread, warps, rows per stage,
+// ring stages (0: registers, two batches of D rows), __launch_bounds__ programs per SM, flags: 1
+// weights evict-first in L2, 2 wide copies); cuda_gemm.py reads this table.
 #define DET_DECODE_VARIANTS(X) \
-  X(16, 4, 4, 8, 3, 5, 0)      \
   X(16, 4, 4, 8, 3, 5, 1)      \
-  X(16, 4, 4, 8, 4, 4, 0)      \
-  X(16, 4, 4, 8, 3, 4, 0)      \
-  X(16, 4, 2, 8, 3, 8, 0)      \
-  X(16, 4, 8, 8, 3, 2, 0)      \
-  X(16, 2, 4, 8, 4, 6, 0)      \
-  X(16, 2, 8, 8, 3, 3, 0)      \
-  X(16, 8, 4, 4, 3, 3, 0)      \
-  X(16, 8, 2, 4, 3, 6, 0)      \
-  X(16, 8, 2, 4, 3, 6, 1)      \
-  X(16, 1, 4, 16, 0, 8, 0)     \
-  X(16, 1, 8, 16, 0, 4, 0)     \
-  X(8, 4, 4, 8, 3, 6, 0)       \
-  X(8, 8, 4, 4, 3, 4, 0)       \
-  X(8, 2, 4, 8, 4, 8, 0)
+  X(16, 4, 4, 8, 3, 4, 3)      \
+  X(16, 4, 2, 8, 3, 8, 3)      \
+  X(16, 4, 6, 8, 3, 3, 3)      \
+  X(16, 2, 4, 8, 4, 6, 1)      \
+  X(16, 2, 4, 8, 4, 5, 3)      \
+  X(16, 8, 4, 4, 3, 3, 1)      \
+  X(8, 4, 4, 8, 3, 6, 3)       \
+  X(8, 8, 4, 4, 3, 4, 1)       \
+  X(8, 8, 2, 4, 3, 8, 1)       \
+  X(8, 2, 4, 8, 4, 8, 1)       \
+  X(8, 2, 4, 8, 4, 8, 3)
 
-#define DET_DECODE_LAUNCH_CASE(MB, TN, NW, D, P, MINB, EF) \
-  if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, EF>::launch(x, wt, part, M, N, K, chain, stream);
-#define DET_DECODE_INFO_CASE(MB, TN, NW, D, P, MINB, EF) \
-  if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, EF>::info(out);
-#define DET_DECODE_COUNT(MB, TN, NW, D, P, MINB, EF) +1
+#define DET_DECODE_LAUNCH_CASE(MB, TN, NW, D, P, MINB, FL) \
+  if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::launch(x, wt, part, M, N, K, chain, stream);
+#define DET_DECODE_INFO_CASE(MB, TN, NW, D, P, MINB, FL) \
+  if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::info(out);
+#define DET_DECODE_COUNT(MB, TN, NW, D, P, MINB, FL) +1
 
 }  // namespace det_dec
 
