@@ -91,6 +91,7 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
   M = min(MB, M - m0);                // this program's rows
   const int k0 = j * CHAIN, len = min(CHAIN, K - k0);
   const int n = blockIdx.y * S::BN + tid * TN;
+  float* const out = part + ((size_t)j * M_all + m0) * N + n;   // this thread's partials, row m0
   const W* src = reinterpret_cast<const W*>(wt + (size_t)k0 * N + n);
   const size_t row = (size_t)N * 2 / sizeof(W);                      // W words per W^T row
   const int stages = len / D;
@@ -197,7 +198,6 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
     }
   }
 
-  float* out = part + ((size_t)j * M_all + m0) * N + n;
 #pragma unroll
   for (int m = 0; m < MB; ++m) {
     if (m >= M) break;
@@ -257,7 +257,7 @@ struct DecodeVariant {
   X(16, 4, 4, 8, 3, 5, 1)      \
   X(16, 4, 4, 8, 3, 4, 3)      \
   X(16, 4, 2, 8, 3, 8, 3)      \
-  X(16, 4, 6, 8, 3, 3, 3)      \
+  X(16, 4, 6, 8, 3, 2, 3)      \
   X(16, 2, 4, 8, 4, 6, 1)      \
   X(16, 2, 4, 8, 4, 5, 3)      \
   X(16, 8, 4, 4, 3, 3, 1)      \
