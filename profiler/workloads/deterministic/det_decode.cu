@@ -75,6 +75,9 @@ template <int MB, int TN, int NW, int D, int P, int MINB, int FL>
 __global__ void __launch_bounds__(NW * 32, MINB)
 det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, float* __restrict__ part,
                   int M, int N, int K) {
+  // A fold launched as this grid's programmatic dependent may be scheduled once every program here
+  // has started; it waits (griddepcontrol.wait) for this grid to finish and flush. A no-op otherwise.
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   const int M_all = M;
   using S = DecodeShape<MB, TN, NW, D, P>;
   using W = typename S::W;
@@ -214,6 +217,37 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
   }
 }
 
+// y = ((p_0 + p_1) + ...) + bias: the chain partials part[S][M*N] added left to right (p_0 equals
+// -0.0 + p_0 bit for bit), one output per thread, the loads of 8 partials in flight at once. Launched
+// as the decode kernel's programmatic dependent: its launch and ramp overlap that kernel's tail.
+__global__ void __launch_bounds__(256) det_decode_fold_kernel(const float* __restrict__ part,
+                                                              const float* __restrict__ bias, float* __restrict__ y,
+                                                              int MN, int N, int S) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");   // the partials are complete and visible
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= MN) return;
+  float acc = __ldcg(part + i);
+#pragma unroll 8
+  for (int j = 1; j < S; ++j) acc = __fadd_rn(acc, __ldcg(part + (size_t)j * MN + i));
+  if (bias != nullptr) acc = __fadd_rn(acc, bias[i % N]);
+  y[i] = acc;
+}
+
+constexpr int FOLD_THREADS = 256;
+
+inline int launch_fold(const float* part, const float* bias, float* y, int MN, int N, int S, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((MN + FOLD_THREADS - 1) / FOLD_THREADS);
+  cfg.blockDim = dim3(FOLD_THREADS);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return (int)cudaLaunchKernelEx(&cfg, det_decode_fold_kernel, part, bias, y, MN, N, S);
+}
+
 template <int MB, int TN, int NW, int D, int P, int MINB, int FL>
 struct DecodeVariant {
   using S = DecodeShape<MB, TN, NW, D, P>;
@@ -254,25 +288,17 @@ struct DecodeVariant {
 // ring stages (0: registers, two batches of D rows), __launch_bounds__ programs per SM, flags: 1
 // weights evict-first in L2, 2 wide copies); cuda_gemm.py reads this table.
 #define DET_DECODE_VARIANTS(X) \
-  X(16, 4, 4, 8, 3, 5, 1)      \
-  X(16, 4, 4, 8, 3, 5, 3)      \
-  X(16, 4, 4, 8, 3, 4, 1)      \
   X(16, 4, 4, 8, 3, 4, 3)      \
   X(16, 4, 4, 4, 4, 4, 3)      \
-  X(16, 4, 4, 16, 2, 4, 3)     \
-  X(16, 4, 2, 8, 3, 8, 3)      \
-  X(16, 4, 6, 8, 3, 2, 3)      \
-  X(16, 2, 4, 8, 4, 6, 1)      \
-  X(16, 2, 4, 8, 4, 5, 3)      \
+  X(16, 4, 4, 4, 6, 4, 3)      \
+  X(16, 4, 4, 8, 4, 4, 3)      \
   X(16, 8, 4, 4, 3, 3, 1)      \
-  X(16, 8, 2, 4, 3, 6, 1)      \
   X(16, 8, 4, 8, 2, 3, 1)      \
-  X(8, 4, 4, 8, 3, 6, 1)       \
+  X(16, 8, 2, 8, 2, 6, 1)      \
   X(8, 4, 4, 8, 3, 6, 3)       \
   X(8, 4, 2, 8, 3, 12, 3)      \
   X(8, 8, 4, 4, 3, 4, 1)       \
-  X(8, 8, 2, 4, 3, 8, 1)       \
-  X(8, 2, 4, 8, 4, 8, 1)       \
+  X(8, 8, 4, 8, 2, 4, 1)       \
   X(8, 2, 4, 8, 4, 8, 3)
 
 #define DET_DECODE_LAUNCH_CASE(MB, TN, NW, D, P, MINB, FL) \
@@ -304,6 +330,17 @@ int det_decode(int variant, const void* x_, const void* wt_, void* part_, int M,
   int i = 0;
   DET_DECODE_VARIANTS(DET_DECODE_LAUNCH_CASE)
   return -2;
+}
+
+// The partials by `variant` into part [S][M][N], then y [M][N] = their fold (+ bias, FP32 or null)
+// by det_decode_fold_kernel as a programmatic dependent launch.
+int det_decode_folded(int variant, const void* x_, const void* wt_, const void* bias_, void* part_, void* y_, int M,
+                      int N, int K, int chain, void* stream_) {
+  const int err = det_decode(variant, x_, wt_, part_, M, N, K, chain, stream_);
+  if (err) return err;
+  return det_dec::launch_fold(static_cast<const float*>(part_), static_cast<const float*>(bias_),
+                              static_cast<float*>(y_), M * N, N, (K + chain - 1) / chain,
+                              static_cast<cudaStream_t>(stream_));
 }
 
 }  // extern "C"
