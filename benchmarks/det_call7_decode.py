@@ -54,11 +54,7 @@ def candidates(bucket: int) -> dict:
     out = {"gluon_default": det.GEMV_CONFIGS[bucket]}
     out.update({c.name: c for c in CALL6.get(bucket, [])})
     # rows < bucket: blocks of rows as programs of their own (more programs where N is small)
-    for c in cuda_gemm.compiled_decode_configs():
-        if c.rows <= bucket:        # each with kernels.py's fold and with the CUDA fold (PDL)
-            out[c.name] = c
-            pdl = dataclasses.replace(c, cuda_fold=True)
-            out[pdl.name] = pdl
+    out.update({c.name: c for c in cuda_gemm.compiled_decode_configs() if c.rows <= bucket})
     return out
 
 
@@ -82,8 +78,7 @@ def edge(out):
     ref = reference_linear(x, w, b)
     xd, wt, bd = x.cuda(), det.prepare_weight(w.cuda()), b.cuda()
     rows = {}
-    cfgs = cuda_gemm.compiled_decode_configs()
-    for cfg in cfgs + [dataclasses.replace(c, cuda_fold=True) for c in cfgs]:
+    for cfg in cuda_gemm.compiled_decode_configs():
         row = rows[cfg.name] = {"ran": True, "same_as_gluon": True, "emulation_mismatches": 0}
         for M in (cfg.rows, 13) if cfg.rows < 16 else (cfg.rows,):     # 13: two row blocks, one partial
             if cuda_gemm.gemv_partials(xd[:M], wt, cfg, det.CHAIN_K) is None:
@@ -121,7 +116,7 @@ def decode(out, repeats, path):
                     calls = [(lambda li=lins[i % len(lins)]: det.det_linear(x, li.wt, config=cfg))
                              for i in range(n_calls)]
                     row.update(bench.time_calls(calls, repeats))
-                    if bucket in NO_FOLD_BUCKETS and not getattr(cfg, "cuda_fold", False):
+                    if bucket in NO_FOLD_BUCKETS:
                         parts = [(lambda li=lins[i % len(lins)]: det.det_linear(x, li.wt, config=cfg, fold=False))
                                  for i in range(n_calls)]
                         row["partials_only_us"] = bench.time_calls(parts, repeats)["median_us"]

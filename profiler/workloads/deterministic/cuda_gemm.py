@@ -99,9 +99,7 @@ class CudaDecodeConfig:
     two batches of `depth` rows), `min_blocks` the __launch_bounds__ programs per SM, `flags`: 1 the
     weights marked evict-first in L2 (the partials stay there for the fold), 2 wide copies (the
     threads sharing 16 bytes of a W^T row take turns to copy them, one cp.async per 16 / (2 tn)
-    rows). The fold: kernels.py's Triton kernel (`fold_block` outputs per program), or with
-    `cuda_fold` det_decode.cu's, launched as the decode kernel's programmatic dependent (its launch
-    overlaps the decode kernel's tail)."""
+    rows). The fold (kernels.py's) sums `fold_block` outputs per program."""
     rows: int
     tn: int
     warps: int
@@ -111,7 +109,6 @@ class CudaDecodeConfig:
     flags: int = 0
     fold_block: int = 128
     fold_warps: int = 4
-    cuda_fold: bool = False
     kind: str = "cuda_decode"
 
     @property
@@ -120,15 +117,13 @@ class CudaDecodeConfig:
 
     @property
     def k_step(self) -> int:
-        return self.depth if self.stages else 2 * self.depth
+        return self.depth                    # K must hold whole stages
 
     @property
     def name(self) -> str:
-        where = f"ring{self.stages}" if self.stages else "reg"
         ef = "_ef" if self.flags & 1 else ""
         wide = "_wide" if self.flags & 2 else ""
-        pdl = "_pdl" if self.cuda_fold else ""
-        return f"dec{self.rows}_{self.tn}c_w{self.warps}_d{self.depth}_{where}_b{self.min_blocks}{ef}{wide}{pdl}"
+        return f"dec{self.rows}_{self.tn}c_w{self.warps}_d{self.depth}_ring{self.stages}_b{self.min_blocks}{ef}{wide}"
 
 
 def _table(text: str, macro: str) -> str:
@@ -240,8 +235,6 @@ class Library:
         self.lib.det_gemv_info.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         self.lib.det_decode.restype = ctypes.c_int
         self.lib.det_decode.argtypes = self.lib.det_gemv.argtypes
-        self.lib.det_decode_folded.restype = ctypes.c_int
-        self.lib.det_decode_folded.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 5 + [ctypes.c_int] * 4 + [ctypes.c_void_p]
         self.lib.det_decode_info.restype = ctypes.c_int
         self.lib.det_decode_info.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         self.configs = compiled_configs()
@@ -285,16 +278,6 @@ class Library:
         err = fn(index[_gemv_key(cfg)], x.data_ptr(), wt.data_ptr(), part.data_ptr(), M, N, K, chain_k, stream)
         if err:
             raise RuntimeError(f"det_gemv {cfg.name}: launch error {err}")
-
-    def launch_decode_folded(self, cfg: CudaDecodeConfig, x, wt, bias, part, y, chain_k: int, stream: int) -> None:
-        """The partials into part, then y = their fold (+ bias: FP32 or None) by the CUDA fold."""
-        M, K = x.shape
-        N = wt.shape[1]
-        err = self.lib.det_decode_folded(self.decode_index[_gemv_key(cfg)], x.data_ptr(), wt.data_ptr(),
-                                         bias.data_ptr() if bias is not None else None, part.data_ptr(),
-                                         y.data_ptr(), M, N, K, chain_k, stream)
-        if err:
-            raise RuntimeError(f"det_decode_folded {cfg.name}: launch error {err}")
 
     def launch(self, cfg: CudaTileConfig, x, wt, bias, y, chain_k: int, stream: int) -> None:
         M, K = x.shape
@@ -413,24 +396,3 @@ def gemv_partials(x, wt, cfg, chain_k: int):
     lib.launch_gemv(cfg, x, wt, part, chain_k, torch.cuda.current_stream(x.device).cuda_stream)
     return part
 
-
-def decode_linear(x, wt, bias, cfg: CudaDecodeConfig, chain_k: int):
-    """y = x . W^T (+ bias) by det_decode.cu's decode kernel and its CUDA fold (one call, the fold a
-    programmatic dependent launch), or None where it cannot run here (the caller runs the Gluon
-    kernel: same bits)."""
-    import torch
-    lib = _library_for(x, cfg) if gemv_fits(x, wt, cfg, chain_k) else None
-    if lib is None or (bias is not None and bias.shape != (wt.shape[1],)):
-        return None
-    M, K = x.shape
-    N = wt.shape[1]
-    S = -(-K // chain_k)
-    stream = torch.cuda.current_stream(x.device).cuda_stream
-    y = torch.empty(M, N, device=x.device, dtype=torch.float32)
-    if S == 1 and bias is None:      # one chain: its partial is y
-        lib.launch_gemv(cfg, x, wt, y, chain_k, stream)
-        return y
-    part = torch.empty(S, M, N, device=x.device, dtype=torch.float32)
-    b = bias.float().contiguous() if bias is not None else None     # bf16 -> FP32 is exact
-    lib.launch_decode_folded(cfg, x, wt, b, part, y, chain_k, stream)
-    return y

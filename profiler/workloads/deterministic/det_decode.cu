@@ -1,18 +1,17 @@
 // Deterministic decode GEMM (small M) in CUDA C++, issue 16's second decode kernel. det_sgemm.cu
 // includes this file at its end (one library, one build); cuda_gemm.py's cache key covers both.
 //
-// The order is reference.py's: one program per (BN columns, chain j of 256 k) computes the chain's
-// partial part[j][m][n], a sequential FMA chain from +0.0 over k ascending, for all M rows;
-// kernels.py's fold kernel adds the partials left to right onto -0.0, then the bias.
+// The order is reference.py's: one program per (BN columns, chain j of 256 k, MB rows) computes the
+// chain's partial part[j][m][n], a sequential FMA chain from +0.0 over k ascending; kernels.py's
+// fold kernel adds the partials left to right onto -0.0, then the bias.
 //
-// What differs from det_sgemm.cu's det_gemv_kernel: the weights can stream through a per-thread
-// cp.async ring in shared memory (P stages of D rows; every thread copies, waits for and reads back
-// only its own words, so the k loop has no barrier and the bytes in flight cost no registers), which
-// lets a thread hold wider blocks (TN = 4 or 8 columns x MB rows: more FMAs per shared load of x and
-// per upcast) at 4-5 programs per SM; P = 0 streams them through registers as det_gemv_kernel does
-// (and allows TN = 1: twice the warps of TN = 2 for narrow projections). The chain's slice of x sits
-// transposed in shared memory ([256][MB]), read back as 16-byte broadcasts, loaded as 16-byte words.
-// M > MB runs ceil(M / MB) row blocks as programs of their own (more programs where N is small).
+// What differs from det_sgemm.cu's det_gemv_kernel: the weights stream through a per-thread cp.async
+// ring in shared memory (P stages of D rows; a thread waits only for its own copies, or its group's:
+// no barrier in the k loop, and the bytes in flight cost no registers), which lets a thread hold a
+// wider block (TN = 4 or 8 columns x MB rows: more FMAs per shared load of x and per upcast) at 3-6
+// programs per SM. The chain's slice of x sits transposed in shared memory ([256][MB]), read back as
+// 16-byte broadcasts. M > MB runs ceil(M / MB) row blocks as programs of their own (more programs
+// where N is small; the row blocks of one chain read the same weights at once, the second from L2).
 // Needs N % BN == 0, K % 32 == 0, chains of 256 k and K % D == 0 (the Python side checks).
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -22,13 +21,11 @@ namespace det_dec {
 constexpr int CHAIN = 256;   // reference.py's CHAIN_K, compiled in (the x slice's size)
 
 template <int TN> struct Words;                           // TN bf16 of one W^T row, one load
-template <> struct Words<1> { using T = uint16_t; };
 template <> struct Words<2> { using T = uint32_t; };
 template <> struct Words<4> { using T = uint2; };
 template <> struct Words<8> { using T = uint4; };
 
 // bf16 -> FP32 is exact: the 16 bits become the high half of the word (one shift or mask each)
-__device__ __forceinline__ void upcast(uint16_t u, float* f) { f[0] = __uint_as_float((uint32_t)u << 16); }
 __device__ __forceinline__ void upcast(uint32_t u, float* f) {
   f[0] = __uint_as_float(u << 16);
   f[1] = __uint_as_float(u & 0xffff0000u);
@@ -67,17 +64,14 @@ struct DecodeShape {
   static constexpr size_t ring_bytes = (size_t)P * D * NT * sizeof(W);
   static constexpr size_t smem_bytes = x_bytes + ring_bytes;
   static_assert(MB % 4 == 0, "x rows read as 16-byte words");
-  static_assert(32 % (P ? D : 2 * D) == 0, "a stage (a batch pair) never straddles a chain: K % 32 == 0 suffices");
-  static_assert(P == 0 || (P >= 2 && TN >= 2), "cp.async moves 4, 8 or 16 bytes");
+  static_assert(32 % D == 0, "a stage never straddles a chain: K % 32 == 0 suffices");
+  static_assert(P >= 2, "a stage in flight while another is read");
 };
 
 template <int MB, int TN, int NW, int D, int P, int MINB, int FL>
 __global__ void __launch_bounds__(NW * 32, MINB)
 det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, float* __restrict__ part,
                   int M, int N, int K) {
-  // A fold launched as this grid's programmatic dependent may be scheduled once every program here
-  // has started; it waits (griddepcontrol.wait) for this grid to finish and flush. A no-op otherwise.
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   const int M_all = M;
   using S = DecodeShape<MB, TN, NW, D, P>;
   using W = typename S::W;
@@ -114,21 +108,15 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
   const W* const src_g = src - gi + gi * row;                 // the group's columns, row gi
   auto issue = [&](int s) {
     if (s < stages) {
-      W* dst = ring_t + (size_t)(s % (P > 0 ? P : 1)) * D * NT + gi * NT;
+      W* dst = ring_t + (size_t)(s % P) * D * NT + gi * NT;
       const W* g = src_g + (size_t)s * D * row;
 #pragma unroll
       for (int r = 0; r < D / G; ++r) copy_async<sizeof(W) * G, EF>(dst + r * G * NT, g + r * G * row, policy);
     }
     commit_async();
   };
-  W wa[D], wb[D];    // registers mode (P = 0): two batches of D rows
-  if constexpr (P > 0) {
 #pragma unroll
-    for (int s = 0; s < P - 1; ++s) issue(s);
-  } else {
-#pragma unroll
-    for (int r = 0; r < D; ++r) wa[r] = __ldg(src + r * row);
-  }
+  for (int s = 0; s < P - 1; ++s) issue(s);
 
   {  // x[m][k0 + k] -> xs[k][m], zeros past M and past the chain; every load in flight at once.
      // A warp takes 4 float4 (64 bytes) of each of 8 rows: the transposed stores conflict 4-way.
@@ -174,31 +162,13 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
     }
   };
 
-  if constexpr (P > 0) {
-    for (int s = 0; s < stages; ++s) {
-      wait_async<P - 2>();   // stage s has landed (this thread's own copies)
-      if constexpr (G > 1) __syncwarp();   // ... and its group's; every thread is past slot (s - 1) % P
-      issue(s + P - 1);                 // refills slot (s - 1) % P, whose rows fed finished FMAs
-      const W* w = ring + (size_t)(s % P) * D * NT + tid;
+  for (int s = 0; s < stages; ++s) {
+    wait_async<P - 2>();                // stage s has landed (this thread's own copies)
+    if constexpr (G > 1) __syncwarp();  // ... and its group's; every thread is past slot (s - 1) % P
+    issue(s + P - 1);                   // refills slot (s - 1) % P, whose rows fed finished FMAs
+    const W* w = ring + (size_t)(s % P) * D * NT + tid;
 #pragma unroll
-      for (int r = 0; r < D; ++r) fma_row(w[r * NT], s * D + r);
-    }
-  } else {
-    for (int kb = 0; kb < len; kb += 2 * D) {
-      if (kb + D < len) {
-#pragma unroll
-        for (int r = 0; r < D; ++r) wb[r] = __ldg(src + (size_t)(kb + D + r) * row);
-      }
-#pragma unroll
-      for (int r = 0; r < D; ++r) fma_row(wa[r], kb + r);
-      if (kb + D >= len) break;
-      if (kb + 2 * D < len) {
-#pragma unroll
-        for (int r = 0; r < D; ++r) wa[r] = __ldg(src + (size_t)(kb + 2 * D + r) * row);
-      }
-#pragma unroll
-      for (int r = 0; r < D; ++r) fma_row(wb[r], kb + D + r);
-    }
+    for (int r = 0; r < D; ++r) fma_row(w[r * NT], s * D + r);
   }
 
 #pragma unroll
@@ -217,37 +187,6 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
   }
 }
 
-// y = ((p_0 + p_1) + ...) + bias: the chain partials part[S][M*N] added left to right (p_0 equals
-// -0.0 + p_0 bit for bit), one output per thread, the loads of 8 partials in flight at once. Launched
-// as the decode kernel's programmatic dependent: its launch and ramp overlap that kernel's tail.
-__global__ void __launch_bounds__(256) det_decode_fold_kernel(const float* __restrict__ part,
-                                                              const float* __restrict__ bias, float* __restrict__ y,
-                                                              int MN, int N, int S) {
-  asm volatile("griddepcontrol.wait;" ::: "memory");   // the partials are complete and visible
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= MN) return;
-  float acc = __ldcg(part + i);
-#pragma unroll 8
-  for (int j = 1; j < S; ++j) acc = __fadd_rn(acc, __ldcg(part + (size_t)j * MN + i));
-  if (bias != nullptr) acc = __fadd_rn(acc, bias[i % N]);
-  y[i] = acc;
-}
-
-constexpr int FOLD_THREADS = 256;
-
-inline int launch_fold(const float* part, const float* bias, float* y, int MN, int N, int S, cudaStream_t stream) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((MN + FOLD_THREADS - 1) / FOLD_THREADS);
-  cfg.blockDim = dim3(FOLD_THREADS);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return (int)cudaLaunchKernelEx(&cfg, det_decode_fold_kernel, part, bias, y, MN, N, S);
-}
-
 template <int MB, int TN, int NW, int D, int P, int MINB, int FL>
 struct DecodeVariant {
   using S = DecodeShape<MB, TN, NW, D, P>;
@@ -261,8 +200,7 @@ struct DecodeVariant {
 
   static int launch(const float* x, const uint16_t* wt, float* part, int M, int N, int K, int chain,
                     cudaStream_t stream) {
-    const int k_step = P ? D : 2 * D;
-    if (M <= 0 || N <= 0 || K <= 0 || N % S::BN || chain != CHAIN || K % 32 || K % k_step) return -1;
+    if (M <= 0 || N <= 0 || K <= 0 || N % S::BN || chain != CHAIN || K % 32 || K % D) return -1;
     const int err = prepare();
     if (err) return err;
     dim3 grid((K + CHAIN - 1) / CHAIN * ((M + MB - 1) / MB), N / S::BN);
@@ -285,8 +223,8 @@ struct DecodeVariant {
 };
 
 // The compiled configurations: MB TN NW D P MINB FL (rows, columns per thread, warps, rows per stage,
-// ring stages (0: registers, two batches of D rows), __launch_bounds__ programs per SM, flags: 1
-// weights evict-first in L2, 2 wide copies); cuda_gemm.py reads this table.
+// ring stages, __launch_bounds__ programs per SM, flags: 1 weights evict-first in L2, 2 wide
+// copies); cuda_gemm.py reads this table, kernels.py's CUDA_DECODE_RULES adopt some of them.
 #define DET_DECODE_VARIANTS(X) \
   X(16, 4, 4, 8, 3, 4, 3)      \
   X(16, 4, 4, 4, 4, 4, 3)      \
@@ -330,17 +268,6 @@ int det_decode(int variant, const void* x_, const void* wt_, void* part_, int M,
   int i = 0;
   DET_DECODE_VARIANTS(DET_DECODE_LAUNCH_CASE)
   return -2;
-}
-
-// The partials by `variant` into part [S][M][N], then y [M][N] = their fold (+ bias, FP32 or null)
-// by det_decode_fold_kernel as a programmatic dependent launch.
-int det_decode_folded(int variant, const void* x_, const void* wt_, const void* bias_, void* part_, void* y_, int M,
-                      int N, int K, int chain, void* stream_) {
-  const int err = det_decode(variant, x_, wt_, part_, M, N, K, chain, stream_);
-  if (err) return err;
-  return det_dec::launch_fold(static_cast<const float*>(part_), static_cast<const float*>(bias_),
-                              static_cast<float*>(y_), M * N, N, (K + chain - 1) / chain,
-                              static_cast<cudaStream_t>(stream_));
 }
 
 }  // extern "C"

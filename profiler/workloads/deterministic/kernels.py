@@ -13,10 +13,10 @@ never on M (the batch), the GPU, the run or the SM count (docs/DETERMINISM.md):
   inside each program.
 * Tile configurations are constants chosen by the problem shape (`choose_config`): no autotuning,
   nothing read off the device.
-* CUDA C++ builds of the tile and decode kernels (det_sgemm.cu, cuda_gemm.py) run instead where
-  adopted (CUDA_TILE_CONFIG from bucket CUDA_TILE_MIN_M up, CUDA_GEMV_CONFIGS by bucket), built by
-  nvcc at first use on the GPU; where they cannot build, the Gluon kernels run (the same order,
-  the same bits).
+* CUDA C++ builds of the tile and decode kernels (det_sgemm.cu, det_decode.cu, cuda_gemm.py) run
+  instead where adopted (CUDA_TILE_CONFIG from bucket CUDA_TILE_MIN_M up, CUDA_DECODE_RULES and
+  CUDA_GEMV_CONFIGS by bucket), built by nvcc at first use on the GPU; where they cannot build or
+  take the operands, the Gluon kernels run (the same order, the same bits).
 
 The GPU kernels need torch and triton (the `gpu` extra). The fast ones are written in Gluon
 (triton.experimental.gluon, Triton >= 3.5) because plain Triton gives no control over which thread
@@ -152,8 +152,21 @@ TILE_CONFIG = TileConfig(128, 64, 16, 8, 4, 4, 8, 4, 1)
 # TILE_CONFIG's Gluon kernel (same bits). None: not adopted (no H200 call showed it faster yet).
 CUDA_TILE_CONFIG: CudaTileConfig | None = None
 CUDA_TILE_MIN_M = 256
-# Decode buckets that run the CUDA C++ decode kernel where it builds (else GEMV_CONFIGS' Gluon one)
-CUDA_GEMV_CONFIGS: dict[int, CudaGemvConfig | CudaDecodeConfig] = {}
+# Decode buckets that run det_decode.cu's kernel where it builds and takes the operands (else
+# GEMV_CONFIGS' Gluon one, the same bits): per bucket, (min_n, min_k, configuration) rules, the first
+# with N >= min_n and K >= min_k wins, the last catches all. Chosen by the H200 calls 7a-7c
+# (benchmarks/DETERMINISM_NOTES.md, tests/data/h200_det/sweep7c.json): long K (down) and wide N
+# (gate_up) take the wider register blocks; narrow projections at M = 16 take blocks of 8 rows as
+# programs of their own (twice the programs where 8 or 12 column tiles leave SMs idle).
+_DEC = CudaDecodeConfig
+CUDA_DECODE_RULES: dict[int, tuple[tuple[int, int, CudaDecodeConfig], ...]] = {
+    8: ((16384, 0, _DEC(8, 8, 4, 4, 3, 4, 1)), (0, 8192, _DEC(8, 8, 4, 4, 3, 4, 1)),
+        (0, 0, _DEC(8, 2, 4, 8, 4, 8, 3))),
+    16: ((0, 8192, _DEC(16, 8, 4, 8, 2, 3, 1)), (16384, 0, _DEC(16, 4, 4, 4, 4, 4, 3)),
+         (0, 0, _DEC(8, 4, 4, 8, 3, 6, 3))),
+}
+# Decode buckets that run det_sgemm.cu's first CUDA decode kernel (none adopted)
+CUDA_GEMV_CONFIGS: dict[int, CudaGemvConfig] = {}
 SMEM_LIMIT_BYTES = 99 * 1024   # the smallest per-block shared memory among Ampere, Ada and Hopper
 
 
@@ -162,14 +175,17 @@ def _next_pow2(v: int) -> int:
 
 
 def choose_config(M: int, N: int, K: int):
-    """The kernel configuration for a problem shape: a constant per M bucket (the power of two at
-    or above M): the decode kernel's where GEMV_CONFIGS has the bucket, else the tile kernel's; N
-    and K never pick a different order. Returns None when K needs the portable kernel."""
+    """The kernel configuration for a problem shape, by the M bucket (the power of two at or above
+    M) and, for the CUDA decode kernel, N and K: the decode kernel's where CUDA_DECODE_RULES or
+    GEMV_CONFIGS has the bucket, else the tile kernel's; N and K never pick a different order (any
+    configuration gives the same bits). Returns None when K needs the portable kernel."""
     if min(M, N, K) <= 0:
         raise ValueError(f"shape must be positive, got M={M} N={N} K={K}")
     if K % K_MULTIPLE:
         return None
     bucket = _next_pow2(M)
+    if bucket in CUDA_DECODE_RULES:
+        return next(cfg for min_n, min_k, cfg in CUDA_DECODE_RULES[bucket] if N >= min_n and K >= min_k)
     if bucket in CUDA_GEMV_CONFIGS:
         return CUDA_GEMV_CONFIGS[bucket]
     if bucket in GEMV_CONFIGS:
@@ -700,8 +716,6 @@ def _fold(part, bias, fold_block: int, fold_warps: int):
 
 def _launch_cuda_gemv(x, wt, bias, cfg: CudaGemvConfig | CudaDecodeConfig, chain_k: int, fold: bool = True):
     """The CUDA decode kernel's partials, folded; None where it cannot run."""
-    if isinstance(cfg, CudaDecodeConfig) and cfg.cuda_fold and fold:
-        return cuda_gemm.decode_linear(x, wt, bias, cfg, chain_k)
     part = cuda_gemm.gemv_partials(x, wt, cfg, chain_k)
     if part is None:
         return None
