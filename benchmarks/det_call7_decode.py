@@ -132,7 +132,8 @@ def decode(out, repeats, path):
 
 def choose(out):
     rows = out["decode"]
-    cub = {(r["bucket"], r["role"]): r["median_us"] for r in rows if r["variant"] == "cublas_bf16" and "median_us" in r}
+    cub = {(r["bucket"], r["role"]): r["median_us"] for r in rows
+           if r["variant"] == "cublas_bf16" and "median_us" in r}
     edge_rows = out.get("edge", {}).get("rows", {})
     winners = {}
     for bucket in BUCKETS:
@@ -140,7 +141,8 @@ def choose(out):
         for name in {r["variant"] for r in rows if r["bucket"] == bucket and r["variant"] != "cublas_bf16"}:
             mine = [r for r in rows if r["bucket"] == bucket and r["variant"] == name]
             # call 6 checked its own kernels' edge bits; a new one without an edge row is out
-            e = edge_rows.get(name, {} if name.startswith("dec") else {"same_as_gluon": True, "emulation_mismatches": 0})
+            e = edge_rows.get(name, {} if name.startswith("dec")
+                              else {"same_as_gluon": True, "emulation_mismatches": 0})
             ok = (len(mine) == len(SHAPES) and e.get("same_as_gluon") and e.get("emulation_mismatches") == 0
                   and all("median_us" in r and r["same_as_default"] and r["emulation_mismatches"] == 0 for r in mine))
             if ok:

@@ -21,7 +21,8 @@ from profiler.workloads.deterministic import reference as ref  # noqa: E402
 
 SWEEP6 = Path(__file__).parent / "data" / "h200_det" / "sweep6.json"
 SWEEP7 = {call: Path(__file__).parent / "data" / "h200_det" / f"sweep7{call}.json" for call in "abc"}
-LLAMA_8B = {"qkv_proj": (6144, 4096), "o_proj": (4096, 4096), "gate_up_proj": (28672, 4096), "down_proj": (4096, 14336)}
+LLAMA_8B = {"qkv_proj": (6144, 4096), "o_proj": (4096, 4096), "gate_up_proj": (28672, 4096),
+            "down_proj": (4096, 14336)}
 TILE = cuda_gemm.CudaTileConfig(128, 128, 8, 8, 8)
 GEMV = cuda_gemm.CudaGemvConfig(16, 2, 4, 16)
 
@@ -136,9 +137,10 @@ def test_decode_rules_choose_by_n_and_k():
     blocks, qkv and o at M = 9..16 blocks of 8 rows; M = 1..4 and 17.. keep the Gluon kernels, and
     every adopted configuration is compiled and bit-checked on the device by its own rows."""
     pick = {M: {role: det.choose_config(M, N, K).name for role, (N, K) in LLAMA_8B.items()} for M in (5, 8, 9, 16)}
-    assert pick[5] == pick[8] == {"qkv_proj": "dec8_2c_w4_d8_ring4_b8_ef_wide", "o_proj": "dec8_2c_w4_d8_ring4_b8_ef_wide",
-                                  "gate_up_proj": "dec8_8c_w4_d4_ring3_b4_ef", "down_proj": "dec8_8c_w4_d4_ring3_b4_ef"}
-    assert pick[9] == pick[16] == {"qkv_proj": "dec8_4c_w4_d8_ring3_b6_ef_wide", "o_proj": "dec8_4c_w4_d8_ring3_b6_ef_wide",
+    narrow8, wide8 = "dec8_2c_w4_d8_ring4_b8_ef_wide", "dec8_8c_w4_d4_ring3_b4_ef"
+    assert pick[5] == pick[8] == {"qkv_proj": narrow8, "o_proj": narrow8, "gate_up_proj": wide8, "down_proj": wide8}
+    narrow16 = "dec8_4c_w4_d8_ring3_b6_ef_wide"       # blocks of 8 rows
+    assert pick[9] == pick[16] == {"qkv_proj": narrow16, "o_proj": narrow16,
                                    "gate_up_proj": "dec16_4c_w4_d4_ring4_b4_ef_wide",
                                    "down_proj": "dec16_8c_w4_d8_ring2_b3_ef"}
     for M in (1, 2, 4, 17, 64):
@@ -344,7 +346,8 @@ def test_h200_call7_decode_kernels_kept_every_bit(sweep7):
     for call, data in sweep7.items():
         assert data["build"]["arch"] == "90" and data["build"]["error"] is None
         edge = data["edge"]["rows"]
-        assert edge and all(r == {"ran": True, "same_as_gluon": True, "emulation_mismatches": 0} for r in edge.values())
+        exact = {"ran": True, "same_as_gluon": True, "emulation_mismatches": 0}
+        assert edge and all(r == exact for r in edge.values())
         rows = [r for r in data["decode"] if r["variant"] != "cublas_bf16"]
         for r in rows:
             if "error" in r:
@@ -362,7 +365,8 @@ def test_h200_call7c_adopted_the_fastest_exact_configuration_per_projection(swee
     worst = {}
     for bucket, M in ((8, 8), (16, 16)):
         for role, (N, K) in LLAMA_8B.items():
-            mine = {r["variant"]: r for r in rows if r["bucket"] == bucket and r["role"] == role and "median_us" in r}
+            mine = {r["variant"]: r for r in rows
+                    if r["bucket"] == bucket and r["role"] == role and "median_us" in r}
             cub = mine.pop("cublas_bf16")["median_us"]
             exact = {n: r["median_us"] for n, r in mine.items() if r["same_as_default"] and r["emulation_mismatches"] == 0}
             chosen = exact[det.choose_config(M, N, K).name]

@@ -10,10 +10,11 @@ kernels.py folds the partials in chain order with its fold kernel.
 
 The build: `nvcc -shared` of det_sgemm.cu (and what it includes) for the device's compute
 capability, the CUDA runtime linked statically, into a cache folder keyed by the sources' hash, the
-architecture and nvcc's version; the launch goes through ctypes on torch's current stream (CUDA graphs capture it). No
-torch headers and no ninja, so the build takes seconds. Where nvcc is missing or the build fails,
-`linear` returns None and kernels.py runs the Gluon kernel: the same bits, slower. IEEE arithmetic
-throughout: no --use_fast_math, no flush-to-zero (either would change bits).
+architecture and nvcc's version; the launch goes through ctypes on torch's current stream (CUDA
+graphs capture it). No torch headers and no ninja, so the build takes seconds. Where nvcc is
+missing or the build fails, `linear` returns None and kernels.py runs the Gluon kernel: the same
+bits, slower. IEEE arithmetic throughout: no --use_fast_math, no flush-to-zero (either would change
+bits).
 """
 from __future__ import annotations
 
@@ -35,8 +36,8 @@ ENV_DISABLE = "SMLENS_DET_CUDA"          # "0": never build or run the CUDA kern
 ENV_NVCC = "SMLENS_NVCC"                 # nvcc to use (default: PATH, $CUDA_HOME, /usr/local/cuda)
 GEMV_INFO_FIELDS = ("rows", "tn", "warps", "depth", "threads", "block_n", "registers", "local_bytes",
                     "blocks_per_sm")
-DECODE_INFO_FIELDS = ("rows", "tn", "warps", "depth", "stages", "min_blocks", "flags", "threads", "block_n", "smem_bytes",
-                      "registers", "local_bytes", "blocks_per_sm")
+DECODE_INFO_FIELDS = ("rows", "tn", "warps", "depth", "stages", "min_blocks", "flags", "threads", "block_n",
+                      "smem_bytes", "registers", "local_bytes", "blocks_per_sm")
 INFO_FIELDS = ("block_m", "block_n", "block_k", "tm", "tn", "total_smem", "min_blocks", "threads",
                "smem_bytes", "registers", "local_bytes", "blocks_per_sm")
 
@@ -94,13 +95,12 @@ class CudaGemvConfig:
 @dataclass(frozen=True)
 class CudaDecodeConfig:
     """One compiled configuration of det_decode.cu's decode kernel: `rows` rows of M per program
-    (more rows: more programs), `tn`
-    adjacent columns per thread, `warps` warps per program, W^T streamed in stages of `depth` rows
-    through a per-thread cp.async ring of `stages` slots in shared memory (0: through registers,
-    two batches of `depth` rows), `min_blocks` the __launch_bounds__ programs per SM, `flags`: 1 the
-    weights marked evict-first in L2 (the partials stay there for the fold), 2 wide copies (the
-    threads sharing 16 bytes of a W^T row take turns to copy them, one cp.async per 16 / (2 tn)
-    rows). The fold (kernels.py's) sums `fold_block` outputs per program."""
+    (more rows: more programs), `tn` adjacent columns per thread, `warps` warps per program, W^T
+    streamed in stages of `depth` rows through a per-thread cp.async ring of `stages` slots in
+    shared memory, `min_blocks` the __launch_bounds__ programs per SM, `flags`: 1 the weights marked
+    evict-first in L2 (the partials stay there for the fold), 2 wide copies (the threads sharing 16
+    bytes of a W^T row take turns to copy them: one cp.async per 16 / (2 tn) rows). The fold
+    (kernels.py's) sums `fold_block` outputs per program."""
     rows: int
     tn: int
     warps: int
@@ -193,9 +193,10 @@ def nvcc_version(nvcc: Optional[str] = None) -> Optional[str]:
 
 
 def library_path(nvcc: str, arch: str) -> Path:
-    """Where the build for this source, architecture and nvcc lands (a new source builds anew)."""
+    """Where the build for these sources, architecture and nvcc lands (a new source builds anew)."""
     version = nvcc_version(nvcc) or ""
-    key = hashlib.sha256(SOURCE.read_bytes() + DECODE_SOURCE.read_bytes() + arch.encode() + version.encode()).hexdigest()[:16]
+    sources = SOURCE.read_bytes() + DECODE_SOURCE.read_bytes()
+    key = hashlib.sha256(sources + arch.encode() + version.encode()).hexdigest()[:16]
     return cache_dir() / f"sm{arch}-{key}" / "det_sgemm.so"
 
 
@@ -278,7 +279,7 @@ class Library:
                      else (self.lib.det_gemv, self.gemv_index))
         err = fn(index[_gemv_key(cfg)], x.data_ptr(), wt.data_ptr(), part.data_ptr(), M, N, K, chain_k, stream)
         if err:
-            raise RuntimeError(f"det_gemv {cfg.name}: launch error {err}")
+            raise RuntimeError(f"{cfg.name}: launch error {err}")
 
     def launch(self, cfg: CudaTileConfig, x, wt, bias, y, chain_k: int, stream: int) -> None:
         M, K = x.shape
@@ -373,8 +374,8 @@ def linear(x, wt, bias, cfg: CudaTileConfig, chain_k: int):
 
 def gemv_fits(x, wt, cfg, chain_k: int) -> bool:
     """Whether a decode kernel (CudaGemvConfig or CudaDecodeConfig) takes these operands: M up to
-    cfg.rows (any M for CudaDecodeConfig: blocks of cfg.rows rows), N a multiple of its columns per program, K of its k step (and of 32), chains of
-    GEMV_CHAIN k, 16-byte aligned x and W^T."""
+    cfg.rows (any M for CudaDecodeConfig: blocks of cfg.rows rows), N a multiple of its columns per
+    program, K of its k step and of 32, chains of GEMV_CHAIN k, 16-byte aligned x and W^T."""
     import torch
     M, K = x.shape
     N = wt.shape[1]
@@ -385,7 +386,7 @@ def gemv_fits(x, wt, cfg, chain_k: int) -> bool:
 
 
 def gemv_partials(x, wt, cfg, chain_k: int):
-    """The chain partials [S, M, N] FP32 by det_sgemm.cu's decode kernel (S = chains of K), or None
+    """The chain partials [S, M, N] FP32 by a CUDA decode kernel (S = chains of K), or None
     where it cannot run here (the caller runs the Gluon kernel: same bits)."""
     import torch
     lib = _library_for(x, cfg) if gemv_fits(x, wt, cfg, chain_k) else None
@@ -396,4 +397,3 @@ def gemv_partials(x, wt, cfg, chain_k: int):
     part = torch.empty(-(-K // chain_k), M, N, device=x.device, dtype=torch.float32)
     lib.launch_gemv(cfg, x, wt, part, chain_k, torch.cuda.current_stream(x.device).cuda_stream)
     return part
-

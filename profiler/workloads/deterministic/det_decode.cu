@@ -72,7 +72,7 @@ template <int MB, int TN, int NW, int D, int P, int MINB, int FL>
 __global__ void __launch_bounds__(NW * 32, MINB)
 det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, float* __restrict__ part,
                   int M, int N, int K) {
-  const int M_all = M;
+  const int M_all = M;                // the partials' rows (M becomes this program's below)
   using S = DecodeShape<MB, TN, NW, D, P>;
   using W = typename S::W;
   constexpr int NT = S::NT;
