@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import os
 import sys
 import time
@@ -35,7 +34,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from det_call4 import SHAPES, bits_of, say  # noqa: E402
-from det_call6 import guarded, same_bits  # noqa: E402
+from det_call6 import decode_case, guarded, same_bits  # noqa: E402
 from det_sweep import run_steps  # noqa: E402
 
 from profiler.workloads.deterministic import bench, cuda_gemm  # noqa: E402
@@ -95,12 +94,7 @@ def decode(out, repeats, path):
     rows = []
     out["decode"] = rows
     for role, N, K in SHAPES:
-        inp = bench.Inputs(bench.ShapeCase(role, N, K), 16, seed=0)
-        lin = det.Linear(inp.w)
-        cols = torch.tensor(bench.reference_columns(N), device="cuda")
-        ref = reference_linear(inp.x_cpu[:2], inp.w.index_select(0, cols).cpu())
-        copies = max(1, math.ceil(bench.L2_ROTATE_BYTES / (N * K * 2)) + 1)
-        lins = [lin] + [det.Linear(inp.w.clone()) for _ in range(copies - 1)]
+        inp, lin, cols, ref, lins = decode_case(role, N, K)
         for bucket, Ms in BUCKETS.items():
             x = inp.x[:bucket].contiguous()
             t = bench.time_case("cublas_bf16", lins, x, repeats)
