@@ -8,10 +8,12 @@ best CUDA decode kernels and cuBLAS bf16; then an ncu run of the best ones (`--n
 Steps, each written to DIR/det_call7.json as soon as it is done:
 1. build: nvcc of det_sgemm.cu (+ det_decode.cu), every decode configuration's registers, spills,
    programs per SM.
-2. edge: M = 16 and 8 rows, N = 1024, K = 544 (a last chain of 32 k), a bf16 bias: each new
-   configuration's whole output equal to the Gluon kernel's and to the CPU emulation.
+2. edge: M = the configuration's rows (and 13: two row blocks, one partial), N = 3072, K = 544 (a
+   last chain of 32 k), a bf16 bias: each configuration's whole output equal to the Gluon kernel's
+   and to the CPU emulation.
 3. decode: per bucket (M = 8, 16) and projection: cuBLAS bf16, the Gluon default, call 6's CUDA
-   kernels and every det_decode.cu configuration of that many rows; bits: the whole output equal to
+   kernel and every det_decode.cu configuration of up to that many rows (fewer: row blocks as
+   programs of their own); bits: the whole output equal to
    the default's at two M per bucket, rows 0-1 x 64 columns equal to the emulation; time as
    bench.time_calls (CUDA-graph replays, weights rotated out of L2), with the fold and (M = 16)
    without it (the partials alone: what the fold kernel costs). Per bucket the bit-exact one with
