@@ -169,6 +169,9 @@ def configs_now() -> dict:
     # issue 16's CUDA C++ kernels (det_call6.py), where adopted
     if det.CUDA_TILE_CONFIG is not None:
         out["cuda_tile"] = {"min_m": det.CUDA_TILE_MIN_M, **dataclasses.asdict(det.CUDA_TILE_CONFIG)}
+    if det.CUDA_DECODE_RULES:        # call 7: (min_n, min_k, configuration) per bucket
+        out["cuda_decode"] = {str(k): [[n, kk, dataclasses.asdict(c)] for n, kk, c in v]
+                              for k, v in det.CUDA_DECODE_RULES.items()}
     if det.CUDA_GEMV_CONFIGS:
         out["cuda_gemv"] = {str(k): dataclasses.asdict(v) for k, v in det.CUDA_GEMV_CONFIGS.items()}
     return out

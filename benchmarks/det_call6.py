@@ -191,16 +191,22 @@ def choose(out):
     return out["winner"]
 
 
+def decode_case(role, N, K):
+    """One projection at up to 16 rows: the inputs, its Linear, the checked columns, rows 0-1's
+    emulation there, and the weight copies the timing rotates over (out of L2, as the benchmark)."""
+    inp = bench.Inputs(bench.ShapeCase(role, N, K), 16, seed=0)
+    lin = det.Linear(inp.w)
+    cols = torch.tensor(bench.reference_columns(N), device="cuda")
+    ref = reference_linear(inp.x_cpu[:2], inp.w.index_select(0, cols).cpu())
+    copies = max(1, math.ceil(bench.L2_ROTATE_BYTES / (N * K * 2)) + 1)
+    return inp, lin, cols, ref, [lin] + [det.Linear(inp.w.clone()) for _ in range(copies - 1)]
+
+
 def decode(out, repeats):
     rows = []
     out["decode"] = rows
     for role, N, K in SHAPES:
-        inp = bench.Inputs(bench.ShapeCase(role, N, K), 16, seed=0)
-        lin = det.Linear(inp.w)
-        cols = torch.tensor(bench.reference_columns(N), device="cuda")
-        ref = reference_linear(inp.x_cpu[:2], inp.w.index_select(0, cols).cpu())
-        copies = max(1, math.ceil(bench.L2_ROTATE_BYTES / (N * K * 2)) + 1)
-        lins = [lin] + [det.Linear(inp.w.clone()) for _ in range(copies - 1)]
+        inp, lin, cols, ref, lins = decode_case(role, N, K)
         for bucket, Ms in DECODE_BITS_M.items():
             x = inp.x[:bucket].contiguous()
             t = bench.time_case("cublas_bf16", lins, x, repeats)

@@ -22,8 +22,11 @@ from profiler.workloads.deterministic import reference as ref  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "h200_det"
 SWEEP6 = DATA / "sweep6.json"
-SWEEP7 = [DATA / "prefill7a.json", DATA / "prefill7b.json", DATA / "prefill7c.json"]
+PREFILL7 = [DATA / "prefill7a.json", DATA / "prefill7b.json", DATA / "prefill7c.json"]
+SWEEP7 = {call: DATA / f"sweep7{call}.json" for call in "abc"}  # decode
 ROLES = {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
+LLAMA_8B = {"qkv_proj": (6144, 4096), "o_proj": (4096, 4096), "gate_up_proj": (28672, 4096),
+            "down_proj": (4096, 14336)}
 TILE = cuda_gemm.CudaTileConfig(128, 128, 8, 8, 8, True, 2)
 GEMV = cuda_gemm.CudaGemvConfig(16, 2, 4, 16)
 
@@ -139,12 +142,35 @@ def test_choose_config_uses_adopted_cuda_kernels_by_bucket(monkeypatch):
     monkeypatch.setattr(det, "CUDA_TILE_CONFIG", TILE)
     monkeypatch.setattr(det, "CUDA_TILE_MIN_M", 256)
     monkeypatch.setattr(det, "CUDA_GEMV_CONFIGS", {16: GEMV})
+    monkeypatch.setattr(det, "CUDA_DECODE_RULES", {})
     assert det.choose_config(2048, 4096, 4096) == TILE
     assert det.choose_config(129, 4096, 4096) == TILE           # bucket 256
     assert det.choose_config(128, 4096, 4096) == det.TILE_CONFIG
     assert det.choose_config(16, 4096, 4096) == GEMV and det.choose_config(9, 4096, 4096) == GEMV
     assert det.choose_config(8, 4096, 4096) == det.GEMV_CONFIGS[8]
     assert det.choose_config(2048, 4096, 100) is None            # K % 32: the portable kernel
+
+
+def test_decode_rules_choose_by_n_and_k():
+    """M = 5..16 run det_decode.cu by (N, K): down (long K) and gate_up (wide N) wider register
+    blocks, qkv and o at M = 9..16 blocks of 8 rows; M = 1..4 and 17.. keep the Gluon kernels, and
+    every adopted configuration is compiled and bit-checked on the device by its own rows."""
+    pick = {M: {role: det.choose_config(M, N, K).name for role, (N, K) in LLAMA_8B.items()} for M in (5, 8, 9, 16)}
+    narrow8, wide8 = "dec8_2c_w4_d8_ring4_b8_ef_wide", "dec8_8c_w4_d4_ring3_b4_ef"
+    assert pick[5] == pick[8] == {"qkv_proj": narrow8, "o_proj": narrow8, "gate_up_proj": wide8, "down_proj": wide8}
+    narrow16 = "dec8_4c_w4_d8_ring3_b6_ef_wide"       # blocks of 8 rows
+    assert pick[9] == pick[16] == {"qkv_proj": narrow16, "o_proj": narrow16,
+                                   "gate_up_proj": "dec16_4c_w4_d4_ring4_b4_ef_wide",
+                                   "down_proj": "dec16_8c_w4_d8_ring2_b3_ef"}
+    for M in (1, 2, 4, 17, 64):
+        assert det.choose_config(M, 28672, 4096) == det.GEMV_CONFIGS[det._next_pow2(M)]
+    compiled = cuda_gemm.compiled_decode_configs()
+    for rules in det.CUDA_DECODE_RULES.values():
+        assert rules[-1][:2] == (0, 0)                  # a catch-all last
+        assert all(cfg in compiled for _, _, cfg in rules)
+    # operands the kernel does not take (N not a multiple of its columns) fall back to the Gluon kernel
+    assert not cuda_gemm.gemv_fits(torch.zeros(16, 4096), torch.zeros(4096, 1000, dtype=torch.bfloat16),
+                                   det.choose_config(16, 1000, 4096), ref.CHAIN_K)
 
 
 def test_nothing_cuda_adopted_without_a_measurement():
@@ -241,7 +267,8 @@ def test_tile_kernels_are_ieee_fp32_fma(built):
         assert sass.count("BAR.SYNC") <= 2, name
     # "Function NAME:" then its "REG:.. STACK:.. SHARED:.. LOCAL:.." line
     local = dict(re.findall(r"Function (\S+):\s*\n\s*REG:\d+ STACK:\d+ SHARED:\d+ LOCAL:(\d+)", usage))
-    assert len(local) == len(cuda_gemm.compiled_configs()) + len(cuda_gemm.compiled_gemv_configs())
+    assert len(local) == (len(cuda_gemm.compiled_configs()) + len(cuda_gemm.compiled_gemv_configs())
+                          + len(cuda_gemm.compiled_decode_configs()))
     assert set(local.values()) == {"0"}
     # a spill shows as a stack frame, not as LOCAL
     stack = dict(re.findall(r"Function (\S+):\s*\n\s*REG:\d+ STACK:(\d+)", usage))
@@ -257,6 +284,23 @@ def test_gemv_kernels_are_fp32_fma_without_a_barrier_in_the_loop(built):
         assert len(re.findall(r"\bFFMA\b", sass)) >= 2 * d * mb * tn, name
         assert "FFMA.FTZ" not in sass and "HMMA" not in sass
         assert sass.count("BAR.SYNC") == 1, name        # the x slice only
+
+
+def test_decode_kernels_are_fp32_fma_without_a_barrier_in_the_loop(built):
+    """det_decode.cu: every configuration's SASS holds its register block's FFMAs (none flushing
+    to zero), one barrier (the x slice, before the k loop), and in ring mode the weights arrive by
+    cp.async (LDGSTS) and are waited for per thread (DEPBAR), not by a barrier."""
+    _, kernels, _ = built
+    dec = {k: v for k, v in kernels.items() if "det_decode_kernel" in k}
+    assert len(dec) == len(cuda_gemm.compiled_decode_configs())
+    for name, sass in dec.items():
+        mb, tn, nw, d, p, minb, fl = map(int, re.search(r"kernelILi(\d+)" + r"ELi(\d+)" * 6 + "E", name).groups())
+        assert len(re.findall(r"\bFFMA\b", sass)) >= d * mb * tn, name
+        assert "FFMA.FTZ" not in sass and "HMMA" not in sass and "FMUL" not in sass
+        assert sass.count("BAR.SYNC") == 1, name
+        assert "LDGSTS" in sass and "DEPBAR" in sass, name
+        width = 16 if fl & 2 else 2 * tn                   # wide copies: 16 bytes shared by a thread group
+        assert re.search(r"LDGSTS\.E(\.BYPASS)?(\.LTC128B)?\." + str(8 * width) + r"\b", sass) or width == 4, name
 
 
 # --- what the H200 said (call 6, tests/data/h200_det/sweep6.json) ----------------------------------
@@ -320,7 +364,7 @@ def test_h200_call6_adopted_nothing_and_the_data_says_why(sweep6):
 
 @pytest.fixture(scope="module")
 def sweep7():
-    return [json.loads(p.read_text()) for p in SWEEP7]
+    return [json.loads(p.read_text()) for p in PREFILL7]
 
 
 
@@ -387,3 +431,49 @@ def test_h200_call7_ncu_same_fmas_as_cublas_fewer_cycles_issuing():
     for reason in ("barrier", "wait"):
         assert mine[stall.format(reason)] > 1.5 * cub.get(stall.format(reason), 0.0)
     assert mine["launch__registers_per_thread"] == 239 and mine["launch__block_size"] == 128
+# --- what the H200 said in call 7 (det_decode.cu, tests/data/h200_det/sweep7{a,b,c}.json) ---------------
+
+@pytest.fixture(scope="module")
+def sweep7():
+    return {call: json.loads(path.read_text()) for call, path in SWEEP7.items()}
+
+
+def test_h200_call7_decode_kernels_kept_every_bit(sweep7):
+    """Every det_decode.cu configuration of calls 7a-7c, built by nvcc 13.0 for sm_90: the edge shape
+    (M = its rows and 13, N 3072, K 544: a last chain of 32 k, a bias) equal to the Gluon kernel and
+    the CPU emulation, and on the four projections the whole output equal to the Gluon default's at
+    two M per bucket (M = 9 and 16 also through blocks of 8 rows), rows 0-1 equal to the emulation.
+    The only rows without a result are the 6-warp configuration's on N = 4096 and 28672 (not
+    multiples of its 768 columns: declined, the Gluon kernel would run)."""
+    for call, data in sweep7.items():
+        assert data["build"]["arch"] == "90" and data["build"]["error"] is None
+        edge = data["edge"]["rows"]
+        exact = {"ran": True, "same_as_gluon": True, "emulation_mismatches": 0}
+        assert edge and all(r == exact for r in edge.values())
+        rows = [r for r in data["decode"] if r["variant"] != "cublas_bf16"]
+        for r in rows:
+            if "error" in r:
+                assert "declined" in r["error"] and r["config"]["warps"] == 6, (call, r["variant"])
+                continue
+            assert r["same_as_default"] is True and r["emulation_mismatches"] == 0, (call, r["variant"])
+        assert sum("error" in r for r in rows) == (3 if call == "b" else 0)
+
+
+def test_h200_call7c_adopted_the_fastest_exact_configuration_per_projection(sweep7):
+    """The adopted rules pick, per bucket and projection, the bit-exact configuration call 7c measured
+    fastest (or within 1 % of it), faster than the Gluon default everywhere; M = 8 meets 1.5x cuBLAS
+    bf16 (worst 1.10x), M = 16 does not (worst 1.75x, gate_up; it was 2.38x)."""
+    rows = sweep7["c"]["decode"]
+    worst = {}
+    for bucket, M in ((8, 8), (16, 16)):
+        for role, (N, K) in LLAMA_8B.items():
+            mine = {r["variant"]: r for r in rows
+                    if r["bucket"] == bucket and r["role"] == role and "median_us" in r}
+            cub = mine.pop("cublas_bf16")["median_us"]
+            exact = {n: r["median_us"] for n, r in mine.items() if r["same_as_default"] and r["emulation_mismatches"] == 0}
+            chosen = exact[det.choose_config(M, N, K).name]
+            assert chosen <= 1.01 * min(exact.values()) and chosen < exact["gluon_default"], (bucket, role)
+            worst[bucket] = max(worst.get(bucket, 0.0), chosen / cub)
+            worst[("gluon", bucket)] = max(worst.get(("gluon", bucket), 0.0), exact["gluon_default"] / cub)
+    assert 1.0 < worst[8] < 1.15 < 1.4 < worst[("gluon", 8)]
+    assert 1.7 < worst[16] < 1.8 < 2.3 < worst[("gluon", 16)]

@@ -57,7 +57,9 @@ def test_split_count_depends_on_k_only():
 
 # --- configurations --------------------------------------------------------------------------------
 
-def test_config_by_shape_bucket():
+def test_config_by_shape_bucket(monkeypatch):
+    """The Gluon kernels' table (the CUDA decode rules, by N and K too, are test_det_cuda.py's)."""
+    monkeypatch.setattr(det, "CUDA_DECODE_RULES", {})
     assert det.choose_config(1, 4096, 4096) == det.GEMV_CONFIGS[1]
     assert det.choose_config(3, 4096, 4096).block_m == 4
     assert det.choose_config(16, 6144, 4096) == det.GEMV_CONFIGS[16]

@@ -3,16 +3,18 @@
 Same order, same bits as the Gluon kernels (reference.py's chains). The tile kernel (large M): a
 thread owns its outputs over the whole of K, in a register-blocked SGEMM layout that Gluon cannot
 express (each thread's TM x TN block fed by 16-byte shared loads of 4 rows and 4 columns, one
-barrier per tile). The decode kernel (M <= 16): one program per (columns, chain) writes the chain's
-partials, each thread streaming its own weights into registers D rows ahead; kernels.py folds the
-partials in chain order with its fold kernel.
+barrier per tile). The decode kernels (small M): one program per (columns, chain) writes the
+chain's partials, each thread streaming its own weights into registers D rows ahead (det_sgemm.cu)
+or through a per-thread cp.async ring in shared memory (det_decode.cu, #included by det_sgemm.cu);
+kernels.py folds the partials in chain order with its fold kernel.
 
-The build: `nvcc -shared` of the one .cu file for the device's compute capability, the CUDA runtime
-linked statically, into a cache folder keyed by the source's hash, the architecture and nvcc's
-version; the launch goes through ctypes on torch's current stream (CUDA graphs capture it). No
-torch headers and no ninja, so the build takes seconds. Where nvcc is missing or the build fails,
-`linear` returns None and kernels.py runs the Gluon kernel: the same bits, slower. IEEE arithmetic
-throughout: no --use_fast_math, no flush-to-zero (either would change bits).
+The build: `nvcc -shared` of det_sgemm.cu (and what it includes) for the device's compute
+capability, the CUDA runtime linked statically, into a cache folder keyed by the sources' hash, the
+architecture and nvcc's version; the launch goes through ctypes on torch's current stream (CUDA
+graphs capture it). No torch headers and no ninja, so the build takes seconds. Where nvcc is
+missing or the build fails, `linear` returns None and kernels.py runs the Gluon kernel: the same
+bits, slower. IEEE arithmetic throughout: no --use_fast_math, no flush-to-zero (either would change
+bits).
 """
 from __future__ import annotations
 
@@ -28,11 +30,14 @@ from pathlib import Path
 from typing import Optional
 
 SOURCE = Path(__file__).with_name("det_sgemm.cu")
+DECODE_SOURCE = Path(__file__).with_name("det_decode.cu")   # #included by det_sgemm.cu
 GEMV_CHAIN = 256                         # the decode kernel's compiled chain length (det_sgemm.cu)
 ENV_DISABLE = "SMLENS_DET_CUDA"          # "0": never build or run the CUDA kernel
 ENV_NVCC = "SMLENS_NVCC"                 # nvcc to use (default: PATH, $CUDA_HOME, /usr/local/cuda)
 GEMV_INFO_FIELDS = ("rows", "tn", "warps", "depth", "threads", "block_n", "registers", "local_bytes",
                     "blocks_per_sm")
+DECODE_INFO_FIELDS = ("rows", "tn", "warps", "depth", "stages", "min_blocks", "flags", "threads", "block_n",
+                      "smem_bytes", "registers", "local_bytes", "blocks_per_sm")
 INFO_FIELDS = ("block_m", "block_n", "block_k", "tm", "tn", "total_smem", "min_blocks", "threads",
                "smem_bytes", "registers", "local_bytes", "blocks_per_sm", "n_outer")
 
@@ -82,8 +87,47 @@ class CudaGemvConfig:
         return self.tn * 32 * self.warps
 
     @property
+    def k_step(self) -> int:
+        return 2 * self.depth                # K must hold whole batch pairs
+
+    @property
     def name(self) -> str:
         return f"gemv{self.rows}_{self.tn}c_w{self.warps}_d{self.depth}"
+
+
+@dataclass(frozen=True)
+class CudaDecodeConfig:
+    """One compiled configuration of det_decode.cu's decode kernel: `rows` rows of M per program
+    (more rows: more programs), `tn` adjacent columns per thread, `warps` warps per program, W^T
+    streamed in stages of `depth` rows through a per-thread cp.async ring of `stages` slots in
+    shared memory, `min_blocks` the __launch_bounds__ programs per SM, `flags`: 1 the weights marked
+    evict-first in L2 (the partials stay there for the fold), 2 wide copies (the threads sharing 16
+    bytes of a W^T row take turns to copy them: one cp.async per 16 / (2 tn) rows). The fold
+    (kernels.py's) sums `fold_block` outputs per program."""
+    rows: int
+    tn: int
+    warps: int
+    depth: int
+    stages: int
+    min_blocks: int
+    flags: int = 0
+    fold_block: int = 128
+    fold_warps: int = 4
+    kind: str = "cuda_decode"
+
+    @property
+    def block_n(self) -> int:
+        return self.tn * 32 * self.warps
+
+    @property
+    def k_step(self) -> int:
+        return self.depth                    # K must hold whole stages
+
+    @property
+    def name(self) -> str:
+        ef = "_ef" if self.flags & 1 else ""
+        wide = "_wide" if self.flags & 2 else ""
+        return f"dec{self.rows}_{self.tn}c_w{self.warps}_d{self.depth}_ring{self.stages}_b{self.min_blocks}{ef}{wide}"
 
 
 def _table(text: str, macro: str) -> str:
@@ -95,6 +139,13 @@ def compiled_gemv_configs(source: str | None = None) -> list[CudaGemvConfig]:
     text = source if source is not None else SOURCE.read_text()
     return [CudaGemvConfig(*map(int, g))
             for g in re.findall(r"X\((\d+), (\d+), (\d+), (\d+)\)", _table(text, "DET_GEMV_VARIANTS"))]
+
+
+def compiled_decode_configs(source: str | None = None) -> list[CudaDecodeConfig]:
+    """The configurations det_decode.cu instantiates, in its variant order."""
+    text = source if source is not None else DECODE_SOURCE.read_text()
+    return [CudaDecodeConfig(*map(int, g)) for g in
+            re.findall(r"X\((\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\)", _table(text, "DET_DECODE_VARIANTS"))]
 
 
 def compiled_configs(source: str | None = None) -> list[CudaTileConfig]:
@@ -145,9 +196,10 @@ def nvcc_version(nvcc: Optional[str] = None) -> Optional[str]:
 
 
 def library_path(nvcc: str, arch: str) -> Path:
-    """Where the build for this source, architecture and nvcc lands (a new source builds anew)."""
+    """Where the build for these sources, architecture and nvcc lands (a new source builds anew)."""
     version = nvcc_version(nvcc) or ""
-    key = hashlib.sha256(SOURCE.read_bytes() + arch.encode() + version.encode()).hexdigest()[:16]
+    sources = SOURCE.read_bytes() + DECODE_SOURCE.read_bytes()
+    key = hashlib.sha256(sources + arch.encode() + version.encode()).hexdigest()[:16]
     return cache_dir() / f"sm{arch}-{key}" / "det_sgemm.so"
 
 
@@ -193,18 +245,29 @@ class Library:
         self.lib.det_gemv.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 3 + [ctypes.c_int] * 4 + [ctypes.c_void_p]
         self.lib.det_gemv_info.restype = ctypes.c_int
         self.lib.det_gemv_info.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+        self.lib.det_decode.restype = ctypes.c_int
+        self.lib.det_decode.argtypes = self.lib.det_gemv.argtypes
+        self.lib.det_decode_info.restype = ctypes.c_int
+        self.lib.det_decode_info.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         self.configs = compiled_configs()
         self.gemv_configs = compiled_gemv_configs()
-        counts = (self.lib.det_sgemm_variant_count(), self.lib.det_gemv_variant_count())
-        if counts != (len(self.configs), len(self.gemv_configs)):
-            raise RuntimeError(f"{path}: {counts} variants, the source names "
-                               f"{(len(self.configs), len(self.gemv_configs))}")
+        self.decode_configs = compiled_decode_configs()
+        counts = (self.lib.det_sgemm_variant_count(), self.lib.det_gemv_variant_count(),
+                  self.lib.det_decode_variant_count())
+        named = (len(self.configs), len(self.gemv_configs), len(self.decode_configs))
+        if counts != named:
+            raise RuntimeError(f"{path}: {counts} variants, the source names {named}")
         self.index = {cfg: i for i, cfg in enumerate(self.configs)}
         # the fold's shape is not compiled in: any fold_block / fold_warps maps to the same kernel
         self.gemv_index = {_gemv_key(cfg): i for i, cfg in enumerate(self.gemv_configs)}
+        self.decode_index = {_gemv_key(cfg): i for i, cfg in enumerate(self.decode_configs)}
 
     def info(self, cfg) -> dict:
         """Registers, spilled bytes, programs per SM... of one configuration (needs the device)."""
+        if isinstance(cfg, CudaDecodeConfig):
+            out = (ctypes.c_int * len(DECODE_INFO_FIELDS))()
+            err = self.lib.det_decode_info(self.decode_index[_gemv_key(cfg)], out)
+            return {"error": err, **dict(zip(DECODE_INFO_FIELDS, list(out)))}
         if isinstance(cfg, CudaGemvConfig):
             out = (ctypes.c_int * len(GEMV_INFO_FIELDS))()
             err = self.lib.det_gemv_info(self.gemv_index[_gemv_key(cfg)], out)
@@ -214,15 +277,19 @@ class Library:
         return {"error": err, **dict(zip(INFO_FIELDS, list(out)))}
 
     def has(self, cfg) -> bool:
+        if isinstance(cfg, CudaDecodeConfig):
+            return _gemv_key(cfg) in self.decode_index
         return (_gemv_key(cfg) in self.gemv_index) if isinstance(cfg, CudaGemvConfig) else cfg in self.index
 
-    def launch_gemv(self, cfg: CudaGemvConfig, x, wt, part, chain_k: int, stream: int) -> None:
+    def launch_gemv(self, cfg, x, wt, part, chain_k: int, stream: int) -> None:
+        """The partials of a CudaGemvConfig (det_gemv) or CudaDecodeConfig (det_decode)."""
         M, K = x.shape
         N = wt.shape[1]
-        err = self.lib.det_gemv(self.gemv_index[_gemv_key(cfg)], x.data_ptr(), wt.data_ptr(), part.data_ptr(),
-                                M, N, K, chain_k, stream)
+        fn, index = ((self.lib.det_decode, self.decode_index) if isinstance(cfg, CudaDecodeConfig)
+                     else (self.lib.det_gemv, self.gemv_index))
+        err = fn(index[_gemv_key(cfg)], x.data_ptr(), wt.data_ptr(), part.data_ptr(), M, N, K, chain_k, stream)
         if err:
-            raise RuntimeError(f"det_gemv {cfg.name}: launch error {err}")
+            raise RuntimeError(f"{cfg.name}: launch error {err}")
 
     def launch(self, cfg: CudaTileConfig, x, wt, bias, y, chain_k: int, stream: int) -> None:
         M, K = x.shape
@@ -236,7 +303,10 @@ class Library:
             raise RuntimeError(f"det_sgemm {cfg.name}: launch error {err}")
 
 
-def _gemv_key(cfg: CudaGemvConfig) -> tuple:
+def _gemv_key(cfg) -> tuple:
+    """The compiled parameters (the fold's shape is not compiled in)."""
+    if isinstance(cfg, CudaDecodeConfig):
+        return cfg.rows, cfg.tn, cfg.warps, cfg.depth, cfg.stages, cfg.min_blocks, cfg.flags
     return cfg.rows, cfg.tn, cfg.warps, cfg.depth
 
 
@@ -317,19 +387,21 @@ def linear(x, wt, bias, cfg: CudaTileConfig, chain_k: int):
     return y
 
 
-def gemv_fits(x, wt, cfg: CudaGemvConfig, chain_k: int) -> bool:
-    """Whether the decode kernel takes these operands: M up to cfg.rows, N a multiple of its
-    columns per program, K a multiple of two register batches, chains of GEMV_CHAIN k."""
+def gemv_fits(x, wt, cfg, chain_k: int) -> bool:
+    """Whether a decode kernel (CudaGemvConfig or CudaDecodeConfig) takes these operands: M up to
+    cfg.rows (any M for CudaDecodeConfig: blocks of cfg.rows rows), N a multiple of its columns per
+    program, K of its k step and of 32, chains of GEMV_CHAIN k, 16-byte aligned x and W^T."""
     import torch
     M, K = x.shape
     N = wt.shape[1]
     return (x.is_cuda and x.dtype == torch.float32 and wt.dtype == torch.bfloat16 and x.is_contiguous()
-            and wt.is_contiguous() and M <= cfg.rows and N % cfg.block_n == 0 and K % (2 * cfg.depth) == 0
-            and chain_k == GEMV_CHAIN and wt.data_ptr() % 16 == 0)
+            and wt.is_contiguous() and (M <= cfg.rows or isinstance(cfg, CudaDecodeConfig))    # row blocks
+            and N % cfg.block_n == 0 and K % cfg.k_step == 0
+            and K % 32 == 0 and chain_k == GEMV_CHAIN and wt.data_ptr() % 16 == 0 and x.data_ptr() % 16 == 0)
 
 
-def gemv_partials(x, wt, cfg: CudaGemvConfig, chain_k: int):
-    """The chain partials [S, M, N] FP32 by det_sgemm.cu's decode kernel (S = chains of K), or None
+def gemv_partials(x, wt, cfg, chain_k: int):
+    """The chain partials [S, M, N] FP32 by a CUDA decode kernel (S = chains of K), or None
     where it cannot run here (the caller runs the Gluon kernel: same bits)."""
     import torch
     lib = _library_for(x, cfg) if gemv_fits(x, wt, cfg, chain_k) else None

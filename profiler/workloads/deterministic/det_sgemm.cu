@@ -474,3 +474,5 @@ int det_sgemm(int variant, const void* x_, const void* wt_, const void* bias_, v
 }
 
 }  // extern "C"
+
+#include "det_decode.cu"   // the second decode kernel (M <= 16), its own entry points

@@ -13,10 +13,10 @@ never on M (the batch), the GPU, the run or the SM count (docs/DETERMINISM.md):
   inside each program.
 * Tile configurations are constants chosen by the problem shape (`choose_config`): no autotuning,
   nothing read off the device.
-* CUDA C++ builds of the tile and decode kernels (det_sgemm.cu, cuda_gemm.py) run instead where
-  adopted (CUDA_TILE_CONFIG from bucket CUDA_TILE_MIN_M up, CUDA_GEMV_CONFIGS by bucket), built by
-  nvcc at first use on the GPU; where they cannot build, the Gluon kernels run (the same order,
-  the same bits).
+* CUDA C++ builds of the tile and decode kernels (det_sgemm.cu, det_decode.cu, cuda_gemm.py) run
+  instead where adopted (CUDA_TILE_CONFIG from bucket CUDA_TILE_MIN_M up, CUDA_DECODE_RULES and
+  CUDA_GEMV_CONFIGS by bucket), built by nvcc at first use on the GPU; where they cannot build or
+  take the operands, the Gluon kernels run (the same order, the same bits).
 
 The GPU kernels need torch and triton (the `gpu` extra). The fast ones are written in Gluon
 (triton.experimental.gluon, Triton >= 3.5) because plain Triton gives no control over which thread
@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 
 from profiler.workloads.deterministic import cuda_gemm
 from profiler.workloads.deterministic.baselines import bi_tc_linear, cublas_bf16_linear, layercast_linear
-from profiler.workloads.deterministic.cuda_gemm import CudaGemvConfig, CudaTileConfig
+from profiler.workloads.deterministic.cuda_gemm import CudaDecodeConfig, CudaGemvConfig, CudaTileConfig
 from profiler.workloads.deterministic.reference import CHAIN_K, chain_count, reference_linear
 from profiler.workloads.deterministic.stack import (HAVE_GLUON, HAVE_TRITON, cp_async, gl, gluon,
                                                     need_gpu_stack, tl, torch, triton)
@@ -155,7 +155,20 @@ TILE_CONFIG = TileConfig(128, 64, 16, 8, 4, 4, 8, 4, 1)
 # M = 256 the 128 x 128 CUDA tiles lost to Gluon's 128 x 64 (too few programs), at 1024 they won.
 CUDA_TILE_CONFIG: CudaTileConfig | None = CudaTileConfig(128, 128, 8, 8, 16, True, 2, True)
 CUDA_TILE_MIN_M = 1024
-# Decode buckets that run the CUDA C++ decode kernel where it builds (else GEMV_CONFIGS' Gluon one)
+# Decode buckets that run det_decode.cu's kernel where it builds and takes the operands (else
+# GEMV_CONFIGS' Gluon one, the same bits): per bucket, (min_n, min_k, configuration) rules, the first
+# with N >= min_n and K >= min_k wins, the last catches all. Chosen by the H200 calls 7a-7c
+# (benchmarks/DETERMINISM_NOTES.md, tests/data/h200_det/sweep7c.json): long K (down) and wide N
+# (gate_up) take the wider register blocks; narrow projections at M = 16 take blocks of 8 rows as
+# programs of their own (twice the programs where 8 or 12 column tiles leave SMs idle).
+_DEC = CudaDecodeConfig
+CUDA_DECODE_RULES: dict[int, tuple[tuple[int, int, CudaDecodeConfig], ...]] = {
+    8: ((16384, 0, _DEC(8, 8, 4, 4, 3, 4, 1)), (0, 8192, _DEC(8, 8, 4, 4, 3, 4, 1)),
+        (0, 0, _DEC(8, 2, 4, 8, 4, 8, 3))),
+    16: ((0, 8192, _DEC(16, 8, 4, 8, 2, 3, 1)), (16384, 0, _DEC(16, 4, 4, 4, 4, 4, 3)),
+         (0, 0, _DEC(8, 4, 4, 8, 3, 6, 3))),
+}
+# Decode buckets that run det_sgemm.cu's first CUDA decode kernel (none adopted)
 CUDA_GEMV_CONFIGS: dict[int, CudaGemvConfig] = {}
 SMEM_LIMIT_BYTES = 99 * 1024   # the smallest per-block shared memory among Ampere, Ada and Hopper
 
@@ -165,14 +178,17 @@ def _next_pow2(v: int) -> int:
 
 
 def choose_config(M: int, N: int, K: int):
-    """The kernel configuration for a problem shape: a constant per M bucket (the power of two at
-    or above M): the decode kernel's where GEMV_CONFIGS has the bucket, else the tile kernel's; N
-    and K never pick a different order. Returns None when K needs the portable kernel."""
+    """The kernel configuration for a problem shape, by the M bucket (the power of two at or above
+    M) and, for the CUDA decode kernel, N and K: the decode kernel's where CUDA_DECODE_RULES or
+    GEMV_CONFIGS has the bucket, else the tile kernel's; N and K never pick a different order (any
+    configuration gives the same bits). Returns None when K needs the portable kernel."""
     if min(M, N, K) <= 0:
         raise ValueError(f"shape must be positive, got M={M} N={N} K={K}")
     if K % K_MULTIPLE:
         return None
     bucket = _next_pow2(M)
+    if bucket in CUDA_DECODE_RULES:
+        return next(cfg for min_n, min_k, cfg in CUDA_DECODE_RULES[bucket] if N >= min_n and K >= min_k)
     if bucket in CUDA_GEMV_CONFIGS:
         return CUDA_GEMV_CONFIGS[bucket]
     if bucket in GEMV_CONFIGS:
@@ -701,7 +717,7 @@ def _fold(part, bias, fold_block: int, fold_warps: int):
     return y
 
 
-def _launch_cuda_gemv(x, wt, bias, cfg: CudaGemvConfig, chain_k: int, fold: bool = True):
+def _launch_cuda_gemv(x, wt, bias, cfg: CudaGemvConfig | CudaDecodeConfig, chain_k: int, fold: bool = True):
     """The CUDA decode kernel's partials, folded; None where it cannot run."""
     part = cuda_gemm.gemv_partials(x, wt, cfg, chain_k)
     if part is None:
@@ -770,7 +786,7 @@ def det_linear(x, wt, bias=None, config=None, chain_k: int = CHAIN_K, fold: bool
         if y is not None:
             return y
         cfg = TILE_CONFIG          # no nvcc, no build, or operands it does not take: same bits
-    elif isinstance(cfg, CudaGemvConfig):
+    elif isinstance(cfg, (CudaGemvConfig, CudaDecodeConfig)):
         y = _launch_cuda_gemv(x, wt, bias, cfg, chain_k, fold)
         if y is not None:
             return y
