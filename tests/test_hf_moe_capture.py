@@ -67,3 +67,17 @@ def test_decode_gathers_the_experts_weights(kernels):
     gemms = decode["role"].isin(["gate_up_proj", "down_proj"]) & (decode["kind"] == "gemm")
     assert set(decode.loc[gathers, "role"]) == {"elementwise"}
     assert time_ns[gathers].sum() > time_ns[gemms].sum()
+
+
+def test_the_activation_is_what_lies_between_the_expert_gemms(kernels):
+    """The MLP block of a mixture of experts also routes (softmax, top-k, sorts) and gathers tokens
+    and weights: the activation's share counts only the elementwise passes between the gate/up and
+    the down GEMMs (views/mlp.py)."""
+    mlp = compute_views(kernels).mlp.set_index("phase")
+    share = mlp["activation_share_of_mlp_pct"]
+    for phase in ("cold_prefill", "warm_prefill"):
+        # the masking of unused rows, act(gate) and * up, each over the 8192 x 28672 intermediate
+        assert mlp.loc[phase, "activation_kernels"] == 3 and 15 < share[phase] < 30
+        assert mlp.loc[phase, "mlp_kernels"] > 40
+    # decode: act(gate) and * up; the down weights' gather between the two GEMMs is not counted
+    assert mlp.loc["decode", "activation_kernels"] == 2 and share["decode"] < 1
