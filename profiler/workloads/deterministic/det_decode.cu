@@ -37,7 +37,11 @@ __device__ __forceinline__ void upcast(uint4 u, float* f) {
 
 // EF: the weights are read once, so they go into L2 marked evict-first and leave the chain
 // partials (read back by the fold kernel) in L2.
-constexpr int EVICT_FIRST = 1, WIDE_COPIES = 2;   // the FL flags of a configuration
+// COLS_OUTER: the FMAs of one W^T row run column by column (each upcast weight feeds its MB FMAs in
+// a row, the reuse slot holds it) instead of row by row; STATIC_RING: the stage loop unrolled by P, so
+// the ring slot, the copies' and the reads' shared addresses are constants and the sources advance
+// by one pointer increment per stage (call 8). Neither changes any chain's order.
+constexpr int EVICT_FIRST = 1, WIDE_COPIES = 2, COLS_OUTER = 4, STATIC_RING = 8;   // the FL flags
 template <int BYTES, int EF>
 __device__ __forceinline__ void copy_async(void* dst, const void* src, uint64_t policy) {
   const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
@@ -147,28 +151,69 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
 #pragma unroll
     for (int c = 0; c < TN; ++c) acc[m][c] = 0.0f;
 
-  auto fma_row = [&](W w, int k) {
+  auto fma_row_x = [&](W w, const float* xrow) {
     float f[TN];
     upcast(w, f);
-    const float4* xr = reinterpret_cast<const float4*>(xs + k * MB);
+    const float4* xr = reinterpret_cast<const float4*>(xrow);
+    if constexpr (FL & COLS_OUTER) {
+      float xv[MB];
 #pragma unroll
-    for (int q = 0; q < MB / 4; ++q) {
-      const float4 v = xr[q];
-      const float xv[4] = {v.x, v.y, v.z, v.w};
+      for (int q = 0; q < MB / 4; ++q) {
+        const float4 v = xr[q];
+        xv[4 * q] = v.x; xv[4 * q + 1] = v.y; xv[4 * q + 2] = v.z; xv[4 * q + 3] = v.w;
+      }
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int c = 0; c < TN; ++c)
 #pragma unroll
-        for (int c = 0; c < TN; ++c) acc[4 * q + i][c] = __fmaf_rn(xv[i], f[c], acc[4 * q + i][c]);
+        for (int m = 0; m < MB; ++m) acc[m][c] = __fmaf_rn(xv[m], f[c], acc[m][c]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < MB / 4; ++q) {
+        const float4 v = xr[q];
+        const float xv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int c = 0; c < TN; ++c) acc[4 * q + i][c] = __fmaf_rn(xv[i], f[c], acc[4 * q + i][c]);
+      }
     }
   };
+  auto fma_row = [&](W w, int k) { fma_row_x(w, xs + k * MB); };
 
-  for (int s = 0; s < stages; ++s) {
-    wait_async<P - 2>();                // stage s has landed (this thread's own copies)
-    if constexpr (G > 1) __syncwarp();  // ... and its group's; every thread is past slot (s - 1) % P
-    issue(s + P - 1);                   // refills slot (s - 1) % P, whose rows fed finished FMAs
-    const W* w = ring + (size_t)(s % P) * D * NT + tid;
+  if constexpr (FL & STATIC_RING) {
+    // the same stages in the same order; slot p of each round of P stages is a constant
+    const W* g = src_g + (size_t)(P - 1) * D * row;     // the next stage to copy: P - 1
+    const float* xk = xs;
+    const W* const wt_ring = ring + tid;
+    for (int s0 = 0; s0 < stages; s0 += P) {
 #pragma unroll
-    for (int r = 0; r < D; ++r) fma_row(w[r * NT], s * D + r);
+      for (int p = 0; p < P; ++p) {
+        if (s0 + p < stages) {
+          wait_async<P - 2>();
+          if constexpr (G > 1) __syncwarp();
+          if (s0 + p + P - 1 < stages) {
+            W* dst = ring_t + (size_t)((p + P - 1) % P) * D * NT + gi * NT;
+#pragma unroll
+            for (int r = 0; r < D / G; ++r) copy_async<sizeof(W) * G, EF>(dst + r * G * NT, g + r * G * row, policy);
+          }
+          commit_async();
+          g += (size_t)D * row;
+          const W* w = wt_ring + p * D * NT;
+#pragma unroll
+          for (int r = 0; r < D; ++r) fma_row_x(w[r * NT], xk + r * MB);
+          xk += D * MB;
+        }
+      }
+    }
+  } else {
+    for (int s = 0; s < stages; ++s) {
+      wait_async<P - 2>();                // stage s has landed (this thread's own copies)
+      if constexpr (G > 1) __syncwarp();  // ... and its group's; every thread is past slot (s - 1) % P
+      issue(s + P - 1);                   // refills slot (s - 1) % P, whose rows fed finished FMAs
+      const W* w = ring + (size_t)(s % P) * D * NT + tid;
+#pragma unroll
+      for (int r = 0; r < D; ++r) fma_row(w[r * NT], s * D + r);
+    }
   }
 
 #pragma unroll
@@ -237,7 +282,18 @@ struct DecodeVariant {
   X(8, 4, 2, 8, 3, 12, 3)      \
   X(8, 8, 4, 4, 3, 4, 1)       \
   X(8, 8, 4, 8, 2, 4, 1)       \
-  X(8, 2, 4, 8, 4, 8, 3)
+  X(8, 2, 4, 8, 4, 8, 3)       \
+  X(16, 4, 4, 4, 4, 4, 7)      \
+  X(16, 4, 4, 4, 4, 4, 11)     \
+  X(16, 4, 4, 4, 4, 4, 15)     \
+  X(16, 8, 4, 8, 2, 3, 5)      \
+  X(16, 8, 4, 8, 2, 3, 13)     \
+  X(16, 8, 1, 8, 2, 9, 5)      \
+  X(8, 4, 4, 8, 3, 6, 7)       \
+  X(8, 4, 4, 8, 3, 6, 15)      \
+  X(16, 4, 2, 4, 4, 8, 7)      \
+  X(8, 8, 4, 4, 3, 4, 5)       \
+  X(8, 2, 4, 8, 4, 8, 7)
 
 #define DET_DECODE_LAUNCH_CASE(MB, TN, NW, D, P, MINB, FL) \
   if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::launch(x, wt, part, M, N, K, chain, stream);
