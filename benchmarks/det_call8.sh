@@ -4,7 +4,7 @@
 #   OUT=DIR bash benchmarks/det_call8.sh [ROLE:M ...]
 set -u
 OUT=${OUT:?set OUT}
-python3 benchmarks/det_call8_decode.py --out "$OUT" --repeats 10 2>&1 | tee "$OUT/log.txt"
+timeout 170 python3 benchmarks/det_call8_decode.py --out "$OUT" --repeats 10 2>&1 | tee "$OUT/log.txt"
 METRICS="gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second,smsp__issue_active.avg.pct_of_peak_sustained_active"
 METRICS+=",sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,smsp__inst_executed.sum"
 METRICS+=",sm__sass_thread_inst_executed_op_ffma_pred_on.sum,sm__warps_active.avg.pct_of_peak_sustained_active"

@@ -20,12 +20,12 @@ from profiler.workloads.deterministic import cuda_gemm  # noqa: E402
 from profiler.workloads.deterministic import kernels as det  # noqa: E402
 
 ADOPTED = {bucket: [cfg for _, _, cfg in rules] for bucket, rules in det.CUDA_DECODE_RULES.items()}
-NEW_FLAGS = 4 | 8           # a configuration with either flag, or the 1-warp program, is call 8's
+NEW_FLAGS = 16          # call 8b: the fused fold (call 8a swept flags 4 and 8 and the 1-warp program: they lost)
 det.CUDA_DECODE_RULES = {}  # the reference bits: the Gluon default's
 
 
 def is_new(cfg) -> bool:
-    return bool(cfg.flags & NEW_FLAGS) or cfg.warps == 1
+    return bool(cfg.flags & NEW_FLAGS)
 
 
 def candidates(bucket: int) -> dict:

@@ -41,7 +41,15 @@ __device__ __forceinline__ void upcast(uint4 u, float* f) {
 // a row, the reuse slot holds it) instead of row by row; STATIC_RING: the stage loop unrolled by P, so
 // the ring slot, the copies' and the reads' shared addresses are constants and the sources advance
 // by one pointer increment per stage (call 8). Neither changes any chain's order.
-constexpr int EVICT_FIRST = 1, WIDE_COPIES = 2, COLS_OUTER = 4, STATIC_RING = 8;   // the FL flags
+// FUSED_FOLD: the programs of a column tile (its chains x row blocks) meet at a counter once their
+// partials are written, then each folds a share of the tile's outputs, chain 0 to S - 1 left to right
+// as kernels.py's fold does, and the bias: the order is the fold kernel's, only who adds changes.
+// The counter (one per column tile) only ever grows: a launch adds FOLD_EPOCH in all (each program 1,
+// the last arrival the rest), so a waiting program waits for the epoch to change; no reset, CUDA
+// graphs replay it. It needs the programs of a tile resident together (they are consecutive block
+// indices; a tile's S x row blocks programs are far fewer than an H100/H200's program slots).
+constexpr int EVICT_FIRST = 1, WIDE_COPIES = 2, COLS_OUTER = 4, STATIC_RING = 8, FUSED_FOLD = 16;   // the FL flags
+constexpr unsigned FOLD_EPOCH = 1u << 16;
 template <int BYTES, int EF>
 __device__ __forceinline__ void copy_async(void* dst, const void* src, uint64_t policy) {
   const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
@@ -75,7 +83,8 @@ struct DecodeShape {
 template <int MB, int TN, int NW, int D, int P, int MINB, int FL>
 __global__ void __launch_bounds__(NW * 32, MINB)
 det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, float* __restrict__ part,
-                  int M, int N, int K) {
+                  int M, int N, int K, float* __restrict__ y, const float* __restrict__ bias,
+                  unsigned* __restrict__ counters) {
   const int M_all = M;                // the partials' rows (M becomes this program's below)
   using S = DecodeShape<MB, TN, NW, D, P>;
   using W = typename S::W;
@@ -230,6 +239,44 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
       o[0] = acc[m][0];
     }
   }
+
+  if constexpr (FL & FUSED_FOLD) {
+    __threadfence();                  // this program's partials, visible device-wide before it arrives
+    __syncthreads();
+    if (tid == 0) {
+      unsigned* c = counters + blockIdx.y;
+      const unsigned programs = gridDim.x, old = atomicAdd(c, 1u);
+      if (old % FOLD_EPOCH == programs - 1) {
+        atomicAdd(c, FOLD_EPOCH - programs);
+      } else {
+        unsigned now;
+        do {
+          __nanosleep(64);
+          asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(now) : "l"(c) : "memory");
+        } while (now / FOLD_EPOCH == old / FOLD_EPOCH);
+      }
+    }
+    __syncthreads();
+    __threadfence();
+    const int chains = (K + CHAIN - 1) / CHAIN, n0 = blockIdx.y * S::BN;
+    const size_t MN = (size_t)M_all * N;
+    for (int e = blockIdx.x * NT + tid; e < M_all * S::BN; e += gridDim.x * NT) {
+      const int m = e / S::BN, nn = n0 + e % S::BN;
+      const float* p = part + (size_t)m * N + nn;
+      float sum = __ldcg(p);
+      int j = 1;
+      for (; j + 8 <= chains; j += 8) {    // eight loads in flight, added in chain order
+        float v[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[i] = __ldcg(p + (size_t)(j + i) * MN);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) sum = __fadd_rn(sum, v[i]);
+      }
+      for (; j < chains; ++j) sum = __fadd_rn(sum, __ldcg(p + (size_t)j * MN));
+      if (bias != nullptr) sum = __fadd_rn(sum, bias[nn]);
+      y[(size_t)m * N + nn] = sum;
+    }
+  }
 }
 
 template <int MB, int TN, int NW, int D, int P, int MINB, int FL>
@@ -244,12 +291,13 @@ struct DecodeVariant {
   }
 
   static int launch(const float* x, const uint16_t* wt, float* part, int M, int N, int K, int chain,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, float* y, const float* bias, unsigned* counters, int n_counters) {
     if (M <= 0 || N <= 0 || K <= 0 || N % S::BN || chain != CHAIN || K % 32 || K % D) return -1;
+    if ((FL & FUSED_FOLD) && (y == nullptr || counters == nullptr || N / S::BN > n_counters)) return -1;
     const int err = prepare();
     if (err) return err;
     dim3 grid((K + CHAIN - 1) / CHAIN * ((M + MB - 1) / MB), N / S::BN);
-    kernel<<<grid, S::NT, S::smem_bytes, stream>>>(x, wt, part, M, N, K);
+    kernel<<<grid, S::NT, S::smem_bytes, stream>>>(x, wt, part, M, N, K, y, bias, counters);
     return (int)cudaGetLastError();
   }
 
@@ -293,10 +341,16 @@ struct DecodeVariant {
   X(8, 4, 4, 8, 3, 6, 15)      \
   X(16, 4, 2, 4, 4, 8, 7)      \
   X(8, 8, 4, 4, 3, 4, 5)       \
-  X(8, 2, 4, 8, 4, 8, 7)
+  X(8, 2, 4, 8, 4, 8, 7)       \
+  X(16, 4, 4, 4, 4, 4, 19)     \
+  X(16, 8, 4, 8, 2, 3, 17)     \
+  X(8, 4, 4, 8, 3, 6, 19)      \
+  X(8, 8, 4, 4, 3, 4, 17)      \
+  X(8, 2, 4, 8, 4, 8, 19)
 
 #define DET_DECODE_LAUNCH_CASE(MB, TN, NW, D, P, MINB, FL) \
-  if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::launch(x, wt, part, M, N, K, chain, stream);
+  if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::launch(x, wt, part, M, N, K, chain, stream, \
+                                                                               y, bias, counters, n_counters);
 #define DET_DECODE_INFO_CASE(MB, TN, NW, D, P, MINB, FL) \
   if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::info(out);
 #define DET_DECODE_COUNT(MB, TN, NW, D, P, MINB, FL) +1
@@ -314,16 +368,25 @@ int det_decode_info(int variant, int* out) {
   return -2;
 }
 
-int det_decode(int variant, const void* x_, const void* wt_, void* part_, int M, int N, int K, int chain,
-               void* stream_) {
+// y, bias (FP32 or null) and counters (zeroed once, n_counters >= N / block_n) serve FUSED_FOLD only.
+int det_decode_fused(int variant, const void* x_, const void* wt_, void* part_, int M, int N, int K, int chain,
+                     void* stream_, void* y_, const void* bias_, void* counters_, int n_counters) {
   using namespace det_dec;
   const cudaStream_t stream = static_cast<cudaStream_t>(stream_);
   const float* x = static_cast<const float*>(x_);
   const uint16_t* wt = static_cast<const uint16_t*>(wt_);
   float* part = static_cast<float*>(part_);
+  float* y = static_cast<float*>(y_);
+  const float* bias = static_cast<const float*>(bias_);
+  unsigned* counters = static_cast<unsigned*>(counters_);
   int i = 0;
   DET_DECODE_VARIANTS(DET_DECODE_LAUNCH_CASE)
   return -2;
+}
+
+int det_decode(int variant, const void* x, const void* wt, void* part, int M, int N, int K, int chain,
+               void* stream) {
+  return det_decode_fused(variant, x, wt, part, M, N, K, chain, stream, nullptr, nullptr, nullptr, 0);
 }
 
 }  // extern "C"
