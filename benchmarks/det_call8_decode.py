@@ -1,11 +1,15 @@
-"""Issue 16's decode call 8: det_decode.cu's call-8 flags (4: the FMAs of a W^T row column by column;
-8: the stage loop unrolled by the ring's slots, constant shared addresses) and a 1-warp program of 8
-columns, at M = 8 and 16 on the four projections, against cuBLAS bf16 and the configurations
-kernels.CUDA_DECODE_RULES adopted in call 7 (the baselines). Everything else is det_call7_decode.py's
-(build, edge bits, timing, the choice); bits are compared with the Gluon default's (the decode
-rules are emptied here, so Linear's "det" path is the Gluon kernel).
+"""Issue 16's decode call 8: det_decode.cu variants at M = 8 and 16 on the four projections, against
+cuBLAS bf16 and the configurations kernels.CUDA_DECODE_RULES adopted in call 7 (the baselines).
+Everything else is det_call7_decode.py's (build, edge bits, timing, the choice); bits are compared
+with the Gluon default's (the decode rules are emptied here, so Linear's "det" path is the Gluon
+kernel).
 
     python3 benchmarks/det_call8_decode.py --out DIR [--repeats 10] [--ncu ROLE:M]
+
+The variants lost and left det_decode.cu afterwards; the script selects a call's configurations by
+their flags, so it reruns a call only at that call's commit (benchmarks/DETERMINISM_NOTES.md, call 8):
+8a at c6f1c70 (NEW_FLAGS = 4 | 8 and the 1-warp program: FMAs column by column, the stage loop
+unrolled by the ring's slots), 8b at 71b1d27 (NEW_FLAGS = 16: the fold inside the decode kernel).
 """
 from __future__ import annotations
 

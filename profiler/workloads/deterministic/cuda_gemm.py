@@ -102,9 +102,7 @@ class CudaDecodeConfig:
     streamed in stages of `depth` rows through a per-thread cp.async ring of `stages` slots in
     shared memory, `min_blocks` the __launch_bounds__ programs per SM, `flags`: 1 the weights marked
     evict-first in L2 (the partials stay there for the fold), 2 wide copies (the threads sharing 16
-    bytes of a W^T row take turns to copy them: one cp.async per 16 / (2 tn) rows), 4 the FMAs of a
-    W^T row column by column, 8 the stage loop unrolled by the ring's slots, 16 the fold inside the
-    decode kernel (cuda_gemm.decode_fused). The fold
+    bytes of a W^T row take turns to copy them: one cp.async per 16 / (2 tn) rows). The fold
     (kernels.py's) sums `fold_block` outputs per program."""
     rows: int
     tn: int
@@ -129,11 +127,7 @@ class CudaDecodeConfig:
     def name(self) -> str:
         ef = "_ef" if self.flags & 1 else ""
         wide = "_wide" if self.flags & 2 else ""
-        co = "_co" if self.flags & 4 else ""
-        st = "_st" if self.flags & 8 else ""
-        fused = "_fused" if self.flags & 16 else ""
-        return (f"dec{self.rows}_{self.tn}c_w{self.warps}_d{self.depth}_ring{self.stages}_b{self.min_blocks}"
-                f"{ef}{wide}{co}{st}{fused}")
+        return f"dec{self.rows}_{self.tn}c_w{self.warps}_d{self.depth}_ring{self.stages}_b{self.min_blocks}{ef}{wide}"
 
 
 def _table(text: str, macro: str) -> str:
@@ -253,9 +247,6 @@ class Library:
         self.lib.det_gemv_info.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         self.lib.det_decode.restype = ctypes.c_int
         self.lib.det_decode.argtypes = self.lib.det_gemv.argtypes
-        self.lib.det_decode_fused.restype = ctypes.c_int
-        self.lib.det_decode_fused.argtypes = (list(self.lib.det_gemv.argtypes)
-                                              + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int])
         self.lib.det_decode_info.restype = ctypes.c_int
         self.lib.det_decode_info.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         self.configs = compiled_configs()
@@ -297,17 +288,6 @@ class Library:
         fn, index = ((self.lib.det_decode, self.decode_index) if isinstance(cfg, CudaDecodeConfig)
                      else (self.lib.det_gemv, self.gemv_index))
         err = fn(index[_gemv_key(cfg)], x.data_ptr(), wt.data_ptr(), part.data_ptr(), M, N, K, chain_k, stream)
-        if err:
-            raise RuntimeError(f"{cfg.name}: launch error {err}")
-
-    def launch_decode_fused(self, cfg, x, wt, part, bias, y, counters, chain_k: int, stream: int) -> None:
-        """A FUSED_FOLD CudaDecodeConfig: the partials and their fold (+ bias) into y, one launch."""
-        M, K = x.shape
-        N = wt.shape[1]
-        err = self.lib.det_decode_fused(self.decode_index[_gemv_key(cfg)], x.data_ptr(), wt.data_ptr(),
-                                        part.data_ptr(), M, N, K, chain_k, stream, y.data_ptr(),
-                                        bias.data_ptr() if bias is not None else None, counters.data_ptr(),
-                                        counters.numel())
         if err:
             raise RuntimeError(f"{cfg.name}: launch error {err}")
 
@@ -427,36 +407,8 @@ def gemv_partials(x, wt, cfg, chain_k: int):
     lib = _library_for(x, cfg) if gemv_fits(x, wt, cfg, chain_k) else None
     if lib is None:
         return None
-    if isinstance(cfg, CudaDecodeConfig) and cfg.flags & FUSED_FOLD:
-        got = decode_fused(x, wt, None, cfg, chain_k, partials=True)    # benchmarks: the fold comes along
-        return None if got is None else got[0]
     M, K = x.shape
     N = wt.shape[1]
     part = torch.empty(-(-K // chain_k), M, N, device=x.device, dtype=torch.float32)
     lib.launch_gemv(cfg, x, wt, part, chain_k, torch.cuda.current_stream(x.device).cuda_stream)
     return part
-
-
-FUSED_FOLD = 16                   # det_decode.cu's flag: the fold inside the decode kernel
-FOLD_COUNTERS = 4096              # column tiles a fused launch may have (N / block_n)
-_COUNTERS: dict = {}              # device -> the fused fold's counters (zeroed once, never reset)
-
-
-def decode_fused(x, wt, bias, cfg, chain_k: int, partials: bool = False):
-    """y [M, N] FP32 by a FUSED_FOLD decode configuration (the partials folded in the same launch, in
-    the fold kernel's order), or None where it cannot run here (the caller runs the Gluon kernel);
-    partials: (the partials, y)."""
-    import torch
-    lib = _library_for(x, cfg) if gemv_fits(x, wt, cfg, chain_k) else None
-    if lib is None or wt.shape[1] // cfg.block_n > FOLD_COUNTERS:
-        return None
-    M, K = x.shape
-    N = wt.shape[1]
-    counters = _COUNTERS.get(x.device)
-    if counters is None:
-        counters = _COUNTERS[x.device] = torch.zeros(FOLD_COUNTERS, device=x.device, dtype=torch.int32)
-    part = torch.empty(-(-K // chain_k), M, N, device=x.device, dtype=torch.float32)
-    y = torch.empty(M, N, device=x.device, dtype=torch.float32)
-    b = bias.float().contiguous() if bias is not None else None     # bf16 -> FP32 is exact
-    lib.launch_decode_fused(cfg, x, wt, part, b, y, counters, chain_k, torch.cuda.current_stream(x.device).cuda_stream)
-    return (part, y) if partials else y

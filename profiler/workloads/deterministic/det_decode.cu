@@ -37,19 +37,7 @@ __device__ __forceinline__ void upcast(uint4 u, float* f) {
 
 // EF: the weights are read once, so they go into L2 marked evict-first and leave the chain
 // partials (read back by the fold kernel) in L2.
-// COLS_OUTER: the FMAs of one W^T row run column by column (each upcast weight feeds its MB FMAs in
-// a row, the reuse slot holds it) instead of row by row; STATIC_RING: the stage loop unrolled by P, so
-// the ring slot, the copies' and the reads' shared addresses are constants and the sources advance
-// by one pointer increment per stage (call 8). Neither changes any chain's order.
-// FUSED_FOLD: the programs of a column tile (its chains x row blocks) meet at a counter once their
-// partials are written, then each folds a share of the tile's outputs, chain 0 to S - 1 left to right
-// as kernels.py's fold does, and the bias: the order is the fold kernel's, only who adds changes.
-// The counter (one per column tile) only ever grows: a launch adds FOLD_EPOCH in all (each program 1,
-// the last arrival the rest), so a waiting program waits for the epoch to change; no reset, CUDA
-// graphs replay it. It needs the programs of a tile resident together (they are consecutive block
-// indices; a tile's S x row blocks programs are far fewer than an H100/H200's program slots).
-constexpr int EVICT_FIRST = 1, WIDE_COPIES = 2, COLS_OUTER = 4, STATIC_RING = 8, FUSED_FOLD = 16;   // the FL flags
-constexpr unsigned FOLD_EPOCH = 1u << 16;
+constexpr int EVICT_FIRST = 1, WIDE_COPIES = 2;   // the FL flags of a configuration
 template <int BYTES, int EF>
 __device__ __forceinline__ void copy_async(void* dst, const void* src, uint64_t policy) {
   const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
@@ -83,8 +71,7 @@ struct DecodeShape {
 template <int MB, int TN, int NW, int D, int P, int MINB, int FL>
 __global__ void __launch_bounds__(NW * 32, MINB)
 det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, float* __restrict__ part,
-                  int M, int N, int K, float* __restrict__ y, const float* __restrict__ bias,
-                  unsigned* __restrict__ counters) {
+                  int M, int N, int K) {
   const int M_all = M;                // the partials' rows (M becomes this program's below)
   using S = DecodeShape<MB, TN, NW, D, P>;
   using W = typename S::W;
@@ -160,69 +147,28 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
 #pragma unroll
     for (int c = 0; c < TN; ++c) acc[m][c] = 0.0f;
 
-  auto fma_row_x = [&](W w, const float* xrow) {
+  auto fma_row = [&](W w, int k) {
     float f[TN];
     upcast(w, f);
-    const float4* xr = reinterpret_cast<const float4*>(xrow);
-    if constexpr (FL & COLS_OUTER) {
-      float xv[MB];
+    const float4* xr = reinterpret_cast<const float4*>(xs + k * MB);
 #pragma unroll
-      for (int q = 0; q < MB / 4; ++q) {
-        const float4 v = xr[q];
-        xv[4 * q] = v.x; xv[4 * q + 1] = v.y; xv[4 * q + 2] = v.z; xv[4 * q + 3] = v.w;
-      }
+    for (int q = 0; q < MB / 4; ++q) {
+      const float4 v = xr[q];
+      const float xv[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-      for (int c = 0; c < TN; ++c)
+      for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int m = 0; m < MB; ++m) acc[m][c] = __fmaf_rn(xv[m], f[c], acc[m][c]);
-    } else {
-#pragma unroll
-      for (int q = 0; q < MB / 4; ++q) {
-        const float4 v = xr[q];
-        const float xv[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-#pragma unroll
-          for (int c = 0; c < TN; ++c) acc[4 * q + i][c] = __fmaf_rn(xv[i], f[c], acc[4 * q + i][c]);
-      }
+        for (int c = 0; c < TN; ++c) acc[4 * q + i][c] = __fmaf_rn(xv[i], f[c], acc[4 * q + i][c]);
     }
   };
-  auto fma_row = [&](W w, int k) { fma_row_x(w, xs + k * MB); };
 
-  if constexpr (FL & STATIC_RING) {
-    // the same stages in the same order; slot p of each round of P stages is a constant
-    const W* g = src_g + (size_t)(P - 1) * D * row;     // the next stage to copy: P - 1
-    const float* xk = xs;
-    const W* const wt_ring = ring + tid;
-    for (int s0 = 0; s0 < stages; s0 += P) {
+  for (int s = 0; s < stages; ++s) {
+    wait_async<P - 2>();                // stage s has landed (this thread's own copies)
+    if constexpr (G > 1) __syncwarp();  // ... and its group's; every thread is past slot (s - 1) % P
+    issue(s + P - 1);                   // refills slot (s - 1) % P, whose rows fed finished FMAs
+    const W* w = ring + (size_t)(s % P) * D * NT + tid;
 #pragma unroll
-      for (int p = 0; p < P; ++p) {
-        if (s0 + p < stages) {
-          wait_async<P - 2>();
-          if constexpr (G > 1) __syncwarp();
-          if (s0 + p + P - 1 < stages) {
-            W* dst = ring_t + (size_t)((p + P - 1) % P) * D * NT + gi * NT;
-#pragma unroll
-            for (int r = 0; r < D / G; ++r) copy_async<sizeof(W) * G, EF>(dst + r * G * NT, g + r * G * row, policy);
-          }
-          commit_async();
-          g += (size_t)D * row;
-          const W* w = wt_ring + p * D * NT;
-#pragma unroll
-          for (int r = 0; r < D; ++r) fma_row_x(w[r * NT], xk + r * MB);
-          xk += D * MB;
-        }
-      }
-    }
-  } else {
-    for (int s = 0; s < stages; ++s) {
-      wait_async<P - 2>();                // stage s has landed (this thread's own copies)
-      if constexpr (G > 1) __syncwarp();  // ... and its group's; every thread is past slot (s - 1) % P
-      issue(s + P - 1);                   // refills slot (s - 1) % P, whose rows fed finished FMAs
-      const W* w = ring + (size_t)(s % P) * D * NT + tid;
-#pragma unroll
-      for (int r = 0; r < D; ++r) fma_row(w[r * NT], s * D + r);
-    }
+    for (int r = 0; r < D; ++r) fma_row(w[r * NT], s * D + r);
   }
 
 #pragma unroll
@@ -239,44 +185,6 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
       o[0] = acc[m][0];
     }
   }
-
-  if constexpr (FL & FUSED_FOLD) {
-    __threadfence();                  // this program's partials, visible device-wide before it arrives
-    __syncthreads();
-    if (tid == 0) {
-      unsigned* c = counters + blockIdx.y;
-      const unsigned programs = gridDim.x, old = atomicAdd(c, 1u);
-      if (old % FOLD_EPOCH == programs - 1) {
-        atomicAdd(c, FOLD_EPOCH - programs);
-      } else {
-        unsigned now;
-        do {
-          __nanosleep(64);
-          asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(now) : "l"(c) : "memory");
-        } while (now / FOLD_EPOCH == old / FOLD_EPOCH);
-      }
-    }
-    __syncthreads();
-    __threadfence();
-    const int chains = (K + CHAIN - 1) / CHAIN, n0 = blockIdx.y * S::BN;
-    const size_t MN = (size_t)M_all * N;
-    for (int e = blockIdx.x * NT + tid; e < M_all * S::BN; e += gridDim.x * NT) {
-      const int m = e / S::BN, nn = n0 + e % S::BN;
-      const float* p = part + (size_t)m * N + nn;
-      float sum = __ldcg(p);
-      int j = 1;
-      for (; j + 8 <= chains; j += 8) {    // eight loads in flight, added in chain order
-        float v[8];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) v[i] = __ldcg(p + (size_t)(j + i) * MN);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) sum = __fadd_rn(sum, v[i]);
-      }
-      for (; j < chains; ++j) sum = __fadd_rn(sum, __ldcg(p + (size_t)j * MN));
-      if (bias != nullptr) sum = __fadd_rn(sum, bias[nn]);
-      y[(size_t)m * N + nn] = sum;
-    }
-  }
 }
 
 template <int MB, int TN, int NW, int D, int P, int MINB, int FL>
@@ -291,13 +199,12 @@ struct DecodeVariant {
   }
 
   static int launch(const float* x, const uint16_t* wt, float* part, int M, int N, int K, int chain,
-                    cudaStream_t stream, float* y, const float* bias, unsigned* counters, int n_counters) {
+                    cudaStream_t stream) {
     if (M <= 0 || N <= 0 || K <= 0 || N % S::BN || chain != CHAIN || K % 32 || K % D) return -1;
-    if ((FL & FUSED_FOLD) && (y == nullptr || counters == nullptr || N / S::BN > n_counters)) return -1;
     const int err = prepare();
     if (err) return err;
     dim3 grid((K + CHAIN - 1) / CHAIN * ((M + MB - 1) / MB), N / S::BN);
-    kernel<<<grid, S::NT, S::smem_bytes, stream>>>(x, wt, part, M, N, K, y, bias, counters);
+    kernel<<<grid, S::NT, S::smem_bytes, stream>>>(x, wt, part, M, N, K);
     return (int)cudaGetLastError();
   }
 
@@ -330,27 +237,10 @@ struct DecodeVariant {
   X(8, 4, 2, 8, 3, 12, 3)      \
   X(8, 8, 4, 4, 3, 4, 1)       \
   X(8, 8, 4, 8, 2, 4, 1)       \
-  X(8, 2, 4, 8, 4, 8, 3)       \
-  X(16, 4, 4, 4, 4, 4, 7)      \
-  X(16, 4, 4, 4, 4, 4, 11)     \
-  X(16, 4, 4, 4, 4, 4, 15)     \
-  X(16, 8, 4, 8, 2, 3, 5)      \
-  X(16, 8, 4, 8, 2, 3, 13)     \
-  X(16, 8, 1, 8, 2, 9, 5)      \
-  X(8, 4, 4, 8, 3, 6, 7)       \
-  X(8, 4, 4, 8, 3, 6, 15)      \
-  X(16, 4, 2, 4, 4, 8, 7)      \
-  X(8, 8, 4, 4, 3, 4, 5)       \
-  X(8, 2, 4, 8, 4, 8, 7)       \
-  X(16, 4, 4, 4, 4, 4, 19)     \
-  X(16, 8, 4, 8, 2, 3, 17)     \
-  X(8, 4, 4, 8, 3, 6, 19)      \
-  X(8, 8, 4, 4, 3, 4, 17)      \
-  X(8, 2, 4, 8, 4, 8, 19)
+  X(8, 2, 4, 8, 4, 8, 3)
 
 #define DET_DECODE_LAUNCH_CASE(MB, TN, NW, D, P, MINB, FL) \
-  if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::launch(x, wt, part, M, N, K, chain, stream, \
-                                                                               y, bias, counters, n_counters);
+  if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::launch(x, wt, part, M, N, K, chain, stream);
 #define DET_DECODE_INFO_CASE(MB, TN, NW, D, P, MINB, FL) \
   if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::info(out);
 #define DET_DECODE_COUNT(MB, TN, NW, D, P, MINB, FL) +1
@@ -368,25 +258,16 @@ int det_decode_info(int variant, int* out) {
   return -2;
 }
 
-// y, bias (FP32 or null) and counters (zeroed once, n_counters >= N / block_n) serve FUSED_FOLD only.
-int det_decode_fused(int variant, const void* x_, const void* wt_, void* part_, int M, int N, int K, int chain,
-                     void* stream_, void* y_, const void* bias_, void* counters_, int n_counters) {
+int det_decode(int variant, const void* x_, const void* wt_, void* part_, int M, int N, int K, int chain,
+               void* stream_) {
   using namespace det_dec;
   const cudaStream_t stream = static_cast<cudaStream_t>(stream_);
   const float* x = static_cast<const float*>(x_);
   const uint16_t* wt = static_cast<const uint16_t*>(wt_);
   float* part = static_cast<float*>(part_);
-  float* y = static_cast<float*>(y_);
-  const float* bias = static_cast<const float*>(bias_);
-  unsigned* counters = static_cast<unsigned*>(counters_);
   int i = 0;
   DET_DECODE_VARIANTS(DET_DECODE_LAUNCH_CASE)
   return -2;
-}
-
-int det_decode(int variant, const void* x, const void* wt, void* part, int M, int N, int K, int chain,
-               void* stream) {
-  return det_decode_fused(variant, x, wt, part, M, N, K, chain, stream, nullptr, nullptr, nullptr, 0);
 }
 
 }  // extern "C"

@@ -719,8 +719,6 @@ def _fold(part, bias, fold_block: int, fold_warps: int):
 
 def _launch_cuda_gemv(x, wt, bias, cfg: CudaGemvConfig | CudaDecodeConfig, chain_k: int, fold: bool = True):
     """The CUDA decode kernel's partials, folded; None where it cannot run."""
-    if isinstance(cfg, CudaDecodeConfig) and cfg.flags & cuda_gemm.FUSED_FOLD:
-        return cuda_gemm.decode_fused(x, wt, bias, cfg, chain_k)     # one launch, the fold inside
     part = cuda_gemm.gemv_partials(x, wt, cfg, chain_k)
     if part is None:
         return None
