@@ -39,7 +39,7 @@ GEMV_INFO_FIELDS = ("rows", "tn", "warps", "depth", "threads", "block_n", "regis
 DECODE_INFO_FIELDS = ("rows", "tn", "warps", "depth", "stages", "min_blocks", "flags", "threads", "block_n",
                       "smem_bytes", "registers", "local_bytes", "blocks_per_sm")
 INFO_FIELDS = ("block_m", "block_n", "block_k", "tm", "tn", "total_smem", "min_blocks", "threads",
-               "smem_bytes", "registers", "local_bytes", "blocks_per_sm", "n_outer")
+               "smem_bytes", "registers", "local_bytes", "blocks_per_sm", "n_outer", "flags")
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,9 @@ class CudaTileConfig:
     """One compiled configuration of det_sgemm.cu: BM x BN program tiles, BK k per tile, TM x TN
     outputs per thread, the running total of chain partials in shared memory or registers, and
     the __launch_bounds__ minimum of programs per SM, and the order of a k step's FMAs in the
-    register block (n_outer: columns outer; speed only). Must be one of `compiled_configs()`."""
+    register block (n_outer: columns outer; speed only); flags (speed only): 2 the next tile stored
+    after the barrier instead of before it, 4 three buffers with an mbarrier each instead of a
+    barrier per tile. Must be one of `compiled_configs()`."""
     block_m: int
     block_n: int
     block_k: int
@@ -56,6 +58,7 @@ class CudaTileConfig:
     total_smem: bool = False
     min_blocks: int = 1
     n_outer: bool = False
+    flags: int = 0
     kind: str = "cuda_tile"
 
     @property
@@ -66,7 +69,10 @@ class CudaTileConfig:
     def name(self) -> str:
         where = "smem" if self.total_smem else "reg"
         order = "_no" if self.n_outer else ""
-        return f"{self.block_m}x{self.block_n}x{self.block_k}_{self.tm}x{self.tn}_{where}_b{self.min_blocks}{order}"
+        late = "_late" if self.flags & 2 else ""
+        ring = "_mbar3" if self.flags & 4 else ""
+        return (f"{self.block_m}x{self.block_n}x{self.block_k}_{self.tm}x{self.tn}_{where}_b{self.min_blocks}"
+                f"{order}{late}{ring}")
 
 
 @dataclass(frozen=True)
@@ -154,9 +160,10 @@ def compiled_configs(source: str | None = None) -> list[CudaTileConfig]:
     text = source if source is not None else SOURCE.read_text()
     table = _table(text, "DET_SGEMM_VARIANTS")
     out = []
-    for bm, bn, bk, tm, tn, ts, mb, no in re.findall(
-            r"X\((\d+), (\d+), (\d+), (\d+), (\d+), (true|false), (\d+)(?:, (true|false))?\)", table):
-        out.append(CudaTileConfig(int(bm), int(bn), int(bk), int(tm), int(tn), ts == "true", int(mb), no == "true"))
+    for bm, bn, bk, tm, tn, ts, mb, no, fl in re.findall(
+            r"X\((\d+), (\d+), (\d+), (\d+), (\d+), (true|false), (\d+)(?:, (true|false))?(?:, (\d+))?\)", table):
+        out.append(CudaTileConfig(int(bm), int(bn), int(bk), int(tm), int(tn), ts == "true", int(mb), no == "true",
+                                  int(fl or 0)))
     return out
 
 
