@@ -138,8 +138,12 @@ def main():
 
     def build_only(o):
         build(o)
-        if args.only:
+        if args.only:      # the build's table lists the swept configurations, the others apart
             only(args.only)
+            swept = {c.name for c in cuda_gemm.compiled_configs()}
+            infos = o["build"]["configs"]
+            o["build"]["not_swept"] = {k: v for k, v in infos.items() if k not in swept}
+            o["build"]["configs"] = {k: v for k, v in infos.items() if k in swept}
 
     steps = (("ceilings", ceilings), ("build", build_only), ("edge", edge_tiles),
              ("sweep", lambda o: sweep(o, args.repeats)))
