@@ -49,7 +49,8 @@ class CudaTileConfig:
     the __launch_bounds__ minimum of programs per SM, and the order of a k step's FMAs in the
     register block (n_outer: columns outer; speed only); flags (speed only): 2 the next tile stored
     after the barrier instead of before it, 4 three buffers with an mbarrier each instead of a
-    barrier per tile. Must be one of `compiled_configs()`."""
+    barrier per tile, 8 (with 4) the next tile stored after the first k step and waited for before
+    the last one. Must be one of `compiled_configs()`."""
     block_m: int
     block_n: int
     block_k: int
@@ -70,7 +71,7 @@ class CudaTileConfig:
         where = "smem" if self.total_smem else "reg"
         order = "_no" if self.n_outer else ""
         late = "_late" if self.flags & 2 else ""
-        ring = "_mbar3" if self.flags & 4 else ""
+        ring = ("_mbar3e" if self.flags & 8 else "_mbar3") if self.flags & 4 else ""
         return (f"{self.block_m}x{self.block_n}x{self.block_k}_{self.tm}x{self.tn}_{where}_b{self.min_blocks}"
                 f"{order}{late}{ring}")
 

@@ -27,13 +27,15 @@
 // with a wait for all arrivals. A warp ahead of the others waits only when it is half a tile ahead
 // (the barrier made every warp wait for the slowest at every tile). The buffer written in tile t was
 // last read in tile t - 2, which every thread finished before it arrived in tile t - 1, and this
-// thread waited for those arrivals at the start of tile t.
+// thread waited for those arrivals at the start of tile t. EARLY_RING (with MBAR_RING) stores and
+// arrives after the first k step instead, and waits for tile t + 1 before tile t's last k step's
+// FMAs (after its shared loads), so that the wait's latency hides behind them.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
 namespace {
 
-constexpr int LATE_STORE = 2, MBAR_RING = 4;
+constexpr int LATE_STORE = 2, MBAR_RING = 4, EARLY_RING = 8;
 
 template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int NBUF = 2>
 struct Shape {
@@ -79,6 +81,8 @@ __global__ void __launch_bounds__(Shape<BM, BN, BK, TM, TN, TOTAL_SMEM, (FLAGS &
 det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, const float* __restrict__ bias,
                  float* __restrict__ y, int M, int N, int K, int tiles_per_chain) {
   constexpr bool RING = FLAGS & MBAR_RING;
+  constexpr bool EARLY = RING && (FLAGS & EARLY_RING);
+  constexpr int STORE_AFTER = EARLY ? 0 : BK / 2 - 1;    // RING: the k step after which tile t + 1 is stored
   constexpr int NBUF = RING ? 3 : 2;
   using S = Shape<BM, BN, BK, TM, TN, TOTAL_SMEM, NBUF>;
   extern __shared__ float4 smem4[];
@@ -168,6 +172,7 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
   if (RING) mbar_arrive(bars);
   load(min(1, T - 1));
   if (!RING) __syncthreads();
+  if (EARLY) mbar_wait(bars, 0);
   int t = 0;
   for (int c0 = 0; c0 < T; c0 += tiles_per_chain) {
     const int c1 = min(T, c0 + tiles_per_chain);
@@ -179,7 +184,7 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
     for (; t < c1; ++t) {
       const int cur = RING ? t % 3 : t & 1;
       const int nxt = RING ? (cur == 2 ? 0 : cur + 1) : cur ^ 1;
-      if (RING) mbar_wait(bars + cur, (t / 3) & 1);    // every thread's stores of tile t
+      if (RING && !EARLY) mbar_wait(bars + cur, (t / 3) & 1);    // every thread's stores of tile t
       if (!RING && (FLAGS & LATE_STORE)) {
         // tile t + 1 (in registers) into the buffer tile t - 1 was read from, then tile t + 2's loads
         store(nxt);
@@ -200,6 +205,7 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
           const float4 v = *reinterpret_cast<const float4*>(wb + kk * BN + g * S::SGN);
           b[g * 4] = v.x; b[g * 4 + 1] = v.y; b[g * 4 + 2] = v.z; b[g * 4 + 3] = v.w;
         }
+        if (EARLY && kk == BK - 1) mbar_wait(bars + nxt, ((t + 1) / 3) & 1);    // tile t + 1's stores
         if (N_OUTER) {
 #pragma unroll
           for (int j = 0; j < TN; ++j)
@@ -211,7 +217,7 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
 #pragma unroll
             for (int j = 0; j < TN; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
         }
-        if (RING && kk == BK / 2 - 1) {   // halfway: tile t + 1 stored, announced; tile t + 2 loaded
+        if (RING && kk == STORE_AFTER) {   // tile t + 1 stored and announced; tile t + 2 loaded
           store(nxt);
           mbar_arrive(bars + nxt);
           load(min(t + 2, T - 1));
@@ -311,9 +317,12 @@ struct Variant {
   X(128, 128, 8, 8, 16, true, 2, true, 0)    \
   X(128, 128, 8, 8, 16, true, 2, true, 2)    \
   X(128, 128, 8, 8, 16, true, 2, true, 4)    \
+  X(128, 128, 8, 8, 16, true, 2, true, 12)   \
+  X(128, 128, 8, 8, 16, true, 2, false, 4)   \
   X(128, 128, 16, 8, 16, true, 2, true, 0)   \
   X(128, 128, 16, 8, 16, true, 2, true, 2)   \
-  X(128, 128, 16, 8, 16, true, 2, true, 4)
+  X(128, 128, 16, 8, 16, true, 2, true, 4)   \
+  X(128, 128, 16, 8, 16, true, 2, true, 12)
 
 #define DET_LAUNCH_CASE(BM, BN, BK, TM, TN, TS, MB, NO, FL) \
   if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB, NO, FL>::launch(x, wt, bias, y, M, N, K, chain, stream);
