@@ -18,10 +18,10 @@
 // tile. TOTAL_SMEM keeps the running sum of chain partials in shared memory (each thread its own
 // words, no barrier) instead of registers, halving the accumulator registers. N_OUTER only
 // reorders a k step's independent FMAs (another register allocation: fewer bank conflicts).
-// FLAGS (speed only, the same FMAs in the same order): LATE_STORE
-// writes tile t + 1 into its buffer after the barrier that ends tile t - 1, at the top of tile t,
-// instead of before the barrier that ends tile t (two buffers suffice: that buffer's last readers,
-// tile t - 1's, have passed the barrier), so that a warp reaches the barrier right after its FMAs.
+// FLAGS (speed only, the same FMAs in the same order): LATE_STORE writes tile t + 1 into its
+// buffer at the top of tile t, after the barrier that ends tile t - 1, instead of before the
+// barrier that ends tile t (two buffers suffice: that buffer's last readers, tile t - 1's, have
+// passed the barrier), so that a warp reaches the barrier right after its FMAs.
 // MBAR_RING: three buffers and no __syncthreads in the k loop: halfway through tile t each thread
 // stores tile t + 1 into buffer (t + 1) % 3 and arrives on that buffer's mbarrier; tile t + 1 starts
 // with a wait for all arrivals. A warp ahead of the others waits only when it is half a tile ahead
