@@ -3,10 +3,10 @@
 Same order, same bits as the Gluon kernels (reference.py's chains). The tile kernel (large M): a
 thread owns its outputs over the whole of K, in a register-blocked SGEMM layout that Gluon cannot
 express (each thread's TM x TN block fed by 16-byte shared loads of 4 rows and 4 columns, one
-barrier or mbarrier phase per tile). The decode kernels (small M): one program per (columns, chain) writes the
-chain's partials, each thread streaming its own weights into registers D rows ahead (det_sgemm.cu)
-or through a per-thread cp.async ring in shared memory (det_decode.cu, #included by det_sgemm.cu);
-kernels.py folds the partials in chain order with its fold kernel.
+barrier or mbarrier phase per tile). The decode kernels (small M): one program per (columns,
+chain) writes the chain's partials, each thread streaming its own weights into registers D rows
+ahead (det_sgemm.cu) or through a per-thread cp.async ring in shared memory (det_decode.cu,
+#included by det_sgemm.cu); kernels.py folds the partials in chain order with its fold kernel.
 
 The build: `nvcc -shared` of det_sgemm.cu (and what it includes) for the device's compute
 capability, the CUDA runtime linked statically, into a cache folder keyed by the sources' hash, the
