@@ -26,6 +26,7 @@ SWEEP6 = DATA / "sweep6.json"
 PREFILL7 = [DATA / "prefill7a.json", DATA / "prefill7b.json", DATA / "prefill7c.json"]
 PREFILL8 = [DATA / "prefill8a.json", DATA / "prefill8b.json"]
 SWEEP7 = {call: DATA / f"sweep7{call}.json" for call in "abc"}  # decode
+SWEEP8 = {call: DATA / f"sweep8{call}.json" for call in "ab"}    # decode, call 8 (nothing adopted)
 ROLES = {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
 LLAMA_8B = {"qkv_proj": (6144, 4096), "o_proj": (4096, 4096), "gate_up_proj": (28672, 4096),
             "down_proj": (4096, 14336)}
@@ -550,3 +551,76 @@ def test_h200_call7c_adopted_the_fastest_exact_configuration_per_projection(swee
             worst[("gluon", bucket)] = max(worst.get(("gluon", bucket), 0.0), exact["gluon_default"] / cub)
     assert 1.0 < worst[8] < 1.15 < 1.4 < worst[("gluon", 8)]
     assert 1.7 < worst[16] < 1.8 < 2.3 < worst[("gluon", 16)]
+
+
+# --- what the H200 said in call 8 (det_decode.cu's flags that lost, tests/data/h200_det/sweep8{a,b}.json) ---
+
+CALL8_SUFFIXES = ("_co", "_st", "_fused")    # the flags' names (cuda_gemm at commit 71b1d27)
+
+
+@pytest.fixture(scope="module")
+def sweep8():
+    return {call: json.loads(path.read_text()) for call, path in SWEEP8.items()}
+
+
+def _call8_new(name: str) -> bool:
+    return any(suffix in name for suffix in CALL8_SUFFIXES) or "_w1_" in name
+
+
+def test_h200_call8_decode_variants_kept_every_bit(sweep8):
+    """Call 8's decode variants (8a: FMAs column by column, the stage loop unrolled by the ring's
+    slots, a 1-warp 8-column program; 8b: the fold inside the kernel through an epoch counter) and the
+    adopted baselines: the edge shape and both buckets' projections equal to the Gluon default's
+    whole outputs and the emulation's rows, every row with a time."""
+    for call, data in sweep8.items():
+        assert data["build"]["arch"] == "90" and data["build"]["error"] is None
+        edge = data["edge"]["rows"]
+        exact = {"ran": True, "same_as_gluon": True, "emulation_mismatches": 0}
+        assert edge and all(r == exact for r in edge.values()), call
+        rows = [r for r in data["decode"] if r["variant"] != "cublas_bf16"]
+        new = {r["variant"] for r in rows if _call8_new(r["variant"])}
+        assert len(new) == (11 if call == "a" else 5), call
+        for r in rows:
+            assert "median_us" in r and r["same_as_default"] is True and r["emulation_mismatches"] == 0, (call, r["variant"])
+
+
+def test_h200_call8_found_nothing_faster_than_the_adopted_rules(sweep8):
+    """Why CUDA_DECODE_RULES did not change in call 8: per call, bucket and projection, the
+    configuration the rules choose is within 1 % of the fastest bit-exact one measured (every call-8
+    variant lost or tied), and M = 16 stays above 1.5x cuBLAS bf16 on qkv, gate_up and down."""
+    for call, data in sweep8.items():
+        rows = data["decode"]
+        for bucket in (8, 16):
+            for role, (N, K) in LLAMA_8B.items():
+                mine = {r["variant"]: r["median_us"] for r in rows if r["bucket"] == bucket and r["role"] == role}
+                cub = mine.pop("cublas_bf16")
+                chosen = mine[det.choose_config(bucket, N, K).name]
+                assert not _call8_new(det.choose_config(bucket, N, K).name)
+                assert chosen <= 1.01 * min(mine.values()), (call, bucket, role)
+                if bucket == 16:
+                    assert (chosen / cub < 1.5) == (role == "o_proj"), (call, role)
+
+
+def test_h200_call8_ncu_says_why_the_variants_lost():
+    """gate_up at M = 16 under ncu. 8a: the FMAs column by column (flag 4) raise the dispatch stalls
+    of the 8-row kernel and lower its FMA pipe (with the unrolled loop, flag 8, more so). 8b: the
+    fold inside the kernel (flag 16) costs more than the same configuration's partials plus the
+    fold kernel, with more barrier and long-scoreboard stalls (programs waiting for their tile)."""
+    def rows(call):
+        data = json.loads((DATA / f"ncu8{call}_gate_up_m16.json").read_text())["targets"]["gate_up_proj:16"]
+        return {r["kernel"].split("<")[-1].rstrip(">"): r for r in data if "det_decode_kernel" in r["kernel"]}, data
+
+    stall = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+    fma = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"
+    a, _ = rows("a")
+    plain, co, co_st = a["8, 4, 4, 8, 3, 6, 3"], a["8, 4, 4, 8, 3, 6, 7"], a["8, 4, 4, 8, 3, 6, 15"]
+    dispatch = [r[stall.format("dispatch_stall")] for r in (plain, co, co_st)]
+    assert dispatch == sorted(dispatch) and dispatch[2] > 1.3 * dispatch[0]
+    assert plain[fma] > co[fma] > co_st[fma]
+    b, data = rows("b")
+    plain, fused = b["8, 4, 4, 8, 3, 6, 3"], b["8, 4, 4, 8, 3, 6, 19"]
+    fold_ns = max(r["gpu__time_duration.sum"] for r in data if "fold" in r["kernel"])
+    assert fused["gpu__time_duration.sum"] > plain["gpu__time_duration.sum"] + fold_ns
+    for reason in ("barrier", "long_scoreboard"):
+        assert fused[stall.format(reason)] > 2.5 * plain[stall.format(reason)], reason
+    assert fused[fma] < plain[fma] - 5

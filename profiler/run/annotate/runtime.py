@@ -45,6 +45,7 @@ import os
 import re
 import threading
 import weakref
+from typing import NamedTuple
 
 DOMAIN = "smlens"
 STOP_ENV = "SMLENS_STOP_AFTER"
@@ -71,6 +72,15 @@ class _Info:
 _SKIP = _Info(_NONE)
 
 
+class _ExpertWeight(NamedTuple):
+    """One 3-D weight of an experts module, as a call of it found it."""
+    role: str
+    path: str          # `model.layers.0.mlp.experts.gate_up_proj`
+    storage: int       # its storage's address: a view of it has the same
+    matrix: tuple      # one expert's matrix shape: a gather of its matrices has the same
+    experts: int
+
+
 class _Record:
     """What one annotated module call pushed, popped by its forward hook."""
     __slots__ = ("pushed", "path", "model", "reopen_setup", "capturing", "experts")
@@ -78,7 +88,7 @@ class _Record:
     def __init__(self, path):
         self.pushed, self.path, self.model = 0, path, False
         self.reopen_setup, self.capturing = False, False
-        self.experts = None  # an experts module's call: its 3-D weights (_expert_weight)
+        self.experts = None  # an experts module's call: its _ExpertWeight list
 
 
 class _Thread(threading.local):
@@ -231,16 +241,16 @@ class Annotator:
             self._undo.append(functools.partial(setattr, owner, name, original))
 
     @staticmethod
-    def _expert_weight(experts: list, tensor):
-        """The (role, path, storage, matrix shape, E) of the expert parameter `tensor` is taken from:
-        the same storage, else (a gather) the one parameter of the same matrix shape."""
+    def _expert_weight(experts: list, tensor) -> _ExpertWeight | None:
+        """The expert weight `tensor` is taken from: the same storage, else (a gather) the one weight
+        of the same matrix shape, either way round."""
         if getattr(tensor, "dim", lambda: 0)() < 2:
             return None
         storage = tensor.untyped_storage().data_ptr()
-        same = [e for e in experts if e[2] == storage]
+        same = [e for e in experts if e.storage == storage]
         if not same:
             shape = tuple(tensor.shape[-2:])
-            same = [e for e in experts if shape in (e[3], e[3][::-1])]
+            same = [e for e in experts if shape in (e.matrix, e.matrix[::-1])]
         return same[0] if len(same) == 1 else None
 
     def _push_expert_gemm(self, experts: list, a, b, batched: bool) -> bool:
@@ -256,8 +266,8 @@ class Annotator:
             k = int(a.shape[-1])
             rows, cols = (int(v) for v in weight.shape[-2:])
             n = rows if (batched and weight is a) or cols == k else cols
-            grouped = f" experts={found[4]}" if weight.dim() == 3 and not batched else ""
-            self._push(f"{found[0]} M={other.numel() // k} N={n} K={k}{grouped} module={found[1]}")
+            grouped = f" experts={found.experts}" if weight.dim() == 3 and not batched else ""
+            self._push(f"{found.role} M={other.numel() // k} N={n} K={k}{grouped} module={found.path}")
             return True
         except (AttributeError, IndexError, TypeError, ValueError, RuntimeError, ZeroDivisionError):
             return False  # an odd call (no shapes to read) goes unannotated
@@ -489,10 +499,11 @@ class Annotator:
         if info.kind == _EXPERTS:
             # no range of its own: its GEMMs push theirs (_wrap_expert_gemms), its other kernels
             # (routing, gathers) are the MLP block's, roles from their names
-            weights = {name: getattr(module, name) for name in info.params}
-            record.experts = [(role, f"{info.path}.{name}", weights[name].untyped_storage().data_ptr(),
-                               tuple(weights[name].shape[-2:]), int(weights[name].shape[0]))
-                              for name, role in info.params.items()]
+            record.experts = []
+            for name, role in info.params.items():
+                weight = getattr(module, name)
+                record.experts.append(_ExpertWeight(role, f"{info.path}.{name}", weight.untyped_storage().data_ptr(),
+                                                    tuple(weight.shape[-2:]), int(weight.shape[0])))
             return
         if info.kind == _LAYER:
             self._push(info.word)
