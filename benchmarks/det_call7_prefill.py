@@ -3,6 +3,7 @@ tile's barrier (call 6's builds had them sunk below the FMAs), every configurati
 bit and timed at M = 2048 next to LayerCast and cuBLAS, then ncu on the two best and on LayerCast.
 
     python3 benchmarks/det_call7_prefill.py --out DIR [--repeats 10] [--skip ceilings,small_m,ncu]
+        [--only NAME,NAME]   (edge, sweep and ncu on these configurations only; the build lists all)
     python3 benchmarks/det_call7_prefill.py --ncu-driver NAME,NAME   (what ncu runs: qkv at M = 2048)
 
 Steps, each written to DIR/det_call7_prefill.json as soon as it is done (det_call6.py's steps):
@@ -107,11 +108,23 @@ def ncu_driver(names: str):
     torch.cuda.profiler.stop()
 
 
+def only(names: str):
+    """From here on, compiled_configs() lists only the named configurations (after the library was
+    loaded: it checks its variant count against the whole table)."""
+    compiled = cuda_gemm.compiled_configs
+    keep = [c for c in compiled() if c.name in names.split(",")]
+    missing = set(names.split(",")) - {c.name for c in keep}
+    if missing:
+        raise SystemExit(f"--only: not compiled: {sorted(missing)}")
+    cuda_gemm.compiled_configs = lambda source=None: list(keep) if source is None else compiled(source)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--skip", default="", help="comma list of: ceilings,small_m,ncu")
+    ap.add_argument("--only", default=None, help="comma list of configuration names to check and time")
     ap.add_argument("--ncu-driver", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.ncu_driver:
@@ -122,7 +135,17 @@ def main():
            "command": "python3 benchmarks/det_call7_prefill.py " + " ".join(sys.argv[1:])}
     path = os.path.join(args.out, "det_call7_prefill.json")
     t0 = time.time()
-    steps = (("ceilings", ceilings), ("build", build), ("edge", edge_tiles),
+
+    def build_only(o):
+        build(o)
+        if args.only:      # the build's table lists the swept configurations, the others apart
+            only(args.only)
+            swept = {c.name for c in cuda_gemm.compiled_configs()}
+            infos = o["build"]["configs"]
+            o["build"]["not_swept"] = {k: v for k, v in infos.items() if k not in swept}
+            o["build"]["configs"] = {k: v for k, v in infos.items() if k in swept}
+
+    steps = (("ceilings", ceilings), ("build", build_only), ("edge", edge_tiles),
              ("sweep", lambda o: sweep(o, args.repeats)))
     run_steps(out, steps, skip, t0, path)
     if "sweep" in out:

@@ -3,7 +3,8 @@ configuration tables, the IEEE build flags, the fallback to the Gluon kernels wh
 fails or the operands do not fit, the dispatch by M bucket, where nvcc is installed the build itself
 read back as SASS (FFMA only, no flush-to-zero, no spill, one barrier per tile), and what the H200
 said of them (call 6: the bits kept, nothing fast enough to adopt; call 7: the bits kept, the tile
-kernel adopted at prefill, faster than the Gluon kernel, still short of LayerCast)."""
+kernel adopted at prefill, faster than the Gluon kernel, still short of LayerCast; call 8: the same
+tiles with an mbarrier ring instead of a barrier per tile, faster again, still just short)."""
 from __future__ import annotations
 
 import dataclasses
@@ -23,6 +24,7 @@ from profiler.workloads.deterministic import reference as ref  # noqa: E402
 DATA = Path(__file__).parent / "data" / "h200_det"
 SWEEP6 = DATA / "sweep6.json"
 PREFILL7 = [DATA / "prefill7a.json", DATA / "prefill7b.json", DATA / "prefill7c.json"]
+PREFILL8 = [DATA / "prefill8a.json", DATA / "prefill8b.json"]
 SWEEP7 = {call: DATA / f"sweep7{call}.json" for call in "abc"}  # decode
 SWEEP8 = {call: DATA / f"sweep8{call}.json" for call in "ab"}    # decode, call 8 (nothing adopted)
 ROLES = {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
@@ -266,6 +268,9 @@ def test_tile_kernels_are_ieee_fp32_fma(built):
         for op in ("HMMA", "HGMMA", "IMMA", "DFMA"):
             assert op not in sass
         assert sass.count("BAR.SYNC") <= 2, name
+        flags = int(re.search(r"ELb[01]ELi(\d+)EEEv", name).group(1))
+        if flags & 4:    # the mbarrier ring: arrivals and phase waits, one barrier (the set-up's)
+            assert "SYNCS.ARRIVE" in sass and "SYNCS.PHASECHK" in sass and sass.count("BAR.SYNC") == 1, name
     # "Function NAME:" then its "REG:.. STACK:.. SHARED:.. LOCAL:.." line
     local = dict(re.findall(r"Function (\S+):\s*\n\s*REG:\d+ STACK:\d+ SHARED:\d+ LOCAL:(\d+)", usage))
     assert len(local) == (len(cuda_gemm.compiled_configs()) + len(cuda_gemm.compiled_gemv_configs())
@@ -381,14 +386,15 @@ def test_h200_call7_prefill_adopted_its_winner_which_beats_gluon_but_not_layerca
     with the smallest worst ratio to LayerCast, which is faster than the Gluon default on every
     projection (the adoption rule) and still 4-5 % slower than LayerCast (the issue's target missed)."""
     last = prefill7[-1]
-    assert set(last["build"]["configs"]) == {c.name for c in cuda_gemm.compiled_configs()}
+    assert set(last["build"]["configs"]) <= {c.name for c in cuda_gemm.compiled_configs()}
     assert all(i["error"] == 0 and i["local_bytes"] == 0 for i in last["build"]["configs"].values())
     times = {(r["variant"], r["role"]): r["median_us"] for r in last["sweep"]}
     worst = {}
     for r in _tile_rows(last):
         worst[r["variant"]] = max(worst.get(r["variant"], 0.0), r["median_us"] / times[("layercast", r["role"])])
     best = min(worst, key=worst.get)
-    assert best == last["winner"]["variant"] == det.CUDA_TILE_CONFIG.name
+    # call 8 kept these tiles and replaced their barrier (flags 4)
+    assert best == last["winner"]["variant"] == dataclasses.replace(det.CUDA_TILE_CONFIG, flags=0).name
     assert 1.0 < worst[best] < 1.06
     for role in ROLES:
         assert times[(best, role)] < 0.96 * times[("gluon_default", role)]
@@ -430,6 +436,75 @@ def test_h200_call7_ncu_same_fmas_as_cublas_fewer_cycles_issuing():
     for reason in ("barrier", "wait"):
         assert mine[stall.format(reason)] > 1.5 * cub.get(stall.format(reason), 0.0)
     assert mine["launch__registers_per_thread"] == 239 and mine["launch__block_size"] == 128
+# --- what the H200 said (call 8, prefill: tests/data/h200_det/prefill8{a,b}.json, ncu8_prefill.json) ---
+
+@pytest.fixture(scope="module")
+def prefill8():
+    return [json.loads(p.read_text()) for p in PREFILL8]
+
+
+def _worst_ratio_to_layercast(sweep) -> dict[str, float]:
+    times = {(r["variant"], r["role"]): r["median_us"] for r in sweep["sweep"]}
+    worst = {}
+    for r in _tile_rows(sweep):
+        worst[r["variant"]] = max(worst.get(r["variant"], 0.0), r["median_us"] / times[("layercast", r["role"])])
+    return worst
+
+
+def test_h200_call8_prefill_kept_every_bit(prefill8):
+    """Both call-8 runs (the ring, the late stores, BK 16, with call 7's kernel as the baseline):
+    every whole output equal to the Gluon default's, sampled rows to the emulation, the edge shape."""
+    for sweep in prefill8:
+        _assert_tile_sweep_bit_exact(sweep)
+        assert set(sweep["build"]["configs"]) <= {c.name for c in cuda_gemm.compiled_configs()}
+
+
+def test_h200_call8_adopted_the_mbarrier_ring_faster_everywhere_still_short_of_layercast(prefill8):
+    """In both runs the 128 x 128 x 8 tiles with the mbarrier ring had the smallest worst ratio to
+    LayerCast and took less time than call 7's kernel (the same tiles with a barrier per tile) on
+    every projection; kernels.py adopts them; the target (>= LayerCast) is still missed by < 3.5 %."""
+    adopted, call7 = det.CUDA_TILE_CONFIG, dataclasses.replace(det.CUDA_TILE_CONFIG, flags=0)
+    assert adopted.flags == 4 and adopted.name == "128x128x8_8x16_smem_b2_no_mbar3"
+    for sweep in prefill8:
+        worst = _worst_ratio_to_layercast(sweep)
+        assert min(worst, key=worst.get) == sweep["winner"]["variant"] == adopted.name
+        assert 1.0 < worst[adopted.name] < 1.035 < worst[call7.name]
+        times = {(r["variant"], r["role"]): r["median_us"] for r in _tile_rows(sweep)}
+        for role in ROLES:
+            assert times[(adopted.name, role)] < 0.985 * times[(call7.name, role)], role
+    assert det.choose_config(2048, 14336, 4096) == adopted
+
+
+def test_h200_call8a_late_stores_and_bk16_with_a_barrier_lost(prefill8):
+    """Run a: the next tile stored after the barrier (`_late`) and 16 k per barrier took more time than
+    call 7's kernel on every projection; only the ring helped BK 16."""
+    times = {(r["variant"], r["role"]): r["median_us"] for r in _tile_rows(prefill8[0])}
+    base = "128x128x8_8x16_smem_b2_no"
+    for role in ROLES:
+        for loser in (base + "_late", "128x128x16_8x16_smem_b2_no", "128x128x16_8x16_smem_b2_no_late"):
+            assert times[(loser, role)] > times[(base, role)], (loser, role)
+        assert times[("128x128x16_8x16_smem_b2_no_mbar3", role)] < times[(base, role)]
+
+
+def test_h200_call8_ncu_the_ring_has_no_barrier_stall_and_issues_more():
+    """ncu on qkv at M = 2048: the ring kernel executes the same M N K FFMAs with no barrier stall
+    (call 7's kernel: 0.15 per issue) and issues on more cycles (83-84 % against 81 %), LayerCast's
+    cuBLAS SGEMM still on 90 %."""
+    rows = json.loads((DATA / "ncu8_prefill.json").read_text())
+    call7 = next(r for r in json.loads((DATA / "ncu7_prefill.json").read_text())["call7c"]
+                 if "det_sgemm_kernelILi128ELi128ELi8ELi8ELi16ELb1ELi2ELb1E" in r["kernel"])
+    issue = "smsp__issue_active.avg.pct_of_peak_sustained_active"
+    barrier = "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"
+    ring_kernel = "det_sgemm_kernelILi128ELi128ELi8ELi8ELi16ELb1ELi2ELb1ELi4EEE"   # the adopted one
+    for call in ("call8a", "call8b"):
+        ring = next(r for r in rows[call] if ring_kernel in r["kernel"])
+        cub = next(r for r in rows[call] if r["kernel"].startswith("sm80_xmma_gemm_f32f32"))
+        assert ring["sm__sass_thread_inst_executed_op_ffma_pred_on.sum"] == 2048 * 6144 * 4096
+        assert ring.get(barrier, 0.0) < 0.01 < 0.1 < call7[barrier]
+        assert call7[issue] < 82 < 83 < ring[issue] < 85 < 89 < cub[issue]
+        assert ring["launch__registers_per_thread"] == 203
+
+
 # --- what the H200 said in call 7 (det_decode.cu, tests/data/h200_det/sweep7{a,b,c}.json) ---------------
 
 @pytest.fixture(scope="module")

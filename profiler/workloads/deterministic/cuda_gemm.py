@@ -3,10 +3,10 @@
 Same order, same bits as the Gluon kernels (reference.py's chains). The tile kernel (large M): a
 thread owns its outputs over the whole of K, in a register-blocked SGEMM layout that Gluon cannot
 express (each thread's TM x TN block fed by 16-byte shared loads of 4 rows and 4 columns, one
-barrier per tile). The decode kernels (small M): one program per (columns, chain) writes the
-chain's partials, each thread streaming its own weights into registers D rows ahead (det_sgemm.cu)
-or through a per-thread cp.async ring in shared memory (det_decode.cu, #included by det_sgemm.cu);
-kernels.py folds the partials in chain order with its fold kernel.
+barrier or mbarrier phase per tile). The decode kernels (small M): one program per (columns,
+chain) writes the chain's partials, each thread streaming its own weights into registers D rows
+ahead (det_sgemm.cu) or through a per-thread cp.async ring in shared memory (det_decode.cu,
+#included by det_sgemm.cu); kernels.py folds the partials in chain order with its fold kernel.
 
 The build: `nvcc -shared` of det_sgemm.cu (and what it includes) for the device's compute
 capability, the CUDA runtime linked statically, into a cache folder keyed by the sources' hash, the
@@ -39,7 +39,7 @@ GEMV_INFO_FIELDS = ("rows", "tn", "warps", "depth", "threads", "block_n", "regis
 DECODE_INFO_FIELDS = ("rows", "tn", "warps", "depth", "stages", "min_blocks", "flags", "threads", "block_n",
                       "smem_bytes", "registers", "local_bytes", "blocks_per_sm")
 INFO_FIELDS = ("block_m", "block_n", "block_k", "tm", "tn", "total_smem", "min_blocks", "threads",
-               "smem_bytes", "registers", "local_bytes", "blocks_per_sm", "n_outer")
+               "smem_bytes", "registers", "local_bytes", "blocks_per_sm", "n_outer", "flags")
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,10 @@ class CudaTileConfig:
     """One compiled configuration of det_sgemm.cu: BM x BN program tiles, BK k per tile, TM x TN
     outputs per thread, the running total of chain partials in shared memory or registers, and
     the __launch_bounds__ minimum of programs per SM, and the order of a k step's FMAs in the
-    register block (n_outer: columns outer; speed only). Must be one of `compiled_configs()`."""
+    register block (n_outer: columns outer; speed only); flags (speed only): 2 the next tile stored
+    after the barrier instead of before it, 4 three buffers with an mbarrier each instead of a
+    barrier per tile, 8 (with 4) the next tile stored after the first k step and waited for before
+    the last one. Must be one of `compiled_configs()`."""
     block_m: int
     block_n: int
     block_k: int
@@ -56,6 +59,7 @@ class CudaTileConfig:
     total_smem: bool = False
     min_blocks: int = 1
     n_outer: bool = False
+    flags: int = 0
     kind: str = "cuda_tile"
 
     @property
@@ -66,7 +70,10 @@ class CudaTileConfig:
     def name(self) -> str:
         where = "smem" if self.total_smem else "reg"
         order = "_no" if self.n_outer else ""
-        return f"{self.block_m}x{self.block_n}x{self.block_k}_{self.tm}x{self.tn}_{where}_b{self.min_blocks}{order}"
+        late = "_late" if self.flags & 2 else ""
+        ring = ("_mbar3e" if self.flags & 8 else "_mbar3") if self.flags & 4 else ""
+        return (f"{self.block_m}x{self.block_n}x{self.block_k}_{self.tm}x{self.tn}_{where}_b{self.min_blocks}"
+                f"{order}{late}{ring}")
 
 
 @dataclass(frozen=True)
@@ -154,9 +161,10 @@ def compiled_configs(source: str | None = None) -> list[CudaTileConfig]:
     text = source if source is not None else SOURCE.read_text()
     table = _table(text, "DET_SGEMM_VARIANTS")
     out = []
-    for bm, bn, bk, tm, tn, ts, mb, no in re.findall(
-            r"X\((\d+), (\d+), (\d+), (\d+), (\d+), (true|false), (\d+)(?:, (true|false))?\)", table):
-        out.append(CudaTileConfig(int(bm), int(bn), int(bk), int(tm), int(tn), ts == "true", int(mb), no == "true"))
+    for bm, bn, bk, tm, tn, ts, mb, no, fl in re.findall(
+            r"X\((\d+), (\d+), (\d+), (\d+), (\d+), (true|false), (\d+)(?:, (true|false))?(?:, (\d+))?\)", table):
+        out.append(CudaTileConfig(int(bm), int(bn), int(bk), int(tm), int(tn), ts == "true", int(mb), no == "true",
+                                  int(fl or 0)))
     return out
 
 

@@ -18,12 +18,26 @@
 // tile. TOTAL_SMEM keeps the running sum of chain partials in shared memory (each thread its own
 // words, no barrier) instead of registers, halving the accumulator registers. N_OUTER only
 // reorders a k step's independent FMAs (another register allocation: fewer bank conflicts).
+// FLAGS (speed only, the same FMAs in the same order): LATE_STORE writes tile t + 1 into its
+// buffer at the top of tile t, after the barrier that ends tile t - 1, instead of before the
+// barrier that ends tile t (two buffers suffice: that buffer's last readers, tile t - 1's, have
+// passed the barrier), so that a warp reaches the barrier right after its FMAs.
+// MBAR_RING: three buffers and no __syncthreads in the k loop: halfway through tile t each thread
+// stores tile t + 1 into buffer (t + 1) % 3 and arrives on that buffer's mbarrier; tile t + 1 starts
+// with a wait for all arrivals. A warp ahead of the others waits only when it is half a tile ahead
+// (the barrier made every warp wait for the slowest at every tile). The buffer written in tile t was
+// last read in tile t - 2, which every thread finished before it arrived in tile t - 1, and this
+// thread waited for those arrivals at the start of tile t. EARLY_RING (with MBAR_RING) stores and
+// arrives after the first k step instead, and waits for tile t + 1 before tile t's last k step's
+// FMAs (after its shared loads), so that the wait's latency hides behind them.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
 namespace {
 
-template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM>
+constexpr int LATE_STORE = 2, MBAR_RING = 4, EARLY_RING = 8;
+
+template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int NBUF = 2>
 struct Shape {
   static constexpr int TY = BM / TM, TX = BN / TN, NT = TY * TX;
   static constexpr int GM = TM / 4, GN = TN / 4;      // 4-wide groups per thread
@@ -33,25 +47,51 @@ struct Shape {
   static constexpr int WV = BN * BK / 4 / NT;         // 4 x bf16 of W per thread and tile
   static constexpr int BMP = BM + 4;                  // padded x^T row: fewer store conflicts
   static constexpr int XS = BK * BMP, WS = BK * BN;   // floats per buffer
-  static constexpr size_t smem_bytes = (size_t)(2 * (XS + WS) + (TOTAL_SMEM ? BM * BN : 0)) * 4;
+  static constexpr size_t smem_bytes =
+      (size_t)(NBUF * (XS + WS) + (TOTAL_SMEM ? BM * BN : 0)) * 4 + (NBUF > 2 ? NBUF * 8 : 0);  // + mbarriers
   static_assert(TM % 4 == 0 && TN % 4 == 0, "register blocks of 4 x 4 groups");
   static_assert(TX % 8 == 0 && TY % 4 == 0, "warps of 4 x 8 threads");
   static_assert(BK % 4 == 0 && XV >= 1 && WV >= 1, "every thread loads x and W");
   static_assert(XV * NT * 4 == BM * BK && WV * NT * 4 == BN * BK, "loads cover the tiles");
 };
 
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+// release: this thread's shared stores (and reads) before it are seen by whoever waits on the phase
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n"
+      "wait_%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n @!done bra wait_%=;\n}\n" ::"r"(
+          smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+
 // N_OUTER: the register block's FMAs of one k walk the columns in the outer loop (another
 // instruction order and register allocation for ptxas; every acc[i][j] still gets its FMAs in k order).
-template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int MINB, bool N_OUTER>
-__global__ void __launch_bounds__(Shape<BM, BN, BK, TM, TN, TOTAL_SMEM>::NT, MINB)
+template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int MINB, bool N_OUTER, int FLAGS>
+__global__ void __launch_bounds__(Shape<BM, BN, BK, TM, TN, TOTAL_SMEM, (FLAGS & MBAR_RING) ? 3 : 2>::NT, MINB)
 det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, const float* __restrict__ bias,
                  float* __restrict__ y, int M, int N, int K, int tiles_per_chain) {
-  using S = Shape<BM, BN, BK, TM, TN, TOTAL_SMEM>;
+  constexpr bool RING = FLAGS & MBAR_RING;
+  constexpr bool EARLY = RING && (FLAGS & EARLY_RING);
+  constexpr int STORE_AFTER = EARLY ? 0 : BK / 2 - 1;    // RING: the k step after which tile t + 1 is stored
+  constexpr int NBUF = RING ? 3 : 2;
+  using S = Shape<BM, BN, BK, TM, TN, TOTAL_SMEM, NBUF>;
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
-  float* xs = smem;                      // [2][BK][BMP]  x^T
-  float* ws = smem + 2 * S::XS;          // [2][BK][BN]   W^T upcast
-  float* tot = ws + 2 * S::WS;           // [TM * TN][NT] (TOTAL_SMEM)
+  float* xs = smem;                      // [NBUF][BK][BMP]  x^T
+  float* ws = smem + NBUF * S::XS;       // [NBUF][BK][BN]   W^T upcast
+  float* tot = ws + NBUF * S::WS;        // [TM * TN][NT] (TOTAL_SMEM)
+  // MBAR_RING: one mbarrier per buffer, after the floats (8-byte aligned: every size above is 16 k bytes)
+  uint64_t* bars = reinterpret_cast<uint64_t*>(tot + (TOTAL_SMEM ? BM * BN : 0));
 
   const int tid = threadIdx.x;
   const int warp = tid / 32, lane = tid % 32;
@@ -125,10 +165,14 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
   }
 
   const int T = K / BK;
+  if (RING && threadIdx.x < NBUF) mbar_init(bars + threadIdx.x, S::NT);
+  if (RING) __syncthreads();     // the mbarriers initialised before anyone arrives
   load(0);
   store(0);
+  if (RING) mbar_arrive(bars);
   load(min(1, T - 1));
-  __syncthreads();
+  if (!RING) __syncthreads();
+  if (EARLY) mbar_wait(bars, 0);
   int t = 0;
   for (int c0 = 0; c0 < T; c0 += tiles_per_chain) {
     const int c1 = min(T, c0 + tiles_per_chain);
@@ -138,7 +182,14 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
 #pragma unroll
       for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
     for (; t < c1; ++t) {
-      const int cur = t & 1;
+      const int cur = RING ? t % 3 : t & 1;
+      const int nxt = RING ? (cur == 2 ? 0 : cur + 1) : cur ^ 1;
+      if (RING && !EARLY) mbar_wait(bars + cur, (t / 3) & 1);    // every thread's stores of tile t
+      if (!RING && (FLAGS & LATE_STORE)) {
+        // tile t + 1 (in registers) into the buffer tile t - 1 was read from, then tile t + 2's loads
+        store(nxt);
+        load(min(t + 2, T - 1));
+      }
       const float* xb = xs + cur * S::XS + ty * 4;
       const float* wb = ws + cur * S::WS + tx * 4;
 #pragma unroll
@@ -154,6 +205,7 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
           const float4 v = *reinterpret_cast<const float4*>(wb + kk * BN + g * S::SGN);
           b[g * 4] = v.x; b[g * 4 + 1] = v.y; b[g * 4 + 2] = v.z; b[g * 4 + 3] = v.w;
         }
+        if (EARLY && kk == BK - 1) mbar_wait(bars + nxt, ((t + 1) / 3) & 1);    // tile t + 1's stores
         if (N_OUTER) {
 #pragma unroll
           for (int j = 0; j < TN; ++j)
@@ -165,13 +217,21 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
 #pragma unroll
             for (int j = 0; j < TN; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
         }
+        if (RING && kk == STORE_AFTER) {   // tile t + 1 stored and announced; tile t + 2 loaded
+          store(nxt);
+          mbar_arrive(bars + nxt);
+          load(min(t + 2, T - 1));
+        }
       }
-      // Tile t + 1 (in registers since the last barrier) into the other buffer, whose last readers
-      // passed that barrier; then tile t + 2's loads, issued before the barrier so that the compiler
-      // cannot sink them below the FMAs (a load issued after the FMAs exposes its latency once per
-      // tile). Unconditional: past the end the last tile is loaded and stored again, never read.
-      store(cur ^ 1);
-      load(min(t + 2, T - 1));
+      if (RING) continue;
+      if (!(FLAGS & LATE_STORE)) {
+        // Tile t + 1 (in registers since the last barrier) into the other buffer, whose last readers
+        // passed that barrier; then tile t + 2's loads, issued before the barrier so that the compiler
+        // cannot sink them below the FMAs (a load issued after the FMAs exposes its latency once per
+        // tile). Unconditional: past the end the last tile is loaded and stored again, never read.
+        store(nxt);
+        load(min(t + 2, T - 1));
+      }
       __syncthreads();
     }
     // the chain's partial onto the running total (__fadd_rn: never contracted into an FMA)
@@ -208,10 +268,10 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
   }
 }
 
-template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int MINB, bool N_OUTER>
+template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int MINB, bool N_OUTER, int FLAGS>
 struct Variant {
-  using S = Shape<BM, BN, BK, TM, TN, TOTAL_SMEM>;
-  static constexpr auto kernel = det_sgemm_kernel<BM, BN, BK, TM, TN, TOTAL_SMEM, MINB, N_OUTER>;
+  using S = Shape<BM, BN, BK, TM, TN, TOTAL_SMEM, (FLAGS & MBAR_RING) ? 3 : 2>;
+  static constexpr auto kernel = det_sgemm_kernel<BM, BN, BK, TM, TN, TOTAL_SMEM, MINB, N_OUTER, FLAGS>;
 
   static int prepare() {
     static int err = -1;
@@ -231,35 +291,44 @@ struct Variant {
     return (int)cudaGetLastError();
   }
 
-  // fields: BM BN BK TM TN TOTAL_SMEM MINB threads smem_bytes registers local_bytes blocks_per_sm N_OUTER
+  // fields: BM BN BK TM TN TOTAL_SMEM MINB threads smem_bytes registers local_bytes blocks_per_sm N_OUTER FLAGS
   static int info(int* out) {
     const int err = prepare();
     cudaFuncAttributes attr;
     const int e2 = (int)cudaFuncGetAttributes(&attr, kernel);
     int blocks = 0;
     if (!err && !e2) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, S::NT, S::smem_bytes);
-    const int v[13] = {BM, BN, BK, TM, TN, TOTAL_SMEM, MINB, S::NT, (int)S::smem_bytes,
-                       e2 ? -1 : attr.numRegs, e2 ? -1 : (int)attr.localSizeBytes, blocks, N_OUTER};
-    for (int i = 0; i < 13; ++i) out[i] = v[i];
+    const int v[14] = {BM, BN, BK, TM, TN, TOTAL_SMEM, MINB, S::NT, (int)S::smem_bytes,
+                       e2 ? -1 : attr.numRegs, e2 ? -1 : (int)attr.localSizeBytes, blocks, N_OUTER, FLAGS};
+    for (int i = 0; i < 14; ++i) out[i] = v[i];
     return err ? err : e2;
   }
 };
 
-// The compiled configurations: BM BN BK TM TN TOTAL_SMEM MINB N_OUTER (cuda_gemm.py names them in this order)
+// The compiled configurations: BM BN BK TM TN TOTAL_SMEM MINB N_OUTER FLAGS (cuda_gemm.py names them
+// in this order)
 #define DET_SGEMM_VARIANTS(X)                \
-  X(128, 128, 8, 8, 8, true, 2, false)       \
-  X(128, 128, 16, 8, 8, true, 2, false)      \
-  X(256, 128, 8, 16, 8, true, 1, false)      \
-  X(128, 128, 8, 8, 16, true, 2, false)      \
-  X(128, 128, 8, 8, 8, true, 2, true)        \
-  X(256, 128, 8, 16, 8, true, 1, true)       \
-  X(128, 128, 8, 8, 16, true, 2, true)
+  X(128, 128, 8, 8, 8, true, 2, false, 0)    \
+  X(128, 128, 16, 8, 8, true, 2, false, 0)   \
+  X(256, 128, 8, 16, 8, true, 1, false, 0)   \
+  X(128, 128, 8, 8, 16, true, 2, false, 0)   \
+  X(128, 128, 8, 8, 8, true, 2, true, 0)     \
+  X(256, 128, 8, 16, 8, true, 1, true, 0)    \
+  X(128, 128, 8, 8, 16, true, 2, true, 0)    \
+  X(128, 128, 8, 8, 16, true, 2, true, 2)    \
+  X(128, 128, 8, 8, 16, true, 2, true, 4)    \
+  X(128, 128, 8, 8, 16, true, 2, true, 12)   \
+  X(128, 128, 8, 8, 16, true, 2, false, 4)   \
+  X(128, 128, 16, 8, 16, true, 2, true, 0)   \
+  X(128, 128, 16, 8, 16, true, 2, true, 2)   \
+  X(128, 128, 16, 8, 16, true, 2, true, 4)   \
+  X(128, 128, 16, 8, 16, true, 2, true, 12)
 
-#define DET_LAUNCH_CASE(BM, BN, BK, TM, TN, TS, MB, NO) \
-  if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB, NO>::launch(x, wt, bias, y, M, N, K, chain, stream);
-#define DET_INFO_CASE(BM, BN, BK, TM, TN, TS, MB, NO) \
-  if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB, NO>::info(out);
-#define DET_COUNT(BM, BN, BK, TM, TN, TS, MB, NO) +1
+#define DET_LAUNCH_CASE(BM, BN, BK, TM, TN, TS, MB, NO, FL) \
+  if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB, NO, FL>::launch(x, wt, bias, y, M, N, K, chain, stream);
+#define DET_INFO_CASE(BM, BN, BK, TM, TN, TS, MB, NO, FL) \
+  if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB, NO, FL>::info(out);
+#define DET_COUNT(BM, BN, BK, TM, TN, TS, MB, NO, FL) +1
 
 
 // ---------------------------------------------------------------------------------------------------
