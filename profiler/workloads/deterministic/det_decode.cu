@@ -210,15 +210,11 @@ struct DecodeVariant {
 
   // fields: MB TN NW D P MINB FL threads block_n smem_bytes registers local_bytes blocks_per_sm
   static int info(int* out) {
-    const int err = prepare();
-    cudaFuncAttributes attr;
-    const int e2 = (int)cudaFuncGetAttributes(&attr, kernel);
-    int blocks = 0;
-    if (!err && !e2) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, S::NT, S::smem_bytes);
+    const KernelFacts f = kernel_facts(kernel, S::NT, S::smem_bytes, prepare());  // det_sgemm.cu's
     const int v[13] = {MB, TN, NW, D, P, MINB, FL, S::NT, S::BN, (int)S::smem_bytes,
-                       e2 ? -1 : attr.numRegs, e2 ? -1 : (int)attr.localSizeBytes, blocks};
+                       f.registers, f.local_bytes, f.blocks_per_sm};
     for (int i = 0; i < 13; ++i) out[i] = v[i];
-    return err ? err : e2;
+    return f.err;
   }
 };
 

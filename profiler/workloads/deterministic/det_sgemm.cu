@@ -268,6 +268,22 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
   }
 }
 
+// What the runtime says of one compiled configuration's kernel, for each Variant's info(): its
+// registers, its local (spilled) bytes and its programs per SM (-1, -1, 0 where it cannot say), and
+// the first error (`prepared`: the configuration's own set-up, 0 if it has none or it succeeded).
+struct KernelFacts {
+  int err, registers, local_bytes, blocks_per_sm;
+};
+
+template <typename Kernel>
+KernelFacts kernel_facts(Kernel kernel, int threads, size_t smem_bytes, int prepared) {
+  cudaFuncAttributes attr;
+  const int e = (int)cudaFuncGetAttributes(&attr, kernel);
+  int blocks = 0;
+  if (!prepared && !e) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem_bytes);
+  return {prepared ? prepared : e, e ? -1 : attr.numRegs, e ? -1 : (int)attr.localSizeBytes, blocks};
+}
+
 template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int MINB, bool N_OUTER, int FLAGS>
 struct Variant {
   using S = Shape<BM, BN, BK, TM, TN, TOTAL_SMEM, (FLAGS & MBAR_RING) ? 3 : 2>;
@@ -293,15 +309,11 @@ struct Variant {
 
   // fields: BM BN BK TM TN TOTAL_SMEM MINB threads smem_bytes registers local_bytes blocks_per_sm N_OUTER FLAGS
   static int info(int* out) {
-    const int err = prepare();
-    cudaFuncAttributes attr;
-    const int e2 = (int)cudaFuncGetAttributes(&attr, kernel);
-    int blocks = 0;
-    if (!err && !e2) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, S::NT, S::smem_bytes);
+    const KernelFacts f = kernel_facts(kernel, S::NT, S::smem_bytes, prepare());
     const int v[14] = {BM, BN, BK, TM, TN, TOTAL_SMEM, MINB, S::NT, (int)S::smem_bytes,
-                       e2 ? -1 : attr.numRegs, e2 ? -1 : (int)attr.localSizeBytes, blocks, N_OUTER, FLAGS};
+                       f.registers, f.local_bytes, f.blocks_per_sm, N_OUTER, FLAGS};
     for (int i = 0; i < 14; ++i) out[i] = v[i];
-    return err ? err : e2;
+    return f.err;
   }
 };
 
@@ -463,13 +475,10 @@ struct GemvVariant {
 
   // fields: MB TN NW D threads block_n registers local_bytes blocks_per_sm (at a 256-k chain)
   static int info(int* out) {
-    cudaFuncAttributes attr;
-    const int e = (int)cudaFuncGetAttributes(&attr, kernel);
-    int blocks = 0;
-    if (!e) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, NW * 32, smem());
-    const int v[9] = {MB, TN, NW, D, NW * 32, BN, e ? -1 : attr.numRegs, e ? -1 : (int)attr.localSizeBytes, blocks};
+    const KernelFacts f = kernel_facts(kernel, NW * 32, smem(), 0);
+    const int v[9] = {MB, TN, NW, D, NW * 32, BN, f.registers, f.local_bytes, f.blocks_per_sm};
     for (int i = 0; i < 9; ++i) out[i] = v[i];
-    return e;
+    return f.err;
   }
 };
 
