@@ -455,7 +455,8 @@ def test_recorded_h200_r4_ran_the_committed_configurations(h200_r3, h200_r4):
     ran = h200_r4["configs"]
     assert ran["gemv"] == {str(k): dataclasses.asdict(v) for k, v in kernels.GEMV_CONFIGS.items()}
     assert ran["tile"] == dataclasses.asdict(kernels.TILE_CONFIG)
-    assert ran["cuda_tile"] == {"min_m": kernels.CUDA_TILE_MIN_M, **dataclasses.asdict(kernels.CUDA_TILE_CONFIG)}
+    call8_tile = dataclasses.replace(kernels.CUDA_TILE_CONFIG, flags=4)     # call 13 changed the flags only
+    assert ran["cuda_tile"] == {"min_m": kernels.CUDA_TILE_MIN_M, **dataclasses.asdict(call8_tile)}
     call7_tile = dataclasses.asdict(dataclasses.replace(kernels.CUDA_TILE_CONFIG, flags=0))
     del call7_tile["flags"]
     assert h200_r3["configs"]["cuda_tile"] == {"min_m": kernels.CUDA_TILE_MIN_M, **call7_tile}

@@ -50,7 +50,9 @@ class CudaTileConfig:
     register block (n_outer: columns outer; speed only); flags (speed only): 2 the next tile stored
     after the barrier instead of before it, 4 three buffers with an mbarrier each instead of a
     barrier per tile, 8 (with 4) the next tile stored after the first k step and waited for before
-    the last one. Must be one of `compiled_configs()`."""
+    the last one, 16 x n (n < 16): the register block's FMAs in det_sgemm.cu's order n (`fma_slot`;
+    it overrides n_outer), 256 the running total read and written as float4s. Must be one of
+    `compiled_configs()`."""
     block_m: int
     block_n: int
     block_k: int
@@ -72,8 +74,10 @@ class CudaTileConfig:
         order = "_no" if self.n_outer else ""
         late = "_late" if self.flags & 2 else ""
         ring = ("_mbar3e" if self.flags & 8 else "_mbar3") if self.flags & 4 else ""
+        fma_order = f"_o{(self.flags >> 4) & 15}" if (self.flags >> 4) & 15 else ""
+        vec = "_v4" if self.flags & 256 else ""
         return (f"{self.block_m}x{self.block_n}x{self.block_k}_{self.tm}x{self.tn}_{where}_b{self.min_blocks}"
-                f"{order}{late}{ring}")
+                f"{order}{late}{ring}{fma_order}{vec}")
 
 
 @dataclass(frozen=True)

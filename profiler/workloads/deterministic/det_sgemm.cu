@@ -29,13 +29,33 @@
 // last read in tile t - 2, which every thread finished before it arrived in tile t - 1, and this
 // thread waited for those arrivals at the start of tile t. EARLY_RING (with MBAR_RING) stores and
 // arrives after the first k step instead, and waits for tile t + 1 before tile t's last k step's
-// FMAs (after its shared loads), so that the wait's latency hides behind them.
+// FMAs (after its shared loads), so that the wait's latency hides behind them. ORDER (FLAGS >> 4,
+// `fma_slot`) picks another order of a k step's FMAs. VEC_TOTAL reads and writes the running total
+// as float4s.
 #include <cuda_runtime.h>
 #include <stdint.h>
 
 namespace {
 
-constexpr int LATE_STORE = 2, MBAR_RING = 4, EARLY_RING = 8;
+constexpr int LATE_STORE = 2, MBAR_RING = 4, EARLY_RING = 8, ORDER_SHIFT = 4, VEC_TOTAL = 256;
+
+// Which output (i * TN + j) of the register block gets a k step's s-th FMA. Every order gives each
+// output one FMA per k step, so the bits are the same; ptxas allocates registers by it (bank
+// conflicts, reuse-cache hits), which moved the time by up to 8 % in call 13 (DETERMINISM_NOTES.md).
+// 0: rows outer (columns outer with N_OUTER); 1: columns outer, the rows of every other column
+// backwards (a snake: the turn reuses a row's register); 7: rows outer, columns in a snake.
+template <int TM, int TN, bool N_OUTER, int ORDER>
+__host__ __device__ constexpr int fma_slot(int s) {
+  if (ORDER == 1) {
+    const int j = s / TM, r = s % TM;
+    return (j % 2 ? TM - 1 - r : r) * TN + j;
+  }
+  if (ORDER == 7) {
+    const int i = s / TN, r = s % TN;
+    return i * TN + (i % 2 ? TN - 1 - r : r);
+  }
+  return N_OUTER ? (s % TM) * TN + s / TM : s;
+}
 
 template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int NBUF = 2>
 struct Shape {
@@ -154,7 +174,14 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
   };
 
   float total[TOTAL_SMEM ? 1 : TM][TOTAL_SMEM ? 1 : TN];
-  if (TOTAL_SMEM) {
+  // VEC_TOTAL: the running total as float4s ([TM * TN / 4][NT]): a quarter of the shared loads and
+  // stores at each chain's end (the same __fadd_rn per output)
+  constexpr bool VEC = TOTAL_SMEM && (FLAGS & VEC_TOTAL);
+  float4* tot4 = reinterpret_cast<float4*>(tot);
+  if (VEC) {
+#pragma unroll
+    for (int e = 0; e < TM * TN / 4; ++e) tot4[e * S::NT + tid] = make_float4(-0.0f, -0.0f, -0.0f, -0.0f);
+  } else if (TOTAL_SMEM) {
 #pragma unroll
     for (int e = 0; e < TM * TN; ++e) tot[e * S::NT + tid] = -0.0f;
   } else {
@@ -206,16 +233,11 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
           b[g * 4] = v.x; b[g * 4 + 1] = v.y; b[g * 4 + 2] = v.z; b[g * 4 + 3] = v.w;
         }
         if (EARLY && kk == BK - 1) mbar_wait(bars + nxt, ((t + 1) / 3) & 1);    // tile t + 1's stores
-        if (N_OUTER) {
 #pragma unroll
-          for (int j = 0; j < TN; ++j)
-#pragma unroll
-            for (int i = 0; i < TM; ++i) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
-        } else {
-#pragma unroll
-          for (int i = 0; i < TM; ++i)
-#pragma unroll
-            for (int j = 0; j < TN; ++j) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+        for (int s = 0; s < TM * TN; ++s) {
+          constexpr int order = (FLAGS >> ORDER_SHIFT) & 15;
+          const int e = fma_slot<TM, TN, N_OUTER, order>(s);
+          acc[e / TN][e % TN] = __fmaf_rn(a[e / TN], b[e % TN], acc[e / TN][e % TN]);
         }
         if (RING && kk == STORE_AFTER) {   // tile t + 1 stored and announced; tile t + 2 loaded
           store(nxt);
@@ -235,17 +257,30 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
       __syncthreads();
     }
     // the chain's partial onto the running total (__fadd_rn: never contracted into an FMA)
+    if (VEC) {
 #pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) {
-        if (TOTAL_SMEM) {
-          float* p = tot + (i * TN + j) * S::NT + tid;
-          *p = __fadd_rn(*p, acc[i][j]);
-        } else {
-          total[TOTAL_SMEM ? 0 : i][TOTAL_SMEM ? 0 : j] = __fadd_rn(total[TOTAL_SMEM ? 0 : i][TOTAL_SMEM ? 0 : j], acc[i][j]);
-        }
+      for (int e = 0; e < TM * TN / 4; ++e) {
+        float4 p = tot4[e * S::NT + tid];
+        const int i = e / (TN / 4), j = (e % (TN / 4)) * 4;
+        p.x = __fadd_rn(p.x, acc[i][j]);
+        p.y = __fadd_rn(p.y, acc[i][j + 1]);
+        p.z = __fadd_rn(p.z, acc[i][j + 2]);
+        p.w = __fadd_rn(p.w, acc[i][j + 3]);
+        tot4[e * S::NT + tid] = p;
       }
+    } else {
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {
+          if (TOTAL_SMEM) {
+            float* p = tot + (i * TN + j) * S::NT + tid;
+            *p = __fadd_rn(*p, acc[i][j]);
+          } else {
+            total[TOTAL_SMEM ? 0 : i][TOTAL_SMEM ? 0 : j] = __fadd_rn(total[TOTAL_SMEM ? 0 : i][TOTAL_SMEM ? 0 : j], acc[i][j]);
+          }
+        }
+    }
   }
 
 #pragma unroll
@@ -257,10 +292,11 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
       const int n = n0 + g * S::SGN + tx * 4;
       if (n >= N) continue;
       float v[4];
+      const float4 t4 = VEC ? tot4[(i * TN / 4 + g) * S::NT + tid] : make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int j = g * 4 + c;
-        v[c] = TOTAL_SMEM ? tot[(i * TN + j) * S::NT + tid] : total[TOTAL_SMEM ? 0 : i][TOTAL_SMEM ? 0 : j];
+        v[c] = VEC ? (&t4.x)[c] : TOTAL_SMEM ? tot[(i * TN + j) * S::NT + tid] : total[TOTAL_SMEM ? 0 : i][TOTAL_SMEM ? 0 : j];
         if (bias != nullptr) v[c] = __fadd_rn(v[c], bias[n + c]);
       }
       *reinterpret_cast<float4*>(y + (size_t)m * N + n) = make_float4(v[0], v[1], v[2], v[3]);
@@ -334,7 +370,9 @@ struct Variant {
   X(128, 128, 16, 8, 16, true, 2, true, 0)   \
   X(128, 128, 16, 8, 16, true, 2, true, 2)   \
   X(128, 128, 16, 8, 16, true, 2, true, 4)   \
-  X(128, 128, 16, 8, 16, true, 2, true, 12)
+  X(128, 128, 16, 8, 16, true, 2, true, 12)  \
+  X(128, 128, 8, 8, 16, true, 2, true, 116)  \
+  X(128, 128, 8, 8, 16, true, 2, true, 284)
 
 #define DET_LAUNCH_CASE(BM, BN, BK, TM, TN, TS, MB, NO, FL) \
   if (variant == i++) return Variant<BM, BN, BK, TM, TN, TS, MB, NO, FL>::launch(x, wt, bias, y, M, N, K, chain, stream);

@@ -155,7 +155,10 @@ TILE_CONFIG = TileConfig(128, 64, 16, 8, 4, 4, 8, 4, 1)
 # M = 256 the 128 x 128 CUDA tiles lost to Gluon's 128 x 64 (too few programs), at 1024 they won.
 # Call 8 (prefill8a.json, prefill8b.json): the same tiles with three shared buffers and an mbarrier
 # each instead of a barrier per tile (flags 4): 1.6-2.9 % less time again on all four, 0.97-0.996x LayerCast.
-CUDA_TILE_CONFIG: CudaTileConfig | None = CudaTileConfig(128, 128, 8, 8, 16, True, 2, True, 4)
+# Call 13 (prefill13o-*.json, 4 runs of 2 sweeps): the register block's FMAs columns outer in a snake
+# (order 1), the running total as float4s (256) and call 8's early ring (8): flags 284, 3.8-4.4 % less
+# time than call 8's kernel, 1.010-1.037x LayerCast on all four (the register allocation: see the notes).
+CUDA_TILE_CONFIG: CudaTileConfig | None = CudaTileConfig(128, 128, 8, 8, 16, True, 2, True, 284)
 CUDA_TILE_MIN_M = 1024
 # Decode buckets that run det_decode.cu's kernel where it builds and takes the operands (else
 # GEMV_CONFIGS' Gluon one, the same bits): per bucket, (min_n, min_k, configuration) rules, the first
