@@ -159,11 +159,11 @@ TILE_CONFIG = TileConfig(128, 64, 16, 8, 4, 4, 8, 4, 1)
 # Call 13 (prefill13o-*.json, 4 runs of 2 sweeps): the register block's FMAs columns outer in a snake
 # (order 1), the running total as float4s (256) and call 8's early ring (8): flags 284, 3.8-4.4 % less
 # time than call 8's kernel, 1.010-1.037x LayerCast on all four (the register allocation: see the notes).
-# Call 13 ws (prefill13a-e.json): det_prefill_ws.cu's warp-specialized kernel (256 x 128 programs of
-# two consumer warpgroups that only multiply and one producer warpgroup; BK 8, a ring of 4 buffers,
-# two tiles of loads in flight per producer thread): 5 % less time than call 8's on all four
-# projections at M = 2048 and 1024, and less than LayerCast (1.02-1.04x its speed).
-CUDA_TILE_CONFIG: CudaTileConfig | CudaWsConfig | None = CudaWsConfig(8, 4, True, 2)
+# Call 13, det_prefill_ws.cu (prefill13a-e.json): the warp-specialized kernel (256 x 128 programs of
+# two consumer warpgroups that only multiply and one producer warpgroup; BK 8, a ring of 6 buffers):
+# 1.3-1.6 % less time than flags 284 and 5.4-5.6 % less than call 8's kernel on all four projections
+# at M = 2048 (run e, head to head; 1.3-1.6 % less than flags 284 at M = 1024), 1.03-1.05x LayerCast.
+CUDA_TILE_CONFIG: CudaTileConfig | CudaWsConfig | None = CudaWsConfig(8, 6, True)
 CUDA_TILE_MIN_M = 1024
 # Decode buckets that run det_decode.cu's kernel where it builds and takes the operands (else
 # GEMV_CONFIGS' Gluon one, the same bits): per bucket, (min_n, min_k, configuration) rules, the first
