@@ -449,15 +449,15 @@ def test_recorded_h200_r4_generation(h200_r4):
 
 def test_recorded_h200_r4_ran_the_committed_configurations(h200_r3, h200_r4):
     """The record ran with exactly the constants committed in kernels.py (calls 7 and 8 chose them);
-    call 11's, the same but for call 8's mbarrier ring (flags 4)."""
+    call 11's, the same but for call 8's mbarrier ring (flags 4), the tile kernel until call 13."""
     import dataclasses
-    from profiler.workloads.deterministic import kernels
+    from profiler.workloads.deterministic import cuda_gemm, kernels
     ran = h200_r4["configs"]
+    call8_tile = cuda_gemm.CudaTileConfig(128, 128, 8, 8, 16, True, 2, True, 4)
     assert ran["gemv"] == {str(k): dataclasses.asdict(v) for k, v in kernels.GEMV_CONFIGS.items()}
     assert ran["tile"] == dataclasses.asdict(kernels.TILE_CONFIG)
-    call8_tile = dataclasses.replace(kernels.CUDA_TILE_CONFIG, flags=4)     # call 13 changed the flags only
     assert ran["cuda_tile"] == {"min_m": kernels.CUDA_TILE_MIN_M, **dataclasses.asdict(call8_tile)}
-    call7_tile = dataclasses.asdict(dataclasses.replace(kernels.CUDA_TILE_CONFIG, flags=0))
+    call7_tile = dataclasses.asdict(dataclasses.replace(call8_tile, flags=0))
     del call7_tile["flags"]
     assert h200_r3["configs"]["cuda_tile"] == {"min_m": kernels.CUDA_TILE_MIN_M, **call7_tile}
     assert ran["cuda_decode"] == {str(m): [[n, k, dataclasses.asdict(c)] for n, k, c in rules]

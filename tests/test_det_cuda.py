@@ -25,6 +25,7 @@ DATA = Path(__file__).parent / "data" / "h200_det"
 SWEEP6 = DATA / "sweep6.json"
 PREFILL7 = [DATA / "prefill7a.json", DATA / "prefill7b.json", DATA / "prefill7c.json"]
 PREFILL8 = [DATA / "prefill8a.json", DATA / "prefill8b.json"]
+PREFILL13WS = {call: DATA / f"prefill13{call}.json" for call in "abcde"}   # det_prefill_ws.cu
 SWEEP7 = {call: DATA / f"sweep7{call}.json" for call in "abc"}  # decode
 SWEEP8 = {call: DATA / f"sweep8{call}.json" for call in "ab"}    # decode, call 8 (nothing adopted)
 ROLES = {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
@@ -88,7 +89,8 @@ def test_tables_read_from_the_source_text():
 
 def test_build_is_ieee():
     cmd = cuda_gemm.build_command("nvcc", "90", cuda_gemm.SOURCE, Path("x.so"))
-    assert "-gencode=arch=compute_90,code=sm_90" in cmd
+    assert "-gencode=arch=compute_90a,code=sm_90a" in cmd       # det_prefill_ws.cu's setmaxnreg
+    assert "-gencode=arch=compute_80,code=sm_80" in cuda_gemm.build_command("nvcc", "80", cuda_gemm.SOURCE, Path("x"))
     assert "-ftz=false" in cmd and "-prec-div=true" in cmd
     assert not any("fast_math" in a or "fast-math" in a or a == "-ftz=true" for a in cmd)
     assert "--fmad=false" not in cmd                  # the kernel's FMAs are explicit either way
@@ -188,7 +190,7 @@ def test_nothing_cuda_adopted_without_a_measurement():
     for bucket, cfg in det.CUDA_GEMV_CONFIGS.items():
         assert cfg.rows == bucket and cfg in cuda_gemm.compiled_gemv_configs()
     if det.CUDA_TILE_CONFIG is not None:
-        assert det.CUDA_TILE_CONFIG in cuda_gemm.compiled_configs()
+        assert det.CUDA_TILE_CONFIG in cuda_gemm.compiled_configs() + cuda_gemm.compiled_ws_configs()
 
 
 @pytest.fixture
@@ -258,6 +260,8 @@ def test_library_loads_and_agrees_with_the_tables(built):
     assert lib.configs == cuda_gemm.compiled_configs()
     assert lib.has(TILE) and lib.has(GEMV) and lib.has(dataclasses.replace(GEMV, fold_block=256))
     assert not lib.has(cuda_gemm.CudaTileConfig(64, 64, 8, 4, 4))
+    assert lib.ws_configs == cuda_gemm.compiled_ws_configs() and lib.has(lib.ws_configs[0])
+    assert not lib.has(cuda_gemm.CudaWsConfig(8, 9))
 
 
 def test_tile_kernels_are_ieee_fp32_fma(built):
@@ -280,11 +284,28 @@ def test_tile_kernels_are_ieee_fp32_fma(built):
     # "Function NAME:" then its "REG:.. STACK:.. SHARED:.. LOCAL:.." line
     local = dict(re.findall(r"Function (\S+):\s*\n\s*REG:\d+ STACK:\d+ SHARED:\d+ LOCAL:(\d+)", usage))
     assert len(local) == (len(cuda_gemm.compiled_configs()) + len(cuda_gemm.compiled_gemv_configs())
-                          + len(cuda_gemm.compiled_decode_configs()))
+                          + len(cuda_gemm.compiled_decode_configs()) + len(cuda_gemm.compiled_ws_configs()))
     assert set(local.values()) == {"0"}
     # a spill shows as a stack frame, not as LOCAL
     stack = dict(re.findall(r"Function (\S+):\s*\n\s*REG:\d+ STACK:(\d+)", usage))
-    assert {v for k, v in stack.items() if "det_sgemm_kernel" in k} == {"0"}
+    assert {v for k, v in stack.items() if "det_sgemm_kernel" in k or "det_ws_kernel" in k} == {"0"}
+
+
+def test_ws_kernels_move_registers_to_the_consumers_and_wait_on_mbarriers(built):
+    """det_prefill_ws.cu: BK x 8 x 16 FFMAs per tile (IEEE), the producer warpgroup gives registers
+    up and the consumers take them (setmaxnreg: without it, 168 a thread and spills), one barrier
+    (the set-up's), mbarrier waits and arrivals in the k loop, no spill."""
+    _, kernels, usage = built
+    ws = {k: v for k, v in kernels.items() if "det_ws_kernel" in k}
+    assert len(ws) == len(cuda_gemm.compiled_ws_configs())
+    for name, sass in ws.items():
+        bk = int(re.search(r"kernelILi(\d+)E", name).group(1))
+        ffma = len(re.findall(r"\bFFMA\b", sass))
+        assert ffma >= bk * 8 * 16 and ffma % (bk * 8 * 16) == 0, name
+        assert "FFMA.FTZ" not in sass and "FMUL" not in sass and "HGMMA" not in sass
+        assert "USETMAXREG.DEALLOC" in sass and "USETMAXREG.TRY_ALLOC" in sass, name
+        assert sass.count("BAR.SYNC") == 1 and "SYNCS.ARRIVE" in sass and "SYNCS.PHASECHK" in sass, name
+        assert re.search(rf"Function {name}:\s*\n\s*REG:168 STACK:0 ", usage), name
 
 
 def test_gemv_kernels_are_fp32_fma_without_a_barrier_in_the_loop(built):
@@ -318,7 +339,7 @@ def test_decode_kernels_are_fp32_fma_without_a_barrier_in_the_loop(built):
 # --- what the H200 said (call 6, tests/data/h200_det/sweep6.json) ----------------------------------
 
 def _tile_rows(sweep):
-    return [r for r in sweep["sweep"] if r.get("config", {}).get("kind") == "cuda_tile"]
+    return [r for r in sweep["sweep"] if r.get("config", {}).get("kind") in ("cuda_tile", "cuda_ws")]
 
 
 def _assert_tile_sweep_bit_exact(sweep, extra_rows=()):
@@ -400,12 +421,10 @@ def test_h200_call7_prefill_adopted_its_winner_which_beats_gluon_but_not_layerca
         worst[r["variant"]] = max(worst.get(r["variant"], 0.0), r["median_us"] / times[("layercast", r["role"])])
     best = min(worst, key=worst.get)
     # calls 8 and 13 kept these tiles (the ring, another FMA order: flags only)
-    assert best == last["winner"]["variant"] == dataclasses.replace(det.CUDA_TILE_CONFIG, flags=0).name
-    assert best == CALL7_TILE.name
+    assert best == last["winner"]["variant"] == CALL7_TILE.name
     assert 1.0 < worst[best] < 1.06
     for role in ROLES:
         assert times[(best, role)] < 0.96 * times[("gluon_default", role)]
-    assert det.choose_config(2048, 6144, 4096) == det.CUDA_TILE_CONFIG
     assert det.choose_config(512, 6144, 4096) == det.TILE_CONFIG
 
 
@@ -532,9 +551,9 @@ def test_h200_call13_adopted_the_only_configuration_at_least_layercast_everywher
     """In both sweeps of the call that ran it, flags 284 (columns-outer snake, float4 totals, the
     early ring) had the smallest worst ratio to LayerCast and took less time than LayerCast on all
     four projections, and 3.5 % less than call 8's kernel; no other configuration of the four calls
-    beat LayerCast on all four in any sweep. kernels.py adopts it from bucket 1024."""
-    assert det.CUDA_TILE_CONFIG == CALL13_TILE and CALL13_TILE in cuda_gemm.compiled_configs()
-    assert det.choose_config(2048, 4096, 14336) == CALL13_TILE
+    beat LayerCast on all four in any sweep. kernels.py adopted it from bucket 1024 (until
+    det_prefill_ws.cu's kernel, below)."""
+    assert CALL13_TILE in cuda_gemm.compiled_configs()
     for i, runs in enumerate(prefill13):
         for sweep in runs:
             worst = _worst_ratio_to_layercast(sweep)
@@ -582,6 +601,114 @@ def test_h200_call13_ncu_snake_order_issues_more_with_fewer_dispatch_stalls():
     assert num(o7, "sm__sass_thread_inst_executed_op_ffma_pred_on.sum") == 2048 * 6144 * 4096
     assert 85 < num(o7, issue) < 88 < num(cub, issue)
     assert num(cub, dispatch) < num(o7, dispatch) < 0.18
+
+
+# --- what the H200 said in call 13 (prefill, det_prefill_ws.cu: prefill13{a..e}.json, ncu13_prefill.json) ---
+
+@pytest.fixture(scope="module")
+def prefill13ws():
+    return {call: json.loads(path.read_text()) for call, path in PREFILL13WS.items()}
+
+
+def _times(sweep) -> dict[tuple[str, str], float]:
+    return {(r["variant"], r["role"]): r["median_us"] for r in _tile_rows(sweep)}
+
+
+def test_h200_call13ws_prefill_kept_every_bit(prefill13ws):
+    """The five runs (call 8's kernel, in run e also flags 284, and two to four warp-specialized
+    configurations each): every whole output equal to the Gluon default's, sampled rows to the
+    emulation, the edge shape; at M = 1024 the best one's whole outputs equal to the baseline's.
+    The warp-specialized builds: 168 registers at launch (setmaxnreg moves them), nothing spilled,
+    one 384-thread program per SM."""
+    for sweep in prefill13ws.values():
+        _assert_tile_sweep_bit_exact(sweep)
+        ws = [name for name in sweep["build"]["configs"] if name.startswith("ws")]
+        assert len(ws) >= 2 and sum(r["config"]["kind"] == "cuda_ws" for r in _tile_rows(sweep)) == 4 * len(ws)
+        for name, info in sweep["build"]["configs"].items():
+            assert info["error"] == 0 and info["local_bytes"] == 0, name
+            if name in ws:
+                assert info["registers"] == 168 and info["blocks_per_sm"] == 1 and info["threads"] == 384
+        assert len(sweep["small_m"]) == 4 and all(r["same"] for r in sweep["small_m"])
+
+
+def test_h200_call13ws_adopted_the_warp_specialized_kernel_over_flags_284(prefill13ws):
+    """Run e, head to head with the tile kernel adopted before (flags 284) and call 8's: the
+    warp-specialized kernel with 8 k per tile and a ring of 6 buffers had the smallest worst ratio
+    to LayerCast and took the least time on every projection, 1.3-1.6 % less than flags 284 at
+    M = 2048 and 1024 and 5 % less than call 8's kernel, less than LayerCast on all four (1.03-1.05x
+    its speed); it also won runs a-c. kernels.py adopts it from bucket 1024 on."""
+    adopted = det.CUDA_TILE_CONFIG
+    assert adopted == cuda_gemm.CudaWsConfig(8, 6, True) and adopted in cuda_gemm.compiled_ws_configs()
+    e = prefill13ws["e"]
+    worst = _worst_ratio_to_layercast(e)
+    assert min(worst, key=worst.get) == e["winner"]["variant"] == adopted.name
+    assert worst[adopted.name] < 0.975 < worst[CALL13_TILE.name] < 0.99 < 1.02 < worst[CALL8_TILE.name]
+    times = _times(e)
+    for role in ROLES:
+        mine = times[(adopted.name, role)]
+        assert mine == min(t for (v, r), t in times.items() if r == role), role
+        assert mine < 0.988 * times[(CALL13_TILE.name, role)], role
+        assert mine < 0.95 * times[(CALL8_TILE.name, role)], role
+    for r in e["small_m"]:      # `adopted_us`: flags 284's
+        assert r["variant"] == adopted.name and r["ws_us"] < 0.988 * r["adopted_us"], r["role"]
+    for call in "abc":
+        assert prefill13ws[call]["winner"]["variant"] == adopted.name
+    assert det.CUDA_TILE_MIN_M == 1024
+    assert det.choose_config(1024, 6144, 4096) == det.choose_config(2048, 4096, 14336) == adopted
+    assert det.choose_config(512, 6144, 4096) == det.TILE_CONFIG
+
+
+def test_h200_call13ws_one_tile_of_loads_in_flight_needed_a_ring_of_exactly_six(prefill13ws):
+    """With one tile of loads in flight per producer thread, the ring of 6 buffers won runs a-c and
+    every other depth (4, 5, 7, 8), the rows-outer order and 16 k per tile took > 1.5 % more time on
+    every projection; with two tiles in flight (run d) rings of 4, 6 and 8 were within 0.7 % of each
+    other and of the ring of 6 with one (the ring of 4 had d's smallest worst ratio, by 0.15 %; in
+    run e it was 0.5-0.9 % slower than the ring of 6 with one)."""
+    ring6 = cuda_gemm.CudaWsConfig(8, 6, True).name
+    for call in "abc":
+        sweep = prefill13ws[call]
+        assert sweep["winner"]["variant"] == ring6
+        times = _times(sweep)
+        losers = {v for v, _ in times if v.startswith("ws") and v != ring6}
+        assert len(losers) == 3
+        for v in losers:
+            for role in ROLES:
+                assert times[(v, role)] > 1.015 * times[(ring6, role)], (call, v, role)
+    times = _times(prefill13ws["d"])
+    for role in ROLES:
+        ws = [t for (v, r), t in times.items() if r == role and v.startswith("ws")]
+        assert len(ws) == 4 and max(ws) < 1.007 * min(ws), role
+
+
+def test_h200_call13ws_ncu_the_consumers_issue_as_often_as_cublas():
+    """ncu on qkv at M = 2048: the warp-specialized kernels (the adopted ring of 6, runs a, b, c, e;
+    the ring of 4 with two tiles of loads in flight, run d) execute the same M N K FFMAs as call 8's
+    kernel with fewer instructions, issue on 88.5-89.5 % of active cycles (call 8's: 84 %, flags
+    284: 87.2 %, LayerCast's cuBLAS SGEMM: 90 %) and keep the FMA pipe busier than that SGEMM (79.7-80.1 %
+    against 79.1 %); flags 284 took 1.3 % more time in run e."""
+    rows = json.loads((DATA / "ncu13_prefill.json").read_text())
+    issue = "smsp__issue_active.avg.pct_of_peak_sustained_active"
+    pipe = "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"
+    insts = "smsp__inst_executed.sum"
+    time = "gpu__time_duration.sum"
+    ring6 = "ILi8ELi6ELb1EEE"       # before the lookahead parameter existed
+    mine = {"call13a": ring6, "call13b": ring6, "call13c": ring6, "call13d": "ILi8ELi4ELb1ELi2EEE",
+            "call13e": "ILi8ELi6ELb1ELi1EEE"}
+    for call, tag in mine.items():
+        ws = next(r for r in rows[call] if "det_ws_kernel" + tag in r["kernel"])
+        call8 = next(r for r in rows[call] if "det_sgemm_kernelILi128ELi128ELi8ELi8ELi16ELb1ELi2ELb1ELi4E" in r["kernel"])
+        cub = next(r for r in rows[call] if r["kernel"].startswith("sm80_xmma_gemm_f32f32"))
+        for r in (ws, call8):
+            assert r["sm__sass_thread_inst_executed_op_ffma_pred_on.sum"] == 2048 * 6144 * 4096
+        assert ws[insts] < 0.998 * call8[insts]
+        assert call8[issue] < 84 < 88.5 < ws[issue] < 89.5 < cub[issue]
+        assert call8[pipe] < 76 < 79 < cub[pipe] < 79.5 < ws[pipe] < 80.1
+        assert ws["launch__registers_per_thread"] == 168 and ws["launch__block_size"] == 384
+        assert ws[time] < 0.96 * call8[time]
+    call13 = next(r for r in rows["call13e"] if "det_sgemm_kernelILi128ELi128ELi8ELi8ELi16ELb1ELi2ELb1ELi284E" in r["kernel"])
+    ws = next(r for r in rows["call13e"] if "det_ws_kernel" + mine["call13e"] in r["kernel"])
+    assert 87 < call13[issue] < 87.5 < ws[issue] and call13["launch__registers_per_thread"] == 213
+    assert ws[time] < 0.99 * call13[time]
 
 
 # --- what the H200 said in call 7 (det_decode.cu, tests/data/h200_det/sweep7{a,b,c}.json) ---------------

@@ -3,7 +3,8 @@
 Same order, same bits as the Gluon kernels (reference.py's chains). The tile kernel (large M): a
 thread owns its outputs over the whole of K, in a register-blocked SGEMM layout that Gluon cannot
 express (each thread's TM x TN block fed by 16-byte shared loads of 4 rows and 4 columns, one
-barrier or mbarrier phase per tile). The decode kernels (small M): one program per (columns,
+barrier or mbarrier phase per tile); its warp-specialized form (det_prefill_ws.cu, #included by
+det_sgemm.cu) leaves the tile loads to a producer warpgroup. The decode kernels (small M): one program per (columns,
 chain) writes the chain's partials, each thread streaming its own weights into registers D rows
 ahead (det_sgemm.cu) or through a per-thread cp.async ring in shared memory (det_decode.cu,
 #included by det_sgemm.cu); kernels.py folds the partials in chain order with its fold kernel.
@@ -31,6 +32,7 @@ from typing import Optional
 
 SOURCE = Path(__file__).with_name("det_sgemm.cu")
 DECODE_SOURCE = Path(__file__).with_name("det_decode.cu")   # #included by det_sgemm.cu
+WS_SOURCE = Path(__file__).with_name("det_prefill_ws.cu")   # #included by det_sgemm.cu
 GEMV_CHAIN = 256                         # the decode kernel's compiled chain length (det_sgemm.cu)
 ENV_DISABLE = "SMLENS_DET_CUDA"          # "0": never build or run the CUDA kernel
 ENV_NVCC = "SMLENS_NVCC"                 # nvcc to use (default: PATH, $CUDA_HOME, /usr/local/cuda)
@@ -38,6 +40,8 @@ GEMV_INFO_FIELDS = ("rows", "tn", "warps", "depth", "threads", "block_n", "regis
                     "blocks_per_sm")
 DECODE_INFO_FIELDS = ("rows", "tn", "warps", "depth", "stages", "min_blocks", "flags", "threads", "block_n",
                       "smem_bytes", "registers", "local_bytes", "blocks_per_sm")
+WS_INFO_FIELDS = ("block_k", "stages", "n_outer", "lookahead", "threads", "smem_bytes", "registers", "local_bytes",
+                  "blocks_per_sm")
 INFO_FIELDS = ("block_m", "block_n", "block_k", "tm", "tn", "total_smem", "min_blocks", "threads",
                "smem_bytes", "registers", "local_bytes", "blocks_per_sm", "n_outer", "flags")
 
@@ -141,6 +145,25 @@ class CudaDecodeConfig:
         return f"dec{self.rows}_{self.tn}c_w{self.warps}_d{self.depth}_ring{self.stages}_b{self.min_blocks}{ef}{wide}"
 
 
+@dataclass(frozen=True)
+class CudaWsConfig:
+    """One compiled configuration of det_prefill_ws.cu's warp-specialized tile kernel: 256 x 128
+    outputs per program, 8 x 16 per consumer thread (two consumer warpgroups, one producer
+    warpgroup), `block_k` k per tile, a ring of `stages` shared buffers, `n_outer` the order of a k
+    step's FMAs (columns outer; speed only), `lookahead` tiles of loads in flight per producer
+    thread. Must be one of `compiled_ws_configs()`."""
+    block_k: int
+    stages: int
+    n_outer: bool = True
+    lookahead: int = 1
+    kind: str = "cuda_ws"
+
+    @property
+    def name(self) -> str:
+        la = f"_la{self.lookahead}" if self.lookahead > 1 else ""
+        return f"ws256x128x{self.block_k}_ring{self.stages}{'_no' if self.n_outer else ''}{la}"
+
+
 def _table(text: str, macro: str) -> str:
     return text.split(f"#define {macro}(X)", 1)[1].split("\n\n", 1)[0]
 
@@ -157,6 +180,13 @@ def compiled_decode_configs(source: str | None = None) -> list[CudaDecodeConfig]
     text = source if source is not None else DECODE_SOURCE.read_text()
     return [CudaDecodeConfig(*map(int, g)) for g in
             re.findall(r"X\((\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)\)", _table(text, "DET_DECODE_VARIANTS"))]
+
+
+def compiled_ws_configs(source: str | None = None) -> list[CudaWsConfig]:
+    """The configurations det_prefill_ws.cu instantiates, in its variant order."""
+    text = source if source is not None else WS_SOURCE.read_text()
+    return [CudaWsConfig(int(bk), int(p), no == "true", int(la)) for bk, p, no, la in
+            re.findall(r"X\((\d+), (\d+), (true|false), (\d+)\)", _table(text, "DET_WS_VARIANTS"))]
 
 
 def compiled_configs(source: str | None = None) -> list[CudaTileConfig]:
@@ -183,9 +213,12 @@ def find_nvcc() -> Optional[str]:
 
 def build_command(nvcc: str, arch: str, source: Path, out: Path) -> list[str]:
     """nvcc's command line: one shared library for compute capability `arch` ("90" for sm_90),
-    IEEE FP32 (nvcc's defaults: no flush-to-zero, exact division; the kernel's FMAs are explicit)."""
+    IEEE FP32 (nvcc's defaults: no flush-to-zero, exact division; the kernel's FMAs are explicit).
+    9.0 builds for sm_90a: det_prefill_ws.cu's setmaxnreg needs it (the other kernels' SASS is the
+    same as sm_90's)."""
+    code = arch + "a" if arch == "90" else arch
     return [nvcc, "-O3", "-shared", "-Xcompiler", "-fPIC", "-cudart", "static", "-std=c++17",
-            f"-gencode=arch=compute_{arch},code=sm_{arch}", "-ftz=false", "-prec-div=true", "-prec-sqrt=true",
+            f"-gencode=arch=compute_{code},code=sm_{code}", "-ftz=false", "-prec-div=true", "-prec-sqrt=true",
             "-o", str(out), str(source)]
 
 
@@ -210,7 +243,7 @@ def nvcc_version(nvcc: Optional[str] = None) -> Optional[str]:
 def library_path(nvcc: str, arch: str) -> Path:
     """Where the build for these sources, architecture and nvcc lands (a new source builds anew)."""
     version = nvcc_version(nvcc) or ""
-    sources = SOURCE.read_bytes() + DECODE_SOURCE.read_bytes()
+    sources = SOURCE.read_bytes() + DECODE_SOURCE.read_bytes() + WS_SOURCE.read_bytes()
     key = hashlib.sha256(sources + arch.encode() + version.encode()).hexdigest()[:16]
     return cache_dir() / f"sm{arch}-{key}" / "det_sgemm.so"
 
@@ -261,21 +294,31 @@ class Library:
         self.lib.det_decode.argtypes = self.lib.det_gemv.argtypes
         self.lib.det_decode_info.restype = ctypes.c_int
         self.lib.det_decode_info.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+        self.lib.det_ws.restype = ctypes.c_int
+        self.lib.det_ws.argtypes = self.lib.det_sgemm.argtypes
+        self.lib.det_ws_info.restype = ctypes.c_int
+        self.lib.det_ws_info.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         self.configs = compiled_configs()
         self.gemv_configs = compiled_gemv_configs()
         self.decode_configs = compiled_decode_configs()
+        self.ws_configs = compiled_ws_configs()
         counts = (self.lib.det_sgemm_variant_count(), self.lib.det_gemv_variant_count(),
-                  self.lib.det_decode_variant_count())
-        named = (len(self.configs), len(self.gemv_configs), len(self.decode_configs))
+                  self.lib.det_decode_variant_count(), self.lib.det_ws_variant_count())
+        named = (len(self.configs), len(self.gemv_configs), len(self.decode_configs), len(self.ws_configs))
         if counts != named:
             raise RuntimeError(f"{path}: {counts} variants, the source names {named}")
         self.index = {cfg: i for i, cfg in enumerate(self.configs)}
+        self.ws_index = {cfg: i for i, cfg in enumerate(self.ws_configs)}
         # the fold's shape is not compiled in: any fold_block / fold_warps maps to the same kernel
         self.gemv_index = {_gemv_key(cfg): i for i, cfg in enumerate(self.gemv_configs)}
         self.decode_index = {_gemv_key(cfg): i for i, cfg in enumerate(self.decode_configs)}
 
     def info(self, cfg) -> dict:
         """Registers, spilled bytes, programs per SM... of one configuration (needs the device)."""
+        if isinstance(cfg, CudaWsConfig):
+            out = (ctypes.c_int * len(WS_INFO_FIELDS))()
+            err = self.lib.det_ws_info(self.ws_index[cfg], out)
+            return {"error": err, **dict(zip(WS_INFO_FIELDS, list(out)))}
         if isinstance(cfg, CudaDecodeConfig):
             out = (ctypes.c_int * len(DECODE_INFO_FIELDS))()
             err = self.lib.det_decode_info(self.decode_index[_gemv_key(cfg)], out)
@@ -289,6 +332,8 @@ class Library:
         return {"error": err, **dict(zip(INFO_FIELDS, list(out)))}
 
     def has(self, cfg) -> bool:
+        if isinstance(cfg, CudaWsConfig):
+            return cfg in self.ws_index
         if isinstance(cfg, CudaDecodeConfig):
             return _gemv_key(cfg) in self.decode_index
         return (_gemv_key(cfg) in self.gemv_index) if isinstance(cfg, CudaGemvConfig) else cfg in self.index
@@ -303,10 +348,13 @@ class Library:
         if err:
             raise RuntimeError(f"{cfg.name}: launch error {err}")
 
-    def launch(self, cfg: CudaTileConfig, x, wt, bias, y, chain_k: int, stream: int) -> None:
+    def launch(self, cfg, x, wt, bias, y, chain_k: int, stream: int) -> None:
+        """y by a CudaTileConfig (det_sgemm) or CudaWsConfig (det_ws)."""
         M, K = x.shape
         N = wt.shape[1]
-        err = self.lib.det_sgemm(self.index[cfg], x.data_ptr(), wt.data_ptr(),
+        ws = isinstance(cfg, CudaWsConfig)
+        fn, index = (self.lib.det_ws, self.ws_index) if ws else (self.lib.det_sgemm, self.index)
+        err = fn(index[cfg], x.data_ptr(), wt.data_ptr(),
                                  bias.data_ptr() if bias is not None else None, y.data_ptr(), M, N, K, chain_k,
                                  stream)
         if err == NO_SHARED_MEMORY:
@@ -356,7 +404,7 @@ def why_not(arch: str) -> Optional[str]:
     return _FAILED.get(arch)
 
 
-def fits(x, wt, bias, cfg: CudaTileConfig, chain_k: int) -> bool:
+def fits(x, wt, bias, cfg, chain_k: int) -> bool:
     """Whether the kernel takes these operands as they are (else the Gluon kernel runs): FP32 x
     and bf16 W^T, contiguous, on a CUDA device; K and the chain length multiples of BK; N of 4;
     16-byte aligned x (8-byte W^T rows)."""
@@ -381,9 +429,10 @@ def _library_for(x, cfg) -> Optional[Library]:
     return lib if lib is not None and lib.has(cfg) else None
 
 
-def linear(x, wt, bias, cfg: CudaTileConfig, chain_k: int):
-    """y = x . W^T (+ bias) by det_sgemm.cu, or None where it cannot run here (the caller falls
-    back to the Gluon kernel: same bits)."""
+def linear(x, wt, bias, cfg, chain_k: int):
+    """y = x . W^T (+ bias) by det_sgemm.cu's tile kernel (CudaTileConfig) or det_prefill_ws.cu's
+    (CudaWsConfig), or None where it cannot run here (the caller falls back to the Gluon kernel:
+    same bits)."""
     import torch
     lib = _library_for(x, cfg) if fits(x, wt, bias, cfg, chain_k) else None
     if lib is None:

@@ -592,3 +592,5 @@ int det_sgemm(int variant, const void* x_, const void* wt_, const void* bias_, v
 }  // extern "C"
 
 #include "det_decode.cu"   // the second decode kernel (M <= 16), its own entry points
+
+#include "det_prefill_ws.cu"   // the warp-specialized prefill kernel, its own entry points

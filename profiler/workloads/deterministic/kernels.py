@@ -13,7 +13,8 @@ never on M (the batch), the GPU, the run or the SM count (docs/DETERMINISM.md):
   inside each program.
 * Tile configurations are constants chosen by the problem shape (`choose_config`): no autotuning,
   nothing read off the device.
-* CUDA C++ builds of the tile and decode kernels (det_sgemm.cu, det_decode.cu, cuda_gemm.py) run
+* CUDA C++ builds of the tile and decode kernels (det_sgemm.cu, det_prefill_ws.cu, det_decode.cu,
+  cuda_gemm.py) run
   instead where adopted (CUDA_TILE_CONFIG from bucket CUDA_TILE_MIN_M up, CUDA_DECODE_RULES and
   CUDA_GEMV_CONFIGS by bucket), built by nvcc at first use on the GPU; where they cannot build or
   take the operands, the Gluon kernels run (the same order, the same bits).
@@ -31,7 +32,7 @@ from dataclasses import dataclass, replace
 
 from profiler.workloads.deterministic import cuda_gemm
 from profiler.workloads.deterministic.baselines import bi_tc_linear, cublas_bf16_linear, layercast_linear
-from profiler.workloads.deterministic.cuda_gemm import CudaDecodeConfig, CudaGemvConfig, CudaTileConfig
+from profiler.workloads.deterministic.cuda_gemm import CudaDecodeConfig, CudaGemvConfig, CudaTileConfig, CudaWsConfig
 from profiler.workloads.deterministic.reference import CHAIN_K, chain_count, reference_linear
 from profiler.workloads.deterministic.stack import (HAVE_GLUON, HAVE_TRITON, cp_async, gl, gluon,
                                                     need_gpu_stack, tl, torch, triton)
@@ -158,7 +159,11 @@ TILE_CONFIG = TileConfig(128, 64, 16, 8, 4, 4, 8, 4, 1)
 # Call 13 (prefill13o-*.json, 4 runs of 2 sweeps): the register block's FMAs columns outer in a snake
 # (order 1), the running total as float4s (256) and call 8's early ring (8): flags 284, 3.8-4.4 % less
 # time than call 8's kernel, 1.010-1.037x LayerCast on all four (the register allocation: see the notes).
-CUDA_TILE_CONFIG: CudaTileConfig | None = CudaTileConfig(128, 128, 8, 8, 16, True, 2, True, 284)
+# Call 13, det_prefill_ws.cu (prefill13a-e.json): the warp-specialized kernel (256 x 128 programs of
+# two consumer warpgroups that only multiply and one producer warpgroup; BK 8, a ring of 6 buffers):
+# 1.3-1.6 % less time than flags 284 and 5.4-5.6 % less than call 8's kernel on all four projections
+# at M = 2048 (run e, head to head; 1.3-1.6 % less than flags 284 at M = 1024), 1.03-1.05x LayerCast.
+CUDA_TILE_CONFIG: CudaTileConfig | CudaWsConfig | None = CudaWsConfig(8, 6, True)
 CUDA_TILE_MIN_M = 1024
 # Decode buckets that run det_decode.cu's kernel where it builds and takes the operands (else
 # GEMV_CONFIGS' Gluon one, the same bits): per bucket, (min_n, min_k, configuration) rules, the first
@@ -786,7 +791,7 @@ def det_linear(x, wt, bias=None, config=None, chain_k: int = CHAIN_K, fold: bool
     M, K = x.shape
     N = wt.shape[1]
     cfg = config or choose_config(M, N, K)
-    if isinstance(cfg, CudaTileConfig):
+    if isinstance(cfg, (CudaTileConfig, CudaWsConfig)):
         y = cuda_gemm.linear(x, wt, bias, cfg, chain_k)
         if y is not None:
             return y
