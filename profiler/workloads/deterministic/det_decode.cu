@@ -181,6 +181,17 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
 #pragma unroll
           for (int c = 0; c < TN; ++c) acc[4 * q + i][c] = __fmaf_rn(xv[i], f[c], acc[4 * q + i][c]);
       }
+    } else if constexpr (ORD & 8) {   // per 4 rows: their x, then their FMAs in fma_m / fma_c's order
+#pragma unroll
+      for (int q = 0; q < MB / 4; ++q) {
+        const float4 v = xr[q];
+        const float xv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+        for (int t = 0; t < 4 * TN; ++t) {
+          const int i = fma_m<4, TN, ORD & 7>(t), c = fma_c<4, TN, ORD & 7>(t);
+          acc[4 * q + i][c] = __fmaf_rn(xv[i], f[c], acc[4 * q + i][c]);
+        }
+      }
     } else {                    // the row's x first, then the FMAs in fma_m / fma_c's order
       float xv[MB];
 #pragma unroll
@@ -268,13 +279,20 @@ struct DecodeVariant {
   X(8, 8, 4, 4, 3, 4, 1)       \
   X(8, 8, 4, 8, 2, 4, 1)       \
   X(8, 2, 4, 8, 4, 8, 3)       \
-  X(16, 4, 4, 4, 4, 4, 11)     \
   X(16, 4, 4, 8, 3, 4, 7)      \
-  X(16, 4, 4, 8, 3, 4, 23)     \
+  X(16, 4, 4, 8, 4, 4, 7)      \
+  X(16, 4, 4, 4, 4, 4, 7)      \
+  X(16, 4, 4, 4, 6, 4, 7)      \
+  X(16, 8, 4, 8, 2, 3, 5)      \
+  X(16, 8, 4, 8, 2, 3, 37)     \
+  X(16, 8, 4, 8, 2, 3, 53)     \
   X(16, 8, 4, 8, 2, 3, 21)     \
-  X(16, 8, 4, 8, 2, 3, 9)      \
+  X(16, 8, 4, 4, 3, 3, 37)     \
+  X(16, 8, 2, 8, 2, 6, 5)      \
   X(8, 4, 4, 8, 3, 6, 7)       \
-  X(8, 4, 4, 8, 3, 6, 11)
+  X(8, 4, 2, 8, 3, 12, 7)      \
+  X(8, 8, 4, 4, 3, 4, 5)       \
+  X(8, 2, 4, 8, 4, 8, 7)
 
 #define DET_DECODE_LAUNCH_CASE(MB, TN, NW, D, P, MINB, FL) \
   if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::launch(x, wt, part, M, N, K, chain, stream);
