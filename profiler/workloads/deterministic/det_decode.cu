@@ -56,23 +56,20 @@ __device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_g
 template <int PENDING>
 __device__ __forceinline__ void wait_async() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory"); }
 
-// The order in which a W^T row's MB x TN FMAs are written (flags >> 2): each accumulator still sees
-// k ascending, so the bits never depend on it; ptxas's register allocation (and with it the FFMAs'
-// register-bank conflicts, benchmarks/sass_banks.py) does. t = 0 .. MB * TN - 1 -> (row, column).
+// The order in which a W^T row's MB x TN FMAs are written (flags >> 2; 0: rows in turn, columns
+// inner). Each accumulator still sees k ascending, so the bits never depend on it; ptxas's register
+// allocation and schedule do, and with them how many FFMAs read an operand from the reuse cache
+// rather than the register banks (benchmarks/sass_banks.py; DETERMINISM_NOTES.md, call 13).
+// t = 0 .. MB * TN - 1 -> (row, column). 1: rows in turn, the columns of every other row backwards
+// (a row's last weight is the next row's first: reused); 5: rows in turn, the even rows first.
 template <int MB, int TN, int ORD>
 __device__ __forceinline__ constexpr int fma_m(int t) {
-  if constexpr (ORD == 2) return 2 * (t / (2 * TN)) + t % 2;                 // row pairs, columns inner
-  else if constexpr (ORD == 3) return 4 * (t / (4 * TN)) + t % 4;            // 4-row groups, rows inner
-  else if constexpr (ORD == 5) return t / TN < MB / 2 ? 2 * (t / TN) : 2 * (t / TN - MB / 2) + 1;  // even rows first
+  if constexpr (ORD == 5) return t / TN < MB / 2 ? 2 * (t / TN) : 2 * (t / TN - MB / 2) + 1;
   else return t / TN;
 }
 template <int MB, int TN, int ORD>
 __device__ __forceinline__ constexpr int fma_c(int t) {
-  if constexpr (ORD == 1) return (t / TN) % 2 ? TN - 1 - t % TN : t % TN;   // snake
-  else if constexpr (ORD == 2) return (t % (2 * TN)) / 2;
-  else if constexpr (ORD == 3) return (t % (4 * TN)) / 4;
-  else if constexpr (ORD == 4) return (t + t / TN) % TN;                    // rotated by the row
-  else if constexpr (ORD == 6) return (t / (2 * TN)) % 2 ? TN - 1 - t % TN : t % TN;   // snake by row pairs
+  if constexpr (ORD == 1) return (t / TN) % 2 ? TN - 1 - t % TN : t % TN;
   else return t % TN;
 }
 
@@ -114,6 +111,7 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
   const int stages = len / D;
   uint64_t policy = 0;
   constexpr int EF = FL & EVICT_FIRST, ORD = FL >> 2;
+  static_assert(ORD == 0 || ORD == 1 || ORD == 5, "the FMA orders fma_m / fma_c define");
   if constexpr (EF) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
 
   // ring: stage s of D rows -> slot s % P ([D][NT] words of W); one group per stage. Each thread
@@ -180,17 +178,6 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
         for (int i = 0; i < 4; ++i)
 #pragma unroll
           for (int c = 0; c < TN; ++c) acc[4 * q + i][c] = __fmaf_rn(xv[i], f[c], acc[4 * q + i][c]);
-      }
-    } else if constexpr (ORD & 8) {   // per 4 rows: their x, then their FMAs in fma_m / fma_c's order
-#pragma unroll
-      for (int q = 0; q < MB / 4; ++q) {
-        const float4 v = xr[q];
-        const float xv[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int t = 0; t < 4 * TN; ++t) {
-          const int i = fma_m<4, TN, ORD & 7>(t), c = fma_c<4, TN, ORD & 7>(t);
-          acc[4 * q + i][c] = __fmaf_rn(xv[i], f[c], acc[4 * q + i][c]);
-        }
       }
     } else {                    // the row's x first, then the FMAs in fma_m / fma_c's order
       float xv[MB];
@@ -265,7 +252,8 @@ struct DecodeVariant {
 
 // The compiled configurations: MB TN NW D P MINB FL (rows, columns per thread, warps, rows per stage,
 // ring stages, __launch_bounds__ programs per SM, flags: 1 weights evict-first in L2, 2 wide
-// copies, >> 2 the FMA order fma_m / fma_c); cuda_gemm.py reads this table, kernels.py's CUDA_DECODE_RULES adopt some of them.
+// copies, >> 2 the FMA order of fma_m / fma_c); cuda_gemm.py reads this table, kernels.py's
+// CUDA_DECODE_RULES adopt some of them.
 #define DET_DECODE_VARIANTS(X) \
   X(16, 4, 4, 8, 3, 4, 3)      \
   X(16, 4, 4, 4, 4, 4, 3)      \
@@ -280,22 +268,8 @@ struct DecodeVariant {
   X(8, 8, 4, 8, 2, 4, 1)       \
   X(8, 2, 4, 8, 4, 8, 3)       \
   X(16, 4, 4, 8, 3, 4, 7)      \
-  X(16, 4, 4, 8, 4, 4, 7)      \
-  X(16, 4, 4, 16, 2, 4, 7)     \
-  X(16, 4, 4, 4, 4, 4, 7)      \
-  X(16, 4, 4, 4, 6, 4, 7)      \
-  X(16, 8, 4, 8, 2, 3, 5)      \
-  X(16, 8, 4, 8, 2, 3, 37)     \
-  X(16, 8, 4, 8, 2, 3, 53)     \
   X(16, 8, 4, 8, 2, 3, 21)     \
-  X(16, 8, 4, 4, 3, 3, 37)     \
-  X(16, 8, 2, 8, 2, 6, 5)      \
-  X(8, 4, 4, 8, 3, 6, 7)       \
-  X(8, 4, 2, 8, 3, 12, 7)      \
-  X(8, 4, 4, 16, 3, 6, 7)      \
-  X(8, 4, 4, 16, 2, 6, 7)      \
-  X(8, 8, 4, 4, 3, 4, 5)       \
-  X(8, 2, 4, 8, 4, 8, 7)
+  X(8, 4, 4, 16, 2, 6, 7)
 
 #define DET_DECODE_LAUNCH_CASE(MB, TN, NW, D, P, MINB, FL) \
   if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::launch(x, wt, part, M, N, K, chain, stream);
