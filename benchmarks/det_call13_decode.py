@@ -14,7 +14,7 @@ The orders that lost left det_decode.cu afterwards; the script selects a call's 
 their flags, so it reruns a call only at that call's commit (benchmarks/DETERMINISM_NOTES.md, call
 13): 13a at 9937e21 (orders 1, 2 and 5 on the three M = 16 shapes), 13b at 87a4312 (orders 1, 2, 5,
 9 and 13, 8- and 16-row stages; call 7's rules as the baselines in both). At later commits it times
-the adopted configurations against call 7's.
+the configurations with an order flag, i.e. the adopted ones.
 """
 from __future__ import annotations
 
@@ -25,10 +25,9 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 
 import det_call7_decode as call7  # noqa: E402
-import torch  # noqa: E402
 from det_call4 import SHAPES  # noqa: E402
 
-from profiler.workloads.deterministic import bench, cuda_gemm  # noqa: E402
+from profiler.workloads.deterministic import cuda_gemm  # noqa: E402
 from profiler.workloads.deterministic import kernels as det  # noqa: E402
 
 ADOPTED = {bucket: [cfg for _, _, cfg in rules] for bucket, rules in det.CUDA_DECODE_RULES.items()}
@@ -59,16 +58,7 @@ def ncu_target(out_dir: str, spec: str):
     timed = [r for r in rows if r["bucket"] == M and r["role"] == role and r["variant"] in cands
              and "median_us" in r and r.get("same_as_default") and is_new(cands[r["variant"]])]
     names = [adopted.name] + [min(timed, key=lambda r: r["median_us"])["variant"]] if timed else [adopted.name]
-    inp = bench.Inputs(bench.ShapeCase(role, N, K), M, seed=0)
-    lin = det.Linear(inp.w)
-    x = inp.x[:M].contiguous()
-    torch.cuda.synchronize()
-    for name in names:
-        torch.cuda.nvtx.range_push(name)
-        det.det_linear(x, lin.wt, config=cands[name])
-        torch.cuda.synchronize()
-        torch.cuda.nvtx.range_pop()
-    print("ncu order:", names, flush=True)
+    call7.ncu_calls(role, M, names, cands)
 
 
 call7.candidates = candidates
