@@ -449,8 +449,8 @@ def test_recorded_h200_r4_generation(h200_r4):
 
 def test_recorded_h200_r4_ran_the_committed_configurations(h200_r3, h200_r4):
     """The record ran with exactly the constants committed in kernels.py (calls 7 and 8 chose them),
-    but for M = 16's decode rules, which call 13 changed after it (call 7's recorded); call 11's, the
-    same but for call 8's mbarrier ring (flags 4)."""
+    but for what call 13 changed after it: the tile kernel's flags (call 8's 4 recorded) and M = 16's
+    decode rules (call 7's recorded); call 11's, the same but for call 8's mbarrier ring (flags 4)."""
     import dataclasses
     from profiler.workloads.deterministic import kernels
     ran = h200_r4["configs"]
