@@ -12,7 +12,7 @@ configuration on gate_up at M = 16 (by that projection's time, not the worst rat
 
 The orders that lost left det_decode.cu afterwards; the script selects a call's configurations by
 their flags, so it reruns a call only at that call's commit (benchmarks/DETERMINISM_NOTES.md, call
-13): 13a at 9937e21 (orders 1, 2 and 5 on the three M = 16 shapes), 13b at 87a4312 (orders 1, 2, 5,
+13): 13a at a133e77 (orders 1, 2 and 5 on the three M = 16 shapes), 13b at 8bfaa5a (orders 1, 2, 5,
 9 and 13, 8- and 16-row stages; call 7's rules as the baselines in both). At later commits it times
 the configurations with an order flag, i.e. the adopted ones.
 """
