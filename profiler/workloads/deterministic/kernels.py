@@ -168,7 +168,7 @@ CUDA_TILE_MIN_M = 1024
 # programs of their own (twice the programs where 8 or 12 column tiles leave SMs idle). Call 13
 # (sweep13a.json, sweep13b.json): at M = 16 the same shapes with a W^T row's FMAs written in another
 # order (flags >> 2; the bits are the same), gate_up also 8-row stages, qkv and o 16-row stages in two
-# slots: 2-5 % less time on all four.
+# slots: 2-6 % less time on all four.
 _DEC = CudaDecodeConfig
 CUDA_DECODE_RULES: dict[int, tuple[tuple[int, int, CudaDecodeConfig], ...]] = {
     8: ((16384, 0, _DEC(8, 8, 4, 4, 3, 4, 1)), (0, 8192, _DEC(8, 8, 4, 4, 3, 4, 1)),
