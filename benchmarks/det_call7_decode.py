@@ -165,7 +165,11 @@ def ncu_target(out_dir: str, spec: str):
     scores = res["decode_winners"][str(M)]["scores"]
     new = sorted((n for n in scores if n.startswith("dec")), key=scores.get)[:NCU_TOP]
     names = ["gluon_default"] + [c.name for c in CALL6.get(M, [])][:1] + new
-    cands = candidates(M)
+    ncu_calls(role, M, names, candidates(M))
+
+
+def ncu_calls(role: str, M: int, names: list, cands: dict):
+    """One call of each named configuration on ROLE at M, each in an NVTX range (what ncu counts)."""
     _, N, K = next(s for s in SHAPES if s[0] == role)
     inp = bench.Inputs(bench.ShapeCase(role, N, K), M, seed=0)
     lin = det.Linear(inp.w)

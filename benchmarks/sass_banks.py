@@ -63,7 +63,8 @@ def count(sass: str, kernel: str | None = None) -> dict[str, dict]:
             name = f.group(1)
             prev_reuse = set()
             if kernel is None or kernel in name:
-                result[name] = {"instructions": 0, "ffma": 0, "ffma_two_same_bank": 0, "ffma_three_same_bank": 0}
+                result[name] = {"instructions": 0, "ffma": 0, "ffma_two_same_bank": 0, "ffma_three_same_bank": 0,
+                                "ffma_no_reuse": 0}
             continue
         if name not in result:
             continue
@@ -85,6 +86,7 @@ def count(sass: str, kernel: str | None = None) -> dict[str, dict]:
         same = max((banked.count(b) for b in (0, 1)), default=0)
         k["ffma_two_same_bank"] += same >= 2
         k["ffma_three_same_bank"] += same >= 3
+        k["ffma_no_reuse"] += not any(cached for _, cached in regs)   # every source from the register file
     return result
 
 
@@ -128,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for name, k in counts.items():
             print(f"{k['ffma']:6d} FFMA of {k['instructions']:6d}  two same bank {k['ffma_two_same_bank']:5d}"
-                  f"  three {k['ffma_three_same_bank']:5d}  {name}")
+                  f"  three {k['ffma_three_same_bank']:5d}  no reuse {k['ffma_no_reuse']:5d}  {name}")
     return 0
 
 

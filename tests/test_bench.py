@@ -448,8 +448,9 @@ def test_recorded_h200_r4_generation(h200_r4):
 
 
 def test_recorded_h200_r4_ran_the_committed_configurations(h200_r3, h200_r4):
-    """The record ran with exactly the constants committed in kernels.py (calls 7 and 8 chose them);
-    call 11's, the same but for call 8's mbarrier ring (flags 4), the tile kernel until call 13."""
+    """The record ran with exactly the constants committed in kernels.py (calls 7 and 8 chose them),
+    but for what call 13 changed after it: the tile kernel (call 8's flags 4 recorded) and M = 16's
+    decode rules (call 7's recorded); call 11's, the same but for call 8's mbarrier ring (flags 4)."""
     import dataclasses
     from profiler.workloads.deterministic import cuda_gemm, kernels
     ran = h200_r4["configs"]
@@ -460,8 +461,11 @@ def test_recorded_h200_r4_ran_the_committed_configurations(h200_r3, h200_r4):
     call7_tile = dataclasses.asdict(dataclasses.replace(call8_tile, flags=0))
     del call7_tile["flags"]
     assert h200_r3["configs"]["cuda_tile"] == {"min_m": kernels.CUDA_TILE_MIN_M, **call7_tile}
+    call7_16 = ((0, 8192, kernels.CudaDecodeConfig(16, 8, 4, 8, 2, 3, 1)),
+                (16384, 0, kernels.CudaDecodeConfig(16, 4, 4, 4, 4, 4, 3)),
+                (0, 0, kernels.CudaDecodeConfig(8, 4, 4, 8, 3, 6, 3)))
     assert ran["cuda_decode"] == {str(m): [[n, k, dataclasses.asdict(c)] for n, k, c in rules]
-                                  for m, rules in kernels.CUDA_DECODE_RULES.items()}
+                                  for m, rules in {**kernels.CUDA_DECODE_RULES, 16: call7_16}.items()}
 
 
 def test_recorded_h200_same_det_bits_across_configurations(h200, h200_r2, h200_r3, h200_r4):

@@ -117,7 +117,8 @@ class CudaDecodeConfig:
     streamed in stages of `depth` rows through a per-thread cp.async ring of `stages` slots in
     shared memory, `min_blocks` the __launch_bounds__ programs per SM, `flags`: 1 the weights marked
     evict-first in L2 (the partials stay there for the fold), 2 wide copies (the threads sharing 16
-    bytes of a W^T row take turns to copy them: one cp.async per 16 / (2 tn) rows). The fold
+    bytes of a W^T row take turns to copy them: one cp.async per 16 / (2 tn) rows), flags >> 2 the
+    order of a W^T row's FMAs in the source (det_decode.cu's fma_m / fma_c; never the bits). The fold
     (kernels.py's) sums `fold_block` outputs per program."""
     rows: int
     tn: int
@@ -142,7 +143,9 @@ class CudaDecodeConfig:
     def name(self) -> str:
         ef = "_ef" if self.flags & 1 else ""
         wide = "_wide" if self.flags & 2 else ""
-        return f"dec{self.rows}_{self.tn}c_w{self.warps}_d{self.depth}_ring{self.stages}_b{self.min_blocks}{ef}{wide}"
+        order = f"_o{self.flags >> 2}" if self.flags >> 2 else ""
+        return (f"dec{self.rows}_{self.tn}c_w{self.warps}_d{self.depth}_ring{self.stages}_b{self.min_blocks}"
+                f"{ef}{wide}{order}")
 
 
 @dataclass(frozen=True)

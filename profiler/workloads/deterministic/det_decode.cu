@@ -56,6 +56,23 @@ __device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_g
 template <int PENDING>
 __device__ __forceinline__ void wait_async() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory"); }
 
+// The order in which a W^T row's MB x TN FMAs are written (flags >> 2; 0: rows in turn, columns
+// inner). Each accumulator still sees k ascending, so the bits never depend on it; ptxas's register
+// allocation and schedule do, and with them how many FFMAs read an operand from the reuse cache
+// rather than the register banks (benchmarks/sass_banks.py; DETERMINISM_NOTES.md, call 13).
+// t = 0 .. MB * TN - 1 -> (row, column). 1: rows in turn, the columns of every other row backwards
+// (a row's last weight is the next row's first: reused); 5: rows in turn, the even rows first.
+template <int MB, int TN, int ORD>
+__device__ __forceinline__ constexpr int fma_m(int t) {
+  if constexpr (ORD == 5) return t / TN < MB / 2 ? 2 * (t / TN) : 2 * (t / TN - MB / 2) + 1;
+  else return t / TN;
+}
+template <int MB, int TN, int ORD>
+__device__ __forceinline__ constexpr int fma_c(int t) {
+  if constexpr (ORD == 1) return (t / TN) % 2 ? TN - 1 - t % TN : t % TN;
+  else return t % TN;
+}
+
 template <int MB, int TN, int NW, int D, int P>
 struct DecodeShape {
   using W = typename Words<TN>::T;
@@ -93,7 +110,8 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
   const size_t row = (size_t)N * 2 / sizeof(W);                      // W words per W^T row
   const int stages = len / D;
   uint64_t policy = 0;
-  constexpr int EF = FL & EVICT_FIRST;
+  constexpr int EF = FL & EVICT_FIRST, ORD = FL >> 2;
+  static_assert(ORD == 0 || ORD == 1 || ORD == 5, "the FMA orders fma_m / fma_c define");
   if constexpr (EF) asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
 
   // ring: stage s of D rows -> slot s % P ([D][NT] words of W); one group per stage. Each thread
@@ -151,14 +169,28 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
     float f[TN];
     upcast(w, f);
     const float4* xr = reinterpret_cast<const float4*>(xs + k * MB);
+    if constexpr (ORD == 0) {   // rows in turn, one 16-byte x load per 4 rows, columns inner
 #pragma unroll
-    for (int q = 0; q < MB / 4; ++q) {
-      const float4 v = xr[q];
-      const float xv[4] = {v.x, v.y, v.z, v.w};
+      for (int q = 0; q < MB / 4; ++q) {
+        const float4 v = xr[q];
+        const float xv[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+        for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int c = 0; c < TN; ++c) acc[4 * q + i][c] = __fmaf_rn(xv[i], f[c], acc[4 * q + i][c]);
+          for (int c = 0; c < TN; ++c) acc[4 * q + i][c] = __fmaf_rn(xv[i], f[c], acc[4 * q + i][c]);
+      }
+    } else {                    // the row's x first, then the FMAs in fma_m / fma_c's order
+      float xv[MB];
+#pragma unroll
+      for (int q = 0; q < MB / 4; ++q) {
+        const float4 v = xr[q];
+        xv[4 * q] = v.x; xv[4 * q + 1] = v.y; xv[4 * q + 2] = v.z; xv[4 * q + 3] = v.w;
+      }
+#pragma unroll
+      for (int t = 0; t < MB * TN; ++t) {
+        const int m = fma_m<MB, TN, ORD>(t), c = fma_c<MB, TN, ORD>(t);
+        acc[m][c] = __fmaf_rn(xv[m], f[c], acc[m][c]);
+      }
     }
   };
 
@@ -220,7 +252,8 @@ struct DecodeVariant {
 
 // The compiled configurations: MB TN NW D P MINB FL (rows, columns per thread, warps, rows per stage,
 // ring stages, __launch_bounds__ programs per SM, flags: 1 weights evict-first in L2, 2 wide
-// copies); cuda_gemm.py reads this table, kernels.py's CUDA_DECODE_RULES adopt some of them.
+// copies, >> 2 the FMA order of fma_m / fma_c); cuda_gemm.py reads this table, kernels.py's
+// CUDA_DECODE_RULES adopt some of them.
 #define DET_DECODE_VARIANTS(X) \
   X(16, 4, 4, 8, 3, 4, 3)      \
   X(16, 4, 4, 4, 4, 4, 3)      \
@@ -233,7 +266,10 @@ struct DecodeVariant {
   X(8, 4, 2, 8, 3, 12, 3)      \
   X(8, 8, 4, 4, 3, 4, 1)       \
   X(8, 8, 4, 8, 2, 4, 1)       \
-  X(8, 2, 4, 8, 4, 8, 3)
+  X(8, 2, 4, 8, 4, 8, 3)       \
+  X(16, 4, 4, 8, 3, 4, 7)      \
+  X(16, 8, 4, 8, 2, 3, 21)     \
+  X(8, 4, 4, 16, 2, 6, 7)
 
 #define DET_DECODE_LAUNCH_CASE(MB, TN, NW, D, P, MINB, FL) \
   if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::launch(x, wt, part, M, N, K, chain, stream);

@@ -170,13 +170,16 @@ CUDA_TILE_MIN_M = 1024
 # with N >= min_n and K >= min_k wins, the last catches all. Chosen by the H200 calls 7a-7c
 # (benchmarks/DETERMINISM_NOTES.md, tests/data/h200_det/sweep7c.json): long K (down) and wide N
 # (gate_up) take the wider register blocks; narrow projections at M = 16 take blocks of 8 rows as
-# programs of their own (twice the programs where 8 or 12 column tiles leave SMs idle).
+# programs of their own (twice the programs where 8 or 12 column tiles leave SMs idle). Call 13
+# (sweep13a.json, sweep13b.json): at M = 16 the same shapes with a W^T row's FMAs written in another
+# order (flags >> 2; the bits are the same), gate_up also 8-row stages, qkv and o 16-row stages in two
+# slots: 2-6 % less time on all four.
 _DEC = CudaDecodeConfig
 CUDA_DECODE_RULES: dict[int, tuple[tuple[int, int, CudaDecodeConfig], ...]] = {
     8: ((16384, 0, _DEC(8, 8, 4, 4, 3, 4, 1)), (0, 8192, _DEC(8, 8, 4, 4, 3, 4, 1)),
         (0, 0, _DEC(8, 2, 4, 8, 4, 8, 3))),
-    16: ((0, 8192, _DEC(16, 8, 4, 8, 2, 3, 1)), (16384, 0, _DEC(16, 4, 4, 4, 4, 4, 3)),
-         (0, 0, _DEC(8, 4, 4, 8, 3, 6, 3))),
+    16: ((0, 8192, _DEC(16, 8, 4, 8, 2, 3, 21)), (16384, 0, _DEC(16, 4, 4, 8, 3, 4, 7)),
+         (0, 0, _DEC(8, 4, 4, 16, 2, 6, 7))),
 }
 # Decode buckets that run det_sgemm.cu's first CUDA decode kernel (none adopted)
 CUDA_GEMV_CONFIGS: dict[int, CudaGemvConfig] = {}
