@@ -20,7 +20,8 @@ DATA = Path(__file__).parent / "data" / "h200_det"
 RESULT = DATA / "h200_det.json"
 RESULT_R2 = DATA / "h200_det_r2.json"
 RESULT_R3 = DATA / "h200_det_r3.json"  # issue 16: call 7's CUDA kernels (call 11)
-RESULT_R4 = DATA / "h200_det_r4.json"  # issue 16's numbers of record: with call 8's ring (call 12)
+RESULT_R4 = DATA / "h200_det_r4.json"  # issue 16: with call 8's ring (call 12)
+RESULT_R5 = DATA / "h200_det_r5.json"  # issue 16's numbers of record: call 13's kernels
 
 
 def test_parse_batches():
@@ -419,23 +420,34 @@ def h200_r4():
     return bench.load_result(RESULT_R4)
 
 
-def test_recorded_h200_r4_bits_and_emulation(h200_r4):
-    """The record ran det with this round's kernels: no batch size changed a bit, and 256 sampled
+@pytest.fixture(scope="module")
+def h200_r5():
+    return bench.load_result(RESULT_R5)
+
+
+@pytest.fixture(params=["r4", "r5"])
+def h200_record(request):
+    """Each of issue 16's records with the CUDA kernels and --emulate --generate (calls 12 and 13)."""
+    return request.getfixturevalue(f"h200_{request.param}")
+
+
+def test_recorded_h200_cuda_records_bits_and_emulation(h200_record):
+    """The record ran det with its round's kernels: no batch size changed a bit, and 256 sampled
     outputs per projection equalled the CPU emulation at every M from 1 to 2048."""
-    assert h200_r4["env"]["gpu"] == "NVIDIA H200" and h200_r4["batches"] == [1, 256, 256]
-    assert h200_r4["env"]["nvcc"].startswith("Cuda compilation tools")  # the CUDA kernels could build
-    for role, e in _bits(h200_r4, "det").items():
+    assert h200_record["env"]["gpu"] == "NVIDIA H200" and h200_record["batches"] == [1, 256, 256]
+    assert h200_record["env"]["nvcc"].startswith("Cuda compilation tools")  # the CUDA kernels could build
+    for role, e in _bits(h200_record, "det").items():
         assert e["batch_invariance"]["invariant"] and e["reference"]["equal"], role
         assert [r["distinct"] for r in e["run_to_run"]] == [1, 1]
-    emulated = {e["role"]: e for e in h200_r4["emulation"]}
+    emulated = {e["role"]: e for e in h200_record["emulation"]}
     assert set(emulated) == {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
     for e in emulated.values():
         assert e["equal"] and e["mismatches"] == 0 and e["checked"] > 1200
         assert list(e["by_M"]) == [str(m) for m in bench.EMULATE_M]
 
 
-def test_recorded_h200_r4_generation(h200_r4):
-    gen = h200_r4["generation"]
+def test_recorded_h200_cuda_records_generation(h200_record):
+    gen = h200_record["generation"]
     assert (gen["model"], gen["layers"], gen["prompt"], gen["new_tokens"], gen["batches"]) == (
         "llama-3.1-8b", 4, 64, 16, [1, 2, 8, 32])
     det = gen["by_impl"]["det"]
@@ -468,13 +480,13 @@ def test_recorded_h200_r4_ran_the_committed_configurations(h200_r3, h200_r4):
                                   for m, rules in {**kernels.CUDA_DECODE_RULES, 16: call7_16}.items()}
 
 
-def test_recorded_h200_same_det_bits_across_configurations(h200, h200_r2, h200_r3, h200_r4):
-    """Five H200 runs with different decode and tile kernels (issue 5's; issue 16's first call,
+def test_recorded_h200_same_det_bits_across_configurations(h200, h200_r2, h200_r3, h200_r4, h200_r5):
+    """Six H200 runs with different decode and tile kernels (issue 5's; issue 16's first call,
     with the register kernel at M = 16 and the tile kernel at M = 17..64; its second; the CUDA C++
-    kernels of call 7; those with call 8's ring): det gave the same digests in all, and so did each
-    baseline."""
+    kernels of call 7; those with call 8's ring; call 13's warp-specialized tiles and decode FMA
+    orders): det gave the same digests in all, and so did each baseline."""
     call4 = bench.load_result(DATA / "h200_det_call4.json")
-    for a, b in ((h200, h200_r2), (call4, h200_r2), (h200_r2, h200_r3), (h200_r3, h200_r4)):
+    for a, b in ((h200, h200_r2), (call4, h200_r2), (h200_r2, h200_r3), (h200_r3, h200_r4), (h200_r4, h200_r5)):
         cmp = bench.compare_results(a, b)
         assert cmp["differing"] == [] and cmp["comparable"] == 16
         assert cmp["same_bits_by_impl"] == {"det": True, "layercast": True, "cublas_bf16": True, "bi_tc": True}
@@ -492,3 +504,39 @@ def test_recorded_h200_r4_targets(h200_r4):
         assert 0.965 < by[("prefill >= LayerCast", role, 2048)]["value"] < 1.0
         assert by[("det = CPU emulation", role, None)]["pass"]
     assert by[("det generation batch-invariant", "generation", None)]["pass"]
+
+
+def test_recorded_h200_r5_ran_the_committed_configurations(h200_r5):
+    """Call 13's record ran with exactly the constants committed in kernels.py: the warp-specialized
+    prefill tiles and the decode rules with the FMA orders."""
+    import dataclasses
+    from profiler.workloads.deterministic import kernels
+    ran = h200_r5["configs"]
+    assert ran["gemv"] == {str(k): dataclasses.asdict(v) for k, v in kernels.GEMV_CONFIGS.items()}
+    assert ran["tile"] == dataclasses.asdict(kernels.TILE_CONFIG)
+    assert ran["cuda_tile"] == {"min_m": kernels.CUDA_TILE_MIN_M, **dataclasses.asdict(kernels.CUDA_TILE_CONFIG)}
+    assert ran["cuda_tile"]["kind"] == "cuda_ws"
+    assert ran["cuda_decode"] == {str(m): [[n, k, dataclasses.asdict(c)] for n, k, c in rules]
+                                  for m, rules in kernels.CUDA_DECODE_RULES.items()}
+
+
+def test_recorded_h200_r5_targets(h200_r4, h200_r5):
+    """Call 13's numbers of record: prefill at least LayerCast on all four projections (1.03-1.05x);
+    decode within 1.5x of cuBLAS bf16 at M = 1 and 8 everywhere and at M = 16 for o only (qkv and
+    gate_up 1.51x, down 1.59x), each M = 16 time below call 12's; the layer and generation targets."""
+    assert bench.evaluate_targets(h200_r5) == h200_r5["targets"]
+    by = {(t["target"], t["role"], t["M"]): t for t in h200_r5["targets"]}
+    det_us = {(t["role"], t["M"]): t["by_impl"]["det"]["median_us"] for t in h200_r5["timing"]}
+    before = {(t["role"], t["M"]): t["by_impl"]["det"]["median_us"] for t in h200_r4["timing"]}
+    for role in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"):
+        for M in (1, 8):
+            assert by[("decode within 1.5x cuBLAS bf16", role, M)]["pass"]
+        assert by[("decode within 1.5x cuBLAS bf16", role, 16)]["pass"] == (role == "o_proj")
+        assert 1.2 < by[("decode within 1.5x cuBLAS bf16", role, 16)]["value"] < 1.6
+        assert det_us[(role, 16)] < 0.99 * before[(role, 16)]
+        assert by[("prefill >= LayerCast", role, 2048)]["pass"]
+        assert 1.02 < by[("prefill >= LayerCast", role, 2048)]["value"] < 1.06
+        assert det_us[(role, 2048)] < 0.96 * before[(role, 2048)]
+        assert by[("det = CPU emulation", role, None)]["pass"]
+    assert by[("det generation batch-invariant", "generation", None)]["pass"]
+    assert by[("decoder layer >= 1.17x LayerCast", "layer", None)]["value"] > 1.7
