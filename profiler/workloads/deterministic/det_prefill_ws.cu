@@ -188,17 +188,7 @@ det_ws_kernel(const float* __restrict__ x, const uint2* __restrict__ wt, const f
           if (t + 1 < T) mbar_wait(full + s1, ph1);
           frag(ring + s1 * S::STAGE, 0, a1, b1);
         }
-        if (N_OUTER) {
-#pragma unroll
-          for (int j = 0; j < TN; ++j)
-#pragma unroll
-            for (int i = 0; i < TM; ++i) acc[i][j] = __fmaf_rn(a0[i], b0[j], acc[i][j]);
-        } else {
-#pragma unroll
-          for (int i = 0; i < TM; ++i)
-#pragma unroll
-            for (int j = 0; j < TN; ++j) acc[i][j] = __fmaf_rn(a0[i], b0[j], acc[i][j]);
-        }
+        fma_step<TM, TN, N_OUTER, 0>(acc, a0, b0);     // det_sgemm.cu's
         if (kk + 1 == BK) mbar_arrive(empty + s);     // every read of tile t has landed
 #pragma unroll
         for (int i = 0; i < TM; ++i) a0[i] = a1[i];
@@ -208,33 +198,12 @@ det_ws_kernel(const float* __restrict__ x, const uint2* __restrict__ wt, const f
       s = s1;
       ph = ph1;
     }
-    // the chain's partial onto the running total (__fadd_rn: never contracted into an FMA)
-#pragma unroll
-    for (int i = 0; i < TM; ++i)
-#pragma unroll
-      for (int j = 0; j < TN; ++j) {
-        float* p = tot + (i * TN + j) * CONSUMERS + tid;
-        *p = __fadd_rn(*p, acc[i][j]);
-      }
+    add_partial(tot, CONSUMERS, tid, acc);     // the chain's partial onto the running total
   }
-
-#pragma unroll
-  for (int i = 0; i < TM; ++i) {
-    const int m = m0 + (i / 4) * SGM + ty * 4 + i % 4;
-    if (m >= M) continue;
-#pragma unroll
-    for (int g = 0; g < GN; ++g) {
-      const int n = n0 + g * SGN + tx * 4;
-      if (n >= N) continue;
-      float v[4];
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        v[c] = tot[(i * TN + g * 4 + c) * CONSUMERS + tid];
-        if (bias != nullptr) v[c] = __fadd_rn(v[c], bias[n + c]);
-      }
-      *reinterpret_cast<float4*>(y + (size_t)m * N + n) = make_float4(v[0], v[1], v[2], v[3]);
-    }
-  }
+  store_block<TM, TN, SGM, SGN>(y, bias, M, N, m0, n0, ty, tx, [&](int i, int g) {
+    const float* t = tot + (i * TN + g * 4) * CONSUMERS + tid;
+    return make_float4(t[0], t[CONSUMERS], t[2 * CONSUMERS], t[3 * CONSUMERS]);
+  });
 }
 
 template <int BK, int STAGES, bool N_OUTER, int LA>

@@ -57,6 +57,56 @@ __host__ __device__ constexpr int fma_slot(int s) {
   return N_OUTER ? (s % TM) * TN + s / TM : s;
 }
 
+// One k step of a TM x TN register block: every acc[i][j] += a[i] * b[j] (IEEE FMA), in fma_slot's
+// order. Shared by det_sgemm_kernel and det_prefill_ws.cu's consumers.
+template <int TM, int TN, bool N_OUTER, int ORDER>
+__device__ __forceinline__ void fma_step(float (&acc)[TM][TN], const float (&a)[TM], const float (&b)[TN]) {
+#pragma unroll
+  for (int s = 0; s < TM * TN; ++s) {
+    const int e = fma_slot<TM, TN, N_OUTER, ORDER>(s);
+    acc[e / TN][e % TN] = __fmaf_rn(a[e / TN], b[e % TN], acc[e / TN][e % TN]);
+  }
+}
+
+// A chain's partial onto this thread's running totals in shared memory, output (i, j) at
+// tot[(i * TN + j) * stride + tid] (__fadd_rn: never contracted into an FMA).
+template <int TM, int TN>
+__device__ __forceinline__ void add_partial(float* tot, int stride, int tid, const float (&acc)[TM][TN]) {
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      float* p = tot + (i * TN + j) * stride + tid;
+      *p = __fadd_rn(*p, acc[i][j]);
+    }
+}
+
+// The register block's outputs (+ bias) into y: row i of the block is m0 + (i / 4) SGM + 4 ty + i % 4,
+// group g of 4 columns n0 + g SGN + 4 tx; total(i, g) gives the group's 4 totals. Rows past M and
+// columns past N are not stored.
+template <int TM, int TN, int SGM, int SGN, typename Total>
+__device__ __forceinline__ void store_block(float* __restrict__ y, const float* __restrict__ bias, int M, int N,
+                                            int m0, int n0, int ty, int tx, Total total) {
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int m = m0 + (i / 4) * SGM + ty * 4 + i % 4;
+    if (m >= M) continue;
+#pragma unroll
+    for (int g = 0; g < TN / 4; ++g) {
+      const int n = n0 + g * SGN + tx * 4;
+      if (n >= N) continue;
+      const float4 t4 = total(i, g);
+      float v[4];
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        v[c] = (&t4.x)[c];
+        if (bias != nullptr) v[c] = __fadd_rn(v[c], bias[n + c]);
+      }
+      *reinterpret_cast<float4*>(y + (size_t)m * N + n) = make_float4(v[0], v[1], v[2], v[3]);
+    }
+  }
+}
+
 template <int BM, int BN, int BK, int TM, int TN, bool TOTAL_SMEM, int NBUF = 2>
 struct Shape {
   static constexpr int TY = BM / TM, TX = BN / TN, NT = TY * TX;
@@ -233,12 +283,7 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
           b[g * 4] = v.x; b[g * 4 + 1] = v.y; b[g * 4 + 2] = v.z; b[g * 4 + 3] = v.w;
         }
         if (EARLY && kk == BK - 1) mbar_wait(bars + nxt, ((t + 1) / 3) & 1);    // tile t + 1's stores
-#pragma unroll
-        for (int s = 0; s < TM * TN; ++s) {
-          constexpr int order = (FLAGS >> ORDER_SHIFT) & 15;
-          const int e = fma_slot<TM, TN, N_OUTER, order>(s);
-          acc[e / TN][e % TN] = __fmaf_rn(a[e / TN], b[e % TN], acc[e / TN][e % TN]);
-        }
+        fma_step<TM, TN, N_OUTER, (FLAGS >> ORDER_SHIFT) & 15>(acc, a, b);
         if (RING && kk == STORE_AFTER) {   // tile t + 1 stored and announced; tile t + 2 loaded
           store(nxt);
           mbar_arrive(bars + nxt);
@@ -268,40 +313,28 @@ det_sgemm_kernel(const float* __restrict__ x, const uint32_t* __restrict__ wt, c
         p.w = __fadd_rn(p.w, acc[i][j + 3]);
         tot4[e * S::NT + tid] = p;
       }
+    } else if (TOTAL_SMEM) {
+      add_partial(tot, S::NT, tid, acc);
     } else {
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) {
-          if (TOTAL_SMEM) {
-            float* p = tot + (i * TN + j) * S::NT + tid;
-            *p = __fadd_rn(*p, acc[i][j]);
-          } else {
-            total[TOTAL_SMEM ? 0 : i][TOTAL_SMEM ? 0 : j] = __fadd_rn(total[TOTAL_SMEM ? 0 : i][TOTAL_SMEM ? 0 : j], acc[i][j]);
-          }
-        }
+        for (int j = 0; j < TN; ++j)
+          total[TOTAL_SMEM ? 0 : i][TOTAL_SMEM ? 0 : j] = __fadd_rn(total[TOTAL_SMEM ? 0 : i][TOTAL_SMEM ? 0 : j], acc[i][j]);
     }
   }
 
-#pragma unroll
-  for (int i = 0; i < TM; ++i) {
-    const int m = m0 + (i / 4) * S::SGM + ty * 4 + i % 4;
-    if (m >= M) continue;
-#pragma unroll
-    for (int g = 0; g < S::GN; ++g) {
-      const int n = n0 + g * S::SGN + tx * 4;
-      if (n >= N) continue;
+  store_block<TM, TN, S::SGM, S::SGN>(y, bias, M, N, m0, n0, ty, tx, [&](int i, int g) {
+    if constexpr (VEC) {
+      return tot4[(i * TN / 4 + g) * S::NT + tid];
+    } else {
       float v[4];
-      const float4 t4 = VEC ? tot4[(i * TN / 4 + g) * S::NT + tid] : make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int j = g * 4 + c;
-        v[c] = VEC ? (&t4.x)[c] : TOTAL_SMEM ? tot[(i * TN + j) * S::NT + tid] : total[TOTAL_SMEM ? 0 : i][TOTAL_SMEM ? 0 : j];
-        if (bias != nullptr) v[c] = __fadd_rn(v[c], bias[n + c]);
-      }
-      *reinterpret_cast<float4*>(y + (size_t)m * N + n) = make_float4(v[0], v[1], v[2], v[3]);
+      for (int c = 0; c < 4; ++c)
+        v[c] = TOTAL_SMEM ? tot[(i * TN + g * 4 + c) * S::NT + tid] : total[TOTAL_SMEM ? 0 : i][TOTAL_SMEM ? 0 : g * 4 + c];
+      return make_float4(v[0], v[1], v[2], v[3]);
     }
-  }
+  });
 }
 
 // What the runtime says of one compiled configuration's kernel, for each Variant's info(): its
