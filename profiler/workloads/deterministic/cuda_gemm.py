@@ -4,10 +4,11 @@ Same order, same bits as the Gluon kernels (reference.py's chains). The tile ker
 thread owns its outputs over the whole of K, in a register-blocked SGEMM layout that Gluon cannot
 express (each thread's TM x TN block fed by 16-byte shared loads of 4 rows and 4 columns, one
 barrier or mbarrier phase per tile); its warp-specialized form (det_prefill_ws.cu, #included by
-det_sgemm.cu) leaves the tile loads to a producer warpgroup. The decode kernels (small M): one program per (columns,
-chain) writes the chain's partials, each thread streaming its own weights into registers D rows
-ahead (det_sgemm.cu) or through a per-thread cp.async ring in shared memory (det_decode.cu,
-#included by det_sgemm.cu); kernels.py folds the partials in chain order with its fold kernel.
+det_sgemm.cu) leaves the tile loads to a producer warpgroup. The decode kernels (small M): one
+program per (columns, chain) writes the chain's partials, each thread streaming its own weights
+into registers D rows ahead (det_sgemm.cu) or through a per-thread cp.async ring in shared memory
+(det_decode.cu, #included by det_sgemm.cu); kernels.py folds the partials in chain order with its
+fold kernel.
 
 The build: `nvcc -shared` of det_sgemm.cu (and what it includes) for the device's compute
 capability, the CUDA runtime linked statically, into a cache folder keyed by the sources' hash, the
@@ -357,9 +358,8 @@ class Library:
         N = wt.shape[1]
         ws = isinstance(cfg, CudaWsConfig)
         fn, index = (self.lib.det_ws, self.ws_index) if ws else (self.lib.det_sgemm, self.index)
-        err = fn(index[cfg], x.data_ptr(), wt.data_ptr(),
-                                 bias.data_ptr() if bias is not None else None, y.data_ptr(), M, N, K, chain_k,
-                                 stream)
+        err = fn(index[cfg], x.data_ptr(), wt.data_ptr(), bias.data_ptr() if bias is not None else None,
+                 y.data_ptr(), M, N, K, chain_k, stream)
         if err == NO_SHARED_MEMORY:
             raise NoSharedMemory(f"det_sgemm {cfg.name}: the device lacks its shared memory per program")
         if err:

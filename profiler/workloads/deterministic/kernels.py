@@ -14,8 +14,7 @@ never on M (the batch), the GPU, the run or the SM count (docs/DETERMINISM.md):
 * Tile configurations are constants chosen by the problem shape (`choose_config`): no autotuning,
   nothing read off the device.
 * CUDA C++ builds of the tile and decode kernels (det_sgemm.cu, det_prefill_ws.cu, det_decode.cu,
-  cuda_gemm.py) run
-  instead where adopted (CUDA_TILE_CONFIG from bucket CUDA_TILE_MIN_M up, CUDA_DECODE_RULES and
+  cuda_gemm.py) run instead where adopted (CUDA_TILE_CONFIG from bucket CUDA_TILE_MIN_M up, CUDA_DECODE_RULES and
   CUDA_GEMV_CONFIGS by bucket), built by nvcc at first use on the GPU; where they cannot build or
   take the operands, the Gluon kernels run (the same order, the same bits).
 
