@@ -174,6 +174,8 @@ def configs_now() -> dict:
                               for k, v in det.CUDA_DECODE_RULES.items()}
     if det.CUDA_GEMV_CONFIGS:
         out["cuda_gemv"] = {str(k): dataclasses.asdict(v) for k, v in det.CUDA_GEMV_CONFIGS.items()}
+    if getattr(det, "CUDA_FOLD_MODE", None) is not None:   # call 14: det_decode.cu's fold kernel
+        out["cuda_fold_mode"] = det.CUDA_FOLD_MODE
     return out
 
 

@@ -261,6 +261,19 @@ def _built():
     yield path, _sass_by_kernel(sass), usage
 
 
+def test_library_builds_for_ampere_with_every_configuration(tmp_path, monkeypatch):
+    """Compute capability 8.0 builds too (the mbarrier waits poll with test_wait there, setmaxnreg
+    and the programmatic launch are left out), with every configuration of the tables: the CUDA
+    kernels, not only the Gluon ones, run on GPUs other than the H200's."""
+    nvcc = cuda_gemm.find_nvcc()
+    if nvcc is None:
+        pytest.skip("no nvcc")
+    monkeypatch.setenv("SMLENS_CACHE", str(tmp_path))
+    lib = cuda_gemm.Library(cuda_gemm.build(nvcc, "80"))
+    assert lib.configs == cuda_gemm.compiled_configs() and lib.ws_configs == cuda_gemm.compiled_ws_configs()
+    assert lib.decode_configs == cuda_gemm.compiled_decode_configs()
+
+
 def test_library_loads_and_agrees_with_the_tables(built):
     lib = cuda_gemm.Library(built[0])
     assert lib.configs == cuda_gemm.compiled_configs()
@@ -290,7 +303,8 @@ def test_tile_kernels_are_ieee_fp32_fma(built):
     # "Function NAME:" then its "REG:.. STACK:.. SHARED:.. LOCAL:.." line
     local = dict(re.findall(r"Function (\S+):\s*\n\s*REG:\d+ STACK:\d+ SHARED:\d+ LOCAL:(\d+)", usage))
     assert len(local) == (len(cuda_gemm.compiled_configs()) + len(cuda_gemm.compiled_gemv_configs())
-                          + len(cuda_gemm.compiled_decode_configs()) + len(cuda_gemm.compiled_ws_configs()))
+                          + len(cuda_gemm.compiled_decode_configs()) + len(cuda_gemm.compiled_ws_configs())
+                          + FOLD_KERNELS)
     assert set(local.values()) == {"0"}
     # a spill shows as a stack frame, not as LOCAL
     stack = dict(re.findall(r"Function (\S+):\s*\n\s*REG:\d+ STACK:(\d+)", usage))
@@ -325,10 +339,14 @@ def test_gemv_kernels_are_fp32_fma_without_a_barrier_in_the_loop(built):
         assert sass.count("BAR.SYNC") == 1, name        # the x slice only
 
 
+FOLD_KERNELS = 2 * 2 * 2   # det_fold_kernel: with and without a bias, x waiting or not, x 8 or 16 loads
+
+
 def test_decode_kernels_are_fp32_fma_without_a_barrier_in_the_loop(built):
     """det_decode.cu: every configuration's SASS holds its register block's FFMAs (none flushing
     to zero), one barrier (the x slice, before the k loop), and in ring mode the weights arrive by
-    cp.async (LDGSTS) and are waited for per thread (DEPBAR), not by a barrier."""
+    cp.async (LDGSTS) and are waited for per thread (DEPBAR), not by a barrier; each lets the fold
+    kernel launch early (PREEXIT)."""
     _, kernels, _ = built
     dec = {k: v for k, v in kernels.items() if "det_decode_kernel" in k}
     assert len(dec) == len(cuda_gemm.compiled_decode_configs())
@@ -337,9 +355,23 @@ def test_decode_kernels_are_fp32_fma_without_a_barrier_in_the_loop(built):
         assert len(re.findall(r"\bFFMA\b", sass)) >= d * mb * tn, name
         assert "FFMA.FTZ" not in sass and "HMMA" not in sass and "FMUL" not in sass
         assert sass.count("BAR.SYNC") == 1, name
-        assert "LDGSTS" in sass and "DEPBAR" in sass, name
+        assert "LDGSTS" in sass and "DEPBAR" in sass and "PREEXIT" in sass, name
         width = 16 if fl & 2 else 2 * tn                   # wide copies: 16 bytes shared by a thread group
         assert re.search(r"LDGSTS\.E(\.BYPASS)?(\.LTC128B)?\." + str(8 * width) + r"\b", sass) or width == 4, name
+
+
+def test_fold_kernels_add_in_fp32_and_wait_as_their_mode_says(built):
+    """det_fold_kernel: IEEE FP32 adds only (no FMA that could fuse a product in, no flush to
+    zero), a round of 8 or 16 float4 loads unrolled; the waiting form waits for the decode grid
+    (ACQBULK), the other does not."""
+    _, kernels, _ = built
+    fold = {k: v for k, v in kernels.items() if "det_fold_kernel" in k}
+    assert len(fold) == FOLD_KERNELS
+    for name, sass in fold.items():
+        bias, wait, loads = re.search(r"det_fold_kernelILb([01])ELb([01])ELi(\d+)E", name).groups()
+        assert "FADD" in sass and "FADD.FTZ" not in sass and "FFMA" not in sass and "FMUL" not in sass, name
+        assert ("ACQBULK" in sass) == (wait == "1"), name
+        assert len(re.findall(r"\bLDG\.E\.128\b", sass)) >= int(loads) + 1, name   # a round unrolled
 
 
 def _ffma_without_reuse(sass: str) -> tuple[int, int]:

@@ -7,8 +7,9 @@ barrier or mbarrier phase per tile); its warp-specialized form (det_prefill_ws.c
 det_sgemm.cu) leaves the tile loads to a producer warpgroup. The decode kernels (small M): one
 program per (columns, chain) writes the chain's partials, each thread streaming its own weights
 into registers D rows ahead (det_sgemm.cu) or through a per-thread cp.async ring in shared memory
-(det_decode.cu, #included by det_sgemm.cu); kernels.py folds the partials in chain order with its
-fold kernel.
+(det_decode.cu, #included by det_sgemm.cu). The partials are folded in chain order by det_decode.cu's
+fold kernel, launched with the decode kernel (`gemv_linear`; on compute capability 9.0 and up as a
+programmatic dependent launch), or by kernels.py's Triton fold kernel: the same adds, the same bits.
 
 The build: `nvcc -shared` of det_sgemm.cu (and what it includes) for the device's compute
 capability, the CUDA runtime linked statically, into a cache folder keyed by the sources' hash, the
@@ -296,6 +297,9 @@ class Library:
         self.lib.det_gemv_info.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         self.lib.det_decode.restype = ctypes.c_int
         self.lib.det_decode.argtypes = self.lib.det_gemv.argtypes
+        self.lib.det_decode_fold.restype = ctypes.c_int
+        self.lib.det_decode_fold.argtypes = ([ctypes.c_int] + [ctypes.c_void_p] * 5 + [ctypes.c_int] * 5
+                                             + [ctypes.c_void_p])
         self.lib.det_decode_info.restype = ctypes.c_int
         self.lib.det_decode_info.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         self.lib.det_ws.restype = ctypes.c_int
@@ -349,6 +353,16 @@ class Library:
         fn, index = ((self.lib.det_decode, self.decode_index) if isinstance(cfg, CudaDecodeConfig)
                      else (self.lib.det_gemv, self.gemv_index))
         err = fn(index[_gemv_key(cfg)], x.data_ptr(), wt.data_ptr(), part.data_ptr(), M, N, K, chain_k, stream)
+        if err:
+            raise RuntimeError(f"{cfg.name}: launch error {err}")
+
+    def launch_decode_fold(self, cfg, x, wt, part, bias, y, chain_k: int, mode: int, stream: int) -> None:
+        """The partials of a CudaDecodeConfig, then y folded from them (det_decode_fold)."""
+        M, K = x.shape
+        N = wt.shape[1]
+        err = self.lib.det_decode_fold(self.decode_index[_gemv_key(cfg)], x.data_ptr(), wt.data_ptr(), part.data_ptr(),
+                                       bias.data_ptr() if bias is not None else None, y.data_ptr(), M, N, K, chain_k,
+                                       mode, stream)
         if err:
             raise RuntimeError(f"{cfg.name}: launch error {err}")
 
@@ -462,6 +476,32 @@ def gemv_fits(x, wt, cfg, chain_k: int) -> bool:
             and wt.is_contiguous() and (M <= cfg.rows or isinstance(cfg, CudaDecodeConfig))    # row blocks
             and N % cfg.block_n == 0 and K % cfg.k_step == 0
             and K % 32 == 0 and chain_k == GEMV_CHAIN and wt.data_ptr() % 16 == 0 and x.data_ptr() % 16 == 0)
+
+
+# det_decode_fold's mode bits: FOLD_WAIT, the fold kernel as a programmatic dependent launch of the
+# decode kernel (resident and launched while the decode kernel's last programs run; dropped below
+# compute capability 9.0); FOLD_DEEP, 16 partials in flight per thread instead of 8
+FOLD_WAIT, FOLD_DEEP = 1, 2
+
+
+def gemv_linear(x, wt, bias, cfg, chain_k: int, mode: int):
+    """y = x . W^T (+ bias) [M, N] FP32 by a CudaDecodeConfig and det_decode.cu's fold kernel in
+    `mode`, or None where it cannot run here (the caller runs another kernel: the same bits)."""
+    import torch
+    lib = _library_for(x, cfg) if isinstance(cfg, CudaDecodeConfig) and gemv_fits(x, wt, cfg, chain_k) else None
+    if lib is None or (bias is not None and bias.shape != (wt.shape[1],)):
+        return None
+    M, K = x.shape
+    N = wt.shape[1]
+    if torch.cuda.get_device_capability(x.device) < (9, 0):
+        mode &= ~FOLD_WAIT
+    part = torch.empty(-(-K // chain_k), M, N, device=x.device, dtype=torch.float32)
+    y = torch.empty(M, N, device=x.device, dtype=torch.float32)
+    b = bias.float().contiguous() if bias is not None else None     # bf16 -> FP32 is exact
+    if b is not None and b.data_ptr() % 16:                          # the fold reads it as float4s
+        b = b.clone()
+    lib.launch_decode_fold(cfg, x, wt, part, b, y, chain_k, mode, torch.cuda.current_stream(x.device).cuda_stream)
+    return y
 
 
 def gemv_partials(x, wt, cfg, chain_k: int):

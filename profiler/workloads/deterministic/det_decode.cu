@@ -2,8 +2,9 @@
 // includes this file at its end (one library, one build); cuda_gemm.py's cache key covers both.
 //
 // The order is reference.py's: one program per (BN columns, chain j of 256 k, MB rows) computes the
-// chain's partial part[j][m][n], a sequential FMA chain from +0.0 over k ascending; kernels.py's
-// fold kernel adds the partials left to right onto -0.0, then the bias.
+// chain's partial part[j][m][n], a sequential FMA chain from +0.0 over k ascending; the fold adds the
+// partials left to right onto -0.0, then the bias: det_fold_kernel below (det_decode_fold) or
+// kernels.py's Triton fold kernel (the same adds, the same bits).
 //
 // What differs from det_sgemm.cu's det_gemv_kernel: the weights stream through a per-thread cp.async
 // ring in shared memory (P stages of D rows; a thread waits only for its own copies, or its group's:
@@ -73,6 +74,20 @@ __device__ __forceinline__ constexpr int fma_c(int t) {
   else return t % TN;
 }
 
+// Programmatic dependent launch (compute capability 9.0 and up; no-ops below): the decode kernel lets
+// the fold kernel be launched once all its programs have started, so that the fold's programs are
+// resident, and its launch paid, while the decode kernel's last programs run.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_prerequisite_grid() {   // its completion and its memory
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 template <int MB, int TN, int NW, int D, int P>
 struct DecodeShape {
   using W = typename Words<TN>::T;
@@ -89,6 +104,7 @@ template <int MB, int TN, int NW, int D, int P, int MINB, int FL>
 __global__ void __launch_bounds__(NW * 32, MINB)
 det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, float* __restrict__ part,
                   int M, int N, int K) {
+  allow_dependent_launch();
   const int M_all = M;                // the partials' rows (M becomes this program's below)
   using S = DecodeShape<MB, TN, NW, D, P>;
   using W = typename S::W;
@@ -219,6 +235,67 @@ det_decode_kernel(const float* __restrict__ x, const uint16_t* __restrict__ wt, 
   }
 }
 
+// The fold: y[m][n] = ((part[0][m][n] + part[1][m][n]) + ...) + bias[n], the S chain partials added
+// left to right (the first one onto -0.0: itself), IEEE adds, four outputs (a float4) per thread,
+// LOADS partials in flight per thread. WAIT: griddepcontrol.wait (launched as a programmatic
+// dependent of the decode kernel: compute capability 9.0 and up), else launched after it.
+constexpr int FOLD_THREADS = 128;
+constexpr int FOLD_WAIT = 1, FOLD_DEEP = 2;   // det_decode_fold's mode bits (FOLD_DEEP: 16 loads, else 8)
+
+__device__ __forceinline__ void add_to(float4& a, const float4& b) {
+  a.x = __fadd_rn(a.x, b.x); a.y = __fadd_rn(a.y, b.y); a.z = __fadd_rn(a.z, b.z); a.w = __fadd_rn(a.w, b.w);
+}
+
+template <bool HAS_BIAS, bool WAIT, int LOADS>
+__global__ void __launch_bounds__(FOLD_THREADS)
+det_fold_kernel(const float* __restrict__ part, const float* __restrict__ bias, float* __restrict__ y, int MN, int N,
+                int S) {
+  if constexpr (WAIT) wait_for_prerequisite_grid();
+  const int e = (blockIdx.x * FOLD_THREADS + threadIdx.x) * 4;
+  if (e >= MN) return;
+  const float4* p = reinterpret_cast<const float4*>(part + e);
+  const size_t step = (size_t)MN / 4;
+  float4 acc = __ldcg(p);    // L2: the decode kernel's stores, never this SM's L1
+  for (int j0 = 1; j0 < S; j0 += LOADS) {
+    float4 v[LOADS];
+#pragma unroll
+    for (int i = 0; i < LOADS; ++i)
+      if (j0 + i < S) v[i] = __ldcg(p + (j0 + i) * step);
+#pragma unroll
+    for (int i = 0; i < LOADS; ++i)
+      if (j0 + i < S) add_to(acc, v[i]);
+  }
+  if constexpr (HAS_BIAS) add_to(acc, *reinterpret_cast<const float4*>(bias + e % N));
+  *reinterpret_cast<float4*>(y + e) = acc;
+}
+
+template <bool HAS_BIAS, bool WAIT>
+int launch_fold_as(const float* part, const float* bias, float* y, int MN, int N, int S, bool deep,
+                   cudaStream_t stream) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((MN / 4 + FOLD_THREADS - 1) / FOLD_THREADS);
+  cfg.blockDim = dim3(FOLD_THREADS);
+  cfg.stream = stream;
+  cudaLaunchAttribute pdl[1];
+  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = pdl;
+  cfg.numAttrs = WAIT ? 1 : 0;
+  return (int)(deep ? cudaLaunchKernelEx(&cfg, det_fold_kernel<HAS_BIAS, WAIT, 16>, part, bias, y, MN, N, S)
+                    : cudaLaunchKernelEx(&cfg, det_fold_kernel<HAS_BIAS, WAIT, 8>, part, bias, y, MN, N, S));
+}
+
+// y [M, N] from the partials [S][M][N] (+ bias: FP32, or null); N % 4 == 0.
+int launch_fold(const float* part, const float* bias, float* y, int M, int N, int S, int mode, cudaStream_t stream) {
+  const int MN = M * N;
+  const bool deep = mode & FOLD_DEEP;
+  if (mode & FOLD_WAIT)
+    return bias ? launch_fold_as<true, true>(part, bias, y, MN, N, S, deep, stream)
+                : launch_fold_as<false, true>(part, bias, y, MN, N, S, deep, stream);
+  return bias ? launch_fold_as<true, false>(part, bias, y, MN, N, S, deep, stream)
+              : launch_fold_as<false, false>(part, bias, y, MN, N, S, deep, stream);
+}
+
 template <int MB, int TN, int NW, int D, int P, int MINB, int FL>
 struct DecodeVariant {
   using S = DecodeShape<MB, TN, NW, D, P>;
@@ -230,14 +307,17 @@ struct DecodeVariant {
     return err;
   }
 
+  // the partials; then, fold_mode >= 0, y (+ bias) folded from them by det_fold_kernel in that mode
   static int launch(const float* x, const uint16_t* wt, float* part, int M, int N, int K, int chain,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, int fold_mode = -1, const float* bias = nullptr, float* y = nullptr) {
     if (M <= 0 || N <= 0 || K <= 0 || N % S::BN || chain != CHAIN || K % 32 || K % D) return -1;
     const int err = prepare();
     if (err) return err;
     dim3 grid((K + CHAIN - 1) / CHAIN * ((M + MB - 1) / MB), N / S::BN);
     kernel<<<grid, S::NT, S::smem_bytes, stream>>>(x, wt, part, M, N, K);
-    return (int)cudaGetLastError();
+    const int launched = (int)cudaGetLastError();
+    if (launched || fold_mode < 0) return launched;
+    return launch_fold(part, bias, y, M, N, (K + CHAIN - 1) / CHAIN, fold_mode, stream);
   }
 
   // fields: MB TN NW D P MINB FL threads block_n smem_bytes registers local_bytes blocks_per_sm
@@ -273,6 +353,9 @@ struct DecodeVariant {
 
 #define DET_DECODE_LAUNCH_CASE(MB, TN, NW, D, P, MINB, FL) \
   if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::launch(x, wt, part, M, N, K, chain, stream);
+#define DET_DECODE_FOLD_CASE(MB, TN, NW, D, P, MINB, FL) \
+  if (variant == i++)                                   \
+    return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::launch(x, wt, part, M, N, K, chain, stream, mode, bias, y);
 #define DET_DECODE_INFO_CASE(MB, TN, NW, D, P, MINB, FL) \
   if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::info(out);
 #define DET_DECODE_COUNT(MB, TN, NW, D, P, MINB, FL) +1
@@ -299,6 +382,23 @@ int det_decode(int variant, const void* x_, const void* wt_, void* part_, int M,
   float* part = static_cast<float*>(part_);
   int i = 0;
   DET_DECODE_VARIANTS(DET_DECODE_LAUNCH_CASE)
+  return -2;
+}
+
+// The partials, then y folded from them (+ bias, FP32 or null) by det_fold_kernel: mode FOLD_WAIT
+// (a programmatic dependent launch: compute capability 9.0 and up) | FOLD_DEEP (16 loads in flight).
+int det_decode_fold(int variant, const void* x_, const void* wt_, void* part_, const void* bias_, void* y_, int M,
+                    int N, int K, int chain, int mode, void* stream_) {
+  using namespace det_dec;
+  if (mode & ~(FOLD_WAIT | FOLD_DEEP)) return -1;
+  const cudaStream_t stream = static_cast<cudaStream_t>(stream_);
+  const float* x = static_cast<const float*>(x_);
+  const uint16_t* wt = static_cast<const uint16_t*>(wt_);
+  float* part = static_cast<float*>(part_);
+  const float* bias = static_cast<const float*>(bias_);
+  float* y = static_cast<float*>(y_);
+  int i = 0;
+  DET_DECODE_VARIANTS(DET_DECODE_FOLD_CASE)
   return -2;
 }
 

@@ -135,11 +135,16 @@ __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
+// (try_wait, which may suspend the thread, needs sm_90; Ampere and Ada poll with test_wait)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define DET_MBAR_WAIT "mbarrier.test_wait.parity.shared::cta.b64"
+#else
+#define DET_MBAR_WAIT "mbarrier.try_wait.parity.shared::cta.b64"
+#endif
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
   asm volatile(
       "{\n .reg .pred done;\n"
-      "wait_%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n @!done bra wait_%=;\n}\n" ::"r"(
-          smem_addr(bar)),
+      "wait_%=:\n " DET_MBAR_WAIT " done, [%0], %1;\n @!done bra wait_%=;\n}\n" ::"r"(smem_addr(bar)),
       "r"(parity)
       : "memory");
 }

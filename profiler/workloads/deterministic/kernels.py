@@ -180,6 +180,9 @@ CUDA_DECODE_RULES: dict[int, tuple[tuple[int, int, CudaDecodeConfig], ...]] = {
     16: ((0, 8192, _DEC(16, 8, 4, 8, 2, 3, 21)), (16384, 0, _DEC(16, 4, 4, 8, 3, 4, 7)),
          (0, 0, _DEC(8, 4, 4, 16, 2, 6, 7))),
 }
+# How det_decode.cu's partials are folded: det_decode.cu's fold kernel in this mode (cuda_gemm's
+# FOLD_* bits; call 14), or, None, kernels.py's Triton fold kernel
+CUDA_FOLD_MODE: int | None = cuda_gemm.FOLD_WAIT | cuda_gemm.FOLD_DEEP
 # Decode buckets that run det_sgemm.cu's first CUDA decode kernel (none adopted)
 CUDA_GEMV_CONFIGS: dict[int, CudaGemvConfig] = {}
 SMEM_LIMIT_BYTES = 99 * 1024   # the smallest per-block shared memory among Ampere, Ada and Hopper
@@ -730,7 +733,13 @@ def _fold(part, bias, fold_block: int, fold_warps: int):
 
 
 def _launch_cuda_gemv(x, wt, bias, cfg: CudaGemvConfig | CudaDecodeConfig, chain_k: int, fold: bool = True):
-    """The CUDA decode kernel's partials, folded; None where it cannot run."""
+    """The CUDA decode kernel's partials, folded (det_decode.cu's fold kernel in CUDA_FOLD_MODE, else
+    the Triton one); None where it cannot run."""
+    if (fold and CUDA_FOLD_MODE is not None and isinstance(cfg, CudaDecodeConfig)
+            and (bias is not None or chain_count(x.shape[1], chain_k) > 1)):
+        y = cuda_gemm.gemv_linear(x, wt, bias, cfg, chain_k, CUDA_FOLD_MODE)
+        if y is not None:
+            return y
     part = cuda_gemm.gemv_partials(x, wt, cfg, chain_k)
     if part is None:
         return None
