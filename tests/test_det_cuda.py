@@ -986,3 +986,85 @@ def test_h200_call13c_every_compiled_decode_kernel_at_m16_kept_the_choice():
     down = times[(det.choose_config(16, 4096, 14336).name, "down_proj")]
     for name in ("dec8_8c_w4_d4_ring3_b4_ef", "dec8_8c_w4_d8_ring2_b4_ef"):
         assert times[(name, "down_proj")] > 1.12 * down
+
+
+# --- call 14: the fold kernel, the waves, the SPREAD attempt (benchmarks/DETERMINISM_NOTES.md) -------
+
+CALL14 = {name: DATA / f"{name}.json" for name in ("fold14a", "fold14b", "spread14c", "fold14d")}
+
+
+@pytest.fixture(scope="module")
+def call14():
+    return {name: json.loads(path.read_text()) for name, path in CALL14.items()}
+
+
+def _times14(data, bucket, role):
+    """{(config, fold): [median us of each round]} of one call-14 sweep."""
+    out: dict = {}
+    for r in data["decode"]:
+        if r["bucket"] == bucket and r["role"] == role and "median_us" in r:
+            out.setdefault((r["config"], r.get("fold")), []).append(r["median_us"])
+    return out
+
+
+def test_h200_call14_every_fold_kept_every_bit(call14):
+    """Four device calls, each fold (the Triton kernel; det_decode.cu's in floats or float4s, after
+    the decode kernel, as its programmatic dependent, or per column tile on counters) and each
+    decode kernel (the SPREAD ones too): the edge shape's whole output equal to the Triton fold's
+    and to the emulation at M = 1 ... 16, the projections' whole outputs equal to the adopted
+    kernel's and their sampled rows to the emulation; the tile counters left at zero."""
+    for name, data in call14.items():
+        assert data["edge"] and all(r["ran"] and r["same_as_triton_fold"] and r["emulation_mismatches"] == 0
+                                    for r in data["edge"]), name
+        checked = [r for r in data["decode"] if r["config"] != "cublas_bf16" and r["round"] == 0]
+        assert checked and all("error" not in r and r["same_as_triton_fold"] and r["emulation_mismatches"] == 0
+                               for r in checked), name
+        assert data.get("tile_counters_left_nonzero", 0) == 0
+    assert {r["fold"] for r in call14["fold14d"]["decode"] if "fold" in r} == {"triton", "after8", "wait8",
+                                                                              "after16", "wait16"}
+
+
+def test_h200_call14d_the_adopted_fold_is_the_programmatic_one_with_16_loads(call14):
+    """Call 14d: det_decode.cu's fold as the decode kernel's programmatic dependent with 16 partials
+    in flight (the adopted CUDA_FOLD_MODE) took less time than the Triton fold at M = 16 on qkv, o and
+    gate_up in both rounds and was within 1 % of it on down (56 partials per output); launched after
+    the decode kernel with 8 in flight it was no faster than Triton's."""
+    assert det.CUDA_FOLD_MODE == cuda_gemm.FOLD_WAIT | cuda_gemm.FOLD_DEEP
+    data = call14["fold14d"]
+    for role, (N, K) in LLAMA_8B.items():
+        t = _times14(data, 16, role)
+        cfg = det.choose_config(16, N, K).name
+        triton, adopted = t[(cfg, "triton")], t[(cfg, "wait16")]
+        if role == "down_proj":
+            assert all(abs(a / b - 1) < 0.01 for a, b in zip(adopted, triton))
+        else:
+            assert all(a < b for a, b in zip(adopted, triton)), role
+        assert min(t[(cfg, "after8")]) >= 0.995 * min(triton), role
+
+
+def test_h200_call14_waves_cost_the_16_column_kernel_its_gate_up_time(call14):
+    """Calls 14b-d's wave probes (the partials alone at M = 16): the 16 x 8 kernel (three programs per
+    SM, 396 at once) reached 43-45 TFLOP/s where its programs filled whole waves (396, 792) and
+    under 38 at gate_up's 448 (1.13 waves); the 16 x 4 kernel (four per SM, 528 at once) moved by
+    under 5 % between 1.0, 1.7 and 2.0 waves: why gate_up runs the narrower block."""
+    for name in ("fold14b", "spread14c", "fold14d"):
+        tf = {(r["config"], r["programs"]): r["tflops"] for r in call14[name]["waves"]}
+        wide, narrow = "dec16_8c_w4_d8_ring2_b3_ef_o5", "dec16_4c_w4_d8_ring3_b4_ef_wide_o1"
+        assert tf[(wide, 448)] < 38 < 43 < min(tf[(wide, 396)], tf[(wide, 792)])
+        assert max(tf[(narrow, p)] for p in (528, 896, 1056)) < 1.05 * min(tf[(narrow, p)] for p in (528, 896, 1056))
+
+
+def test_h200_call14c_spread_kept_the_bits_and_lost_the_time(call14):
+    """Call 14c (branch call14-spread): SPREAD, min_blocks programs per SM each taking an equal share
+    of the units' stages (a unit cut between two programs hands its accumulators over, so every
+    output's FMAs stay in k order). Bit-exact, but slower than the adopted kernels on gate_up and down
+    in both rounds: with nothing to split (396 units on 396 programs) its 16 x 8 form ran 13 % under
+    the plain kernel's TFLOP/s, a register allocation with twice the same-bank FFMA operands."""
+    data = call14["spread14c"]
+    for role in ("gate_up_proj", "down_proj"):
+        t = _times14(data, 16, role)
+        adopted = t[(det.choose_config(16, *LLAMA_8B[role]).name, "triton")]
+        spread = {c: v for (c, f), v in t.items() if c.endswith("_spread") and f == "triton"}
+        assert spread and all(min(v) > max(adopted) for v in spread.values()), role
+    tf = {(r["config"], r["programs"]): r["tflops"] for r in data["waves"]}
+    assert tf[("dec16_8c_w4_d8_ring2_b3_ef_o5_spread", 396)] < 0.9 * tf[("dec16_8c_w4_d8_ring2_b3_ef_o5", 396)]
