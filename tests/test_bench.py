@@ -530,14 +530,20 @@ def test_recorded_h200_r5_r6_ran_the_committed_configurations(record, request):
                                   for m, rules in kernels.CUDA_DECODE_RULES.items()}
 
 
+def _targets_and_det_times(record, before):
+    """A record's targets by (target, role, M), after checking that they follow from its timings;
+    det's median us by (role, M) in it and in the record before."""
+    assert bench.evaluate_targets(record) == record["targets"]
+    by = {(t["target"], t["role"], t["M"]): t for t in record["targets"]}
+    det_us = [{(t["role"], t["M"]): t["by_impl"]["det"]["median_us"] for t in r["timing"]} for r in (record, before)]
+    return by, det_us[0], det_us[1]
+
+
 def test_recorded_h200_r5_targets(h200_r4, h200_r5):
     """Call 13's numbers of record: prefill at least LayerCast on all four projections (1.03-1.05x);
     decode within 1.5x of cuBLAS bf16 at M = 1 and 8 everywhere and at M = 16 for o only (qkv and
     gate_up 1.51x, down 1.59x), each M = 16 time below call 12's; the layer and generation targets."""
-    assert bench.evaluate_targets(h200_r5) == h200_r5["targets"]
-    by = {(t["target"], t["role"], t["M"]): t for t in h200_r5["targets"]}
-    det_us = {(t["role"], t["M"]): t["by_impl"]["det"]["median_us"] for t in h200_r5["timing"]}
-    before = {(t["role"], t["M"]): t["by_impl"]["det"]["median_us"] for t in h200_r4["timing"]}
+    by, det_us, before = _targets_and_det_times(h200_r5, h200_r4)
     for role in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"):
         for M in (1, 8):
             assert by[("decode within 1.5x cuBLAS bf16", role, M)]["pass"]
@@ -558,10 +564,7 @@ def test_recorded_h200_r6_targets(h200_r5, h200_r6):
     everywhere and at M = 16 for o only (qkv 1.52x, gate_up 1.51x, down 1.59x: within a few per
     cent of call 13's, the run-to-run movement); M = 1 no slower than call 13's; the layer and
     generation targets."""
-    assert bench.evaluate_targets(h200_r6) == h200_r6["targets"]
-    by = {(t["target"], t["role"], t["M"]): t for t in h200_r6["targets"]}
-    det_us = {(t["role"], t["M"]): t["by_impl"]["det"]["median_us"] for t in h200_r6["timing"]}
-    before = {(t["role"], t["M"]): t["by_impl"]["det"]["median_us"] for t in h200_r5["timing"]}
+    by, det_us, before = _targets_and_det_times(h200_r6, h200_r5)
     for role in ("qkv_proj", "o_proj", "gate_up_proj", "down_proj"):
         for M in (1, 8):
             assert by[("decode within 1.5x cuBLAS bf16", role, M)]["pass"]

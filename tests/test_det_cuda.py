@@ -134,12 +134,16 @@ def test_failed_build_is_remembered_and_leaves_nothing(fresh_cache, monkeypatch,
 
 
 def test_operands_the_kernels_decline():
-    """CPU tensors (and so any operand here) never reach ctypes: linear and gemv_partials say None."""
+    """CPU tensors (and so any operand here) never reach ctypes: linear, gemv_partials and
+    gemv_linear say None (gemv_linear also for a configuration that is not det_decode.cu's)."""
     x = torch.zeros(256, 512)
     wt = torch.zeros(512, 1024, dtype=torch.bfloat16)
     assert not cuda_gemm.fits(x, wt, None, TILE, ref.CHAIN_K)
     assert cuda_gemm.linear(x, wt, None, TILE, ref.CHAIN_K) is None
     assert cuda_gemm.gemv_partials(x[:16], wt, GEMV, ref.CHAIN_K) is None
+    decode = det.CUDA_DECODE_RULES[16][0][2]
+    assert cuda_gemm.gemv_linear(x[:16], wt, None, decode, ref.CHAIN_K, det.CUDA_FOLD_MODE) is None
+    assert cuda_gemm.gemv_linear(x[:16], wt, None, GEMV, ref.CHAIN_K, det.CUDA_FOLD_MODE) is None
 
 
 def test_a_gpu_without_the_tiles_shared_memory_is_told_apart_from_a_failed_launch():

@@ -484,19 +484,29 @@ def gemv_fits(x, wt, cfg, chain_k: int) -> bool:
 FOLD_WAIT, FOLD_DEEP = 1, 2
 
 
+def _partials_for(x, wt, cfg, chain_k: int):
+    """(the library, an empty [S, M, N] FP32 partials buffer) for a decode kernel on these operands,
+    or (None, None) where it cannot run here."""
+    import torch
+    lib = _library_for(x, cfg) if gemv_fits(x, wt, cfg, chain_k) else None
+    if lib is None:
+        return None, None
+    M, K = x.shape
+    return lib, torch.empty(-(-K // chain_k), M, wt.shape[1], device=x.device, dtype=torch.float32)
+
+
 def gemv_linear(x, wt, bias, cfg, chain_k: int, mode: int):
     """y = x . W^T (+ bias) [M, N] FP32 by a CudaDecodeConfig and det_decode.cu's fold kernel in
     `mode`, or None where it cannot run here (the caller runs another kernel: the same bits)."""
     import torch
-    lib = _library_for(x, cfg) if isinstance(cfg, CudaDecodeConfig) and gemv_fits(x, wt, cfg, chain_k) else None
-    if lib is None or (bias is not None and bias.shape != (wt.shape[1],)):
+    if not isinstance(cfg, CudaDecodeConfig) or (bias is not None and bias.shape != (wt.shape[1],)):
         return None
-    M, K = x.shape
-    N = wt.shape[1]
+    lib, part = _partials_for(x, wt, cfg, chain_k)
+    if lib is None:
+        return None
     if torch.cuda.get_device_capability(x.device) < (9, 0):
         mode &= ~FOLD_WAIT
-    part = torch.empty(-(-K // chain_k), M, N, device=x.device, dtype=torch.float32)
-    y = torch.empty(M, N, device=x.device, dtype=torch.float32)
+    y = torch.empty(x.shape[0], wt.shape[1], device=x.device, dtype=torch.float32)
     b = bias.float().contiguous() if bias is not None else None     # bf16 -> FP32 is exact
     if b is not None and b.data_ptr() % 16:                          # the fold reads it as float4s
         b = b.clone()
@@ -508,11 +518,7 @@ def gemv_partials(x, wt, cfg, chain_k: int):
     """The chain partials [S, M, N] FP32 by a CUDA decode kernel (S = chains of K), or None
     where it cannot run here (the caller runs the Gluon kernel: same bits)."""
     import torch
-    lib = _library_for(x, cfg) if gemv_fits(x, wt, cfg, chain_k) else None
-    if lib is None:
-        return None
-    M, K = x.shape
-    N = wt.shape[1]
-    part = torch.empty(-(-K // chain_k), M, N, device=x.device, dtype=torch.float32)
-    lib.launch_gemv(cfg, x, wt, part, chain_k, torch.cuda.current_stream(x.device).cuda_stream)
+    lib, part = _partials_for(x, wt, cfg, chain_k)
+    if lib is not None:
+        lib.launch_gemv(cfg, x, wt, part, chain_k, torch.cuda.current_stream(x.device).cuda_stream)
     return part
