@@ -1072,3 +1072,28 @@ def test_h200_call14c_spread_kept_the_bits_and_lost_the_time(call14):
         assert spread and all(min(v) > max(adopted) for v in spread.values()), role
     tf = {(r["config"], r["programs"]): r["tflops"] for r in data["waves"]}
     assert tf[("dec16_8c_w4_d8_ring2_b3_ef_o5_spread", 396)] < 0.9 * tf[("dec16_8c_w4_d8_ring2_b3_ef_o5", 396)]
+
+
+def test_h200_call14e_spread_as_pieces_kept_the_bits_and_lost_more():
+    """Call 14e (branch piece-spread): SPREAD as one piece per program, bit-exact against the adopted
+    kernels at M = 9 and 16 and the emulation, the handoff flags left at zero; and slower than the
+    adopted kernel by over 15 % on gate_up and down in both rounds (and than its plain form, where
+    that ran too)."""
+    data = json.loads((DATA / "piece14e.json").read_text())
+    assert data["flags_left_nonzero"] == 0
+    rows = [r for r in data["rows"] if r["config"] != "cublas_bf16"]
+    assert all("error" not in r for r in rows)
+    assert all(r["same_as_adopted"] and r["emulation_mismatches"] == 0 for r in rows if r["round"] == 0)
+    for role, (N, K) in LLAMA_8B.items():
+        mine = [r for r in rows if r["role"] == role]
+        if not mine:
+            continue
+        t = {}
+        for r in mine:
+            t.setdefault(r["config"], []).append(r["median_us"])
+        adopted = max(t[det.choose_config(16, N, K).name])
+        for name, times in t.items():
+            if name.endswith("_spread"):
+                assert min(times) > 1.15 * adopted, name
+                plain = t.get(name.removesuffix("_spread"))
+                assert plain is None or min(times) > max(plain), name
