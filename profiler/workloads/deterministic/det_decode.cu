@@ -352,13 +352,25 @@ struct DecodeVariant {
   X(8, 4, 4, 16, 2, 6, 7)
 
 #define DET_DECODE_LAUNCH_CASE(MB, TN, NW, D, P, MINB, FL) \
-  if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::launch(x, wt, part, M, N, K, chain, stream);
-#define DET_DECODE_FOLD_CASE(MB, TN, NW, D, P, MINB, FL) \
-  if (variant == i++)                                   \
+  if (variant == i++)                                     \
     return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::launch(x, wt, part, M, N, K, chain, stream, mode, bias, y);
 #define DET_DECODE_INFO_CASE(MB, TN, NW, D, P, MINB, FL) \
   if (variant == i++) return DecodeVariant<MB, TN, NW, D, P, MINB, FL>::info(out);
 #define DET_DECODE_COUNT(MB, TN, NW, D, P, MINB, FL) +1
+
+// det_decode and det_decode_fold: the partials, then (mode >= 0) y folded from them
+int launch_variant(int variant, const void* x_, const void* wt_, void* part_, const void* bias_, void* y_, int M,
+                   int N, int K, int chain, int mode, void* stream_) {
+  const cudaStream_t stream = static_cast<cudaStream_t>(stream_);
+  const float* x = static_cast<const float*>(x_);
+  const uint16_t* wt = static_cast<const uint16_t*>(wt_);
+  float* part = static_cast<float*>(part_);
+  const float* bias = static_cast<const float*>(bias_);
+  float* y = static_cast<float*>(y_);
+  int i = 0;
+  DET_DECODE_VARIANTS(DET_DECODE_LAUNCH_CASE)
+  return -2;
+}
 
 }  // namespace det_dec
 
@@ -375,31 +387,15 @@ int det_decode_info(int variant, int* out) {
 
 int det_decode(int variant, const void* x_, const void* wt_, void* part_, int M, int N, int K, int chain,
                void* stream_) {
-  using namespace det_dec;
-  const cudaStream_t stream = static_cast<cudaStream_t>(stream_);
-  const float* x = static_cast<const float*>(x_);
-  const uint16_t* wt = static_cast<const uint16_t*>(wt_);
-  float* part = static_cast<float*>(part_);
-  int i = 0;
-  DET_DECODE_VARIANTS(DET_DECODE_LAUNCH_CASE)
-  return -2;
+  return det_dec::launch_variant(variant, x_, wt_, part_, nullptr, nullptr, M, N, K, chain, -1, stream_);
 }
 
 // The partials, then y folded from them (+ bias, FP32 or null) by det_fold_kernel: mode FOLD_WAIT
 // (a programmatic dependent launch: compute capability 9.0 and up) | FOLD_DEEP (16 loads in flight).
 int det_decode_fold(int variant, const void* x_, const void* wt_, void* part_, const void* bias_, void* y_, int M,
                     int N, int K, int chain, int mode, void* stream_) {
-  using namespace det_dec;
-  if (mode & ~(FOLD_WAIT | FOLD_DEEP)) return -1;
-  const cudaStream_t stream = static_cast<cudaStream_t>(stream_);
-  const float* x = static_cast<const float*>(x_);
-  const uint16_t* wt = static_cast<const uint16_t*>(wt_);
-  float* part = static_cast<float*>(part_);
-  const float* bias = static_cast<const float*>(bias_);
-  float* y = static_cast<float*>(y_);
-  int i = 0;
-  DET_DECODE_VARIANTS(DET_DECODE_FOLD_CASE)
-  return -2;
+  if (mode & ~(det_dec::FOLD_WAIT | det_dec::FOLD_DEEP)) return -1;
+  return det_dec::launch_variant(variant, x_, wt_, part_, bias_, y_, M, N, K, chain, mode, stream_);
 }
 
 }  // extern "C"
