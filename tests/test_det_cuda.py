@@ -1160,6 +1160,28 @@ def test_h200_call15a_counters_the_time_is_the_busiest_sub_partitions_instructio
     assert abs(one_warp["gpu__time_duration.sum"] / adopted["gpu__time_duration.sum"] - 1) < 0.02
 
 
+def test_h200_call15c_deeper_rings_do_not_feed_the_m16_kernels_faster():
+    """Call 15c (sweep15c.json, branch call15c): the adopted M = 16 blocks with rings of 3, 4 and 6
+    stages and 16-row stages, bit-exact everywhere. None is 2 % faster than the adopted kernel on any
+    projection; every 16 x 8 form is slower on down. The long-scoreboard stalls are not the ring's
+    wait for DRAM (ncu15c): the ring of 3 raised them on down (0.13 -> 0.18 per issue) and lost."""
+    data = json.loads((DATA / "sweep15c.json").read_text())
+    assert all(r["ran"] and r["same_as_adopted"] and r["emulation_mismatches"] == 0 for r in data["edge"])
+    checked = [r for r in data["decode"] if r["config"] != "cublas_bf16" and r["round"] == 0]
+    assert len(checked) == 4 * 8 and all(r["same_as_adopted"] and r["emulation_mismatches"] == 0 for r in checked)
+    t = _times15(data["decode"])
+    for role, (N, K) in LLAMA_8B.items():
+        adopted = det.choose_config(16, N, K).name
+        new = {c: min(v) for (r, c), v in t.items() if r == role and c not in (adopted, "cublas_bf16")}
+        assert len(new) == 7 and min(new.values()) > 0.98 * min(t[(role, adopted)]), role
+    down = {c: min(v) for (r, c), v in t.items() if r == "down_proj" and c.startswith("dec16_8c")}
+    assert min(down, key=down.get) == det.choose_config(16, *LLAMA_8B["down_proj"]).name
+    ncu = _ncu15("c")["down_proj"]
+    stall = "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"
+    ring2, ring3 = ncu["16, 8, 4, 8, 2, 3, 21"], ncu["16, 8, 4, 8, 3, 3, 21"]
+    assert ring3[stall] > ring2[stall] and ring3["gpu__time_duration.sum"] > ring2["gpu__time_duration.sum"]
+
+
 def test_h200_call15b_the_planned_kernel_kept_the_bits_and_lost_down():
     """Call 15b (plan15b.json): the planned kernel (each program's block, 16 x 8, 16 x 4 or 16 x 2, and
     unit from decode_plan's host plan, so that each SM's share is near the mean). Bit-exact
