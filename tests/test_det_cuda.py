@@ -364,6 +364,51 @@ def test_decode_kernels_are_fp32_fma_without_a_barrier_in_the_loop(built):
         assert re.search(r"LDGSTS\.E(\.BYPASS)?(\.LTC128B)?\." + str(8 * width) + r"\b", sass) or width == 4, name
 
 
+def test_no_async_copy_names_an_odd_descriptor_register(built):
+    """Every cp.async (LDGSTS) of the library built here takes its 64-bit memory descriptor from an
+    even uniform register: cuda_gemm.load refuses a build where one does not (see the next tests)."""
+    _, kernels, _ = built
+    listing = "".join("\n  Function : " + text for text in kernels.values())
+    assert len(cuda_gemm.ODD_DESCRIPTOR.findall(listing)) > 100         # the copies are there to check
+    assert cuda_gemm.odd_descriptor_kernels(listing) == []
+
+
+SASS_15D = DATA / "sass15d_ldgsts.txt"
+CRASHED = ["_ZN7det_dec17det_decode_kernelILi16ELi8ELi4ELi8ELi2ELi3ELi85EEEvPKfPKtPfiii",
+           "_ZN7det_dec17det_decode_kernelILi8ELi4ELi4ELi4ELi3ELi7ELi7EEEvPKfPKtPfiii"]
+
+
+def test_odd_descriptor_kernels_finds_the_two_that_stopped_the_h200():
+    """The SASS of the two configurations that stopped the H200 with an illegal instruction (call
+    15d's 16 x 8 with flag 64, call 14b's (8, 4, 4, 4, 3, 7, 7)) against the adopted 16 x 8 kernel's:
+    exactly the two are named (DETERMINISM_NOTES.md, call 15d)."""
+    sass = SASS_15D.read_text()
+    assert sass.count("Function : ") == 3
+    assert cuda_gemm.odd_descriptor_kernels(sass) == CRASHED
+
+
+def test_load_refuses_a_build_whose_copies_name_an_odd_descriptor(tmp_path, monkeypatch):
+    """A build whose SASS has such a copy is not loaded: load() answers None with the reason (the
+    Gluon kernels run, the same bits), and the verdict is kept beside the library, so the next
+    process reads it instead of disassembling again."""
+    lib = tmp_path / "sm90-x" / "det_sgemm.so"
+    lib.parent.mkdir()
+    lib.write_bytes(b"not loaded")
+    reads = []
+    monkeypatch.setattr(cuda_gemm, "_LIBS", {})
+    monkeypatch.setattr(cuda_gemm, "_FAILED", {})
+    monkeypatch.setattr(cuda_gemm, "disabled", lambda: False)
+    monkeypatch.setattr(cuda_gemm, "find_nvcc", lambda: "/opt/cuda/bin/nvcc")
+    monkeypatch.setattr(cuda_gemm, "nvcc_version", lambda nvcc=None: "release 13.0")
+    monkeypatch.setattr(cuda_gemm, "build", lambda nvcc, arch: lib)
+    monkeypatch.setattr(cuda_gemm, "sass_of", lambda path, nvcc: reads.append(path) or SASS_15D.read_text())
+    assert cuda_gemm.load("90") is None
+    why = cuda_gemm.why_not("90")
+    assert "2 kernels" in why and "odd descriptor" in why and CRASHED[0] in why
+    assert json.loads((lib.parent / "sass_check.json").read_text()) == {"odd_descriptor": CRASHED}
+    assert cuda_gemm.unsafe_kernels(lib, "/opt/cuda/bin/nvcc") == CRASHED and reads == [lib]
+
+
 def test_fold_kernels_add_in_fp32_and_wait_as_their_mode_says(built):
     """det_fold_kernel: IEEE FP32 adds only (no FMA that could fuse a product in, no flush to
     zero), a round of 8 or 16 float4 loads unrolled; the waiting form waits for the decode grid

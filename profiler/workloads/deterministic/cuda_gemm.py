@@ -16,13 +16,15 @@ capability, the CUDA runtime linked statically, into a cache folder keyed by the
 architecture and nvcc's version; the launch goes through ctypes on torch's current stream (CUDA
 graphs capture it). No torch headers and no ninja, so the build takes seconds. Where nvcc is
 missing or the build fails, `linear` returns None and kernels.py runs the Gluon kernel: the same
-bits, slower. IEEE arithmetic throughout: no --use_fast_math, no flush-to-zero (either would change
+bits, slower. The same where the build's SASS (cuobjdump, once per build) gives a cp.async an odd
+descriptor register: ptxas has emitted that, and such a kernel stops the GPU (`unsafe_kernels`). IEEE arithmetic throughout: no --use_fast_math, no flush-to-zero (either would change
 bits).
 """
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -274,6 +276,65 @@ def build(nvcc: str, arch: str) -> Path:
     return path
 
 
+ODD_DESCRIPTOR = re.compile(r"\bLDGSTS\b[^;]*desc\[UR(\d+)\]")
+
+
+def odd_descriptor_kernels(sass: str) -> list[str]:
+    """The kernels of a cuobjdump SASS listing with a cp.async (LDGSTS) whose 64-bit memory
+    descriptor is named by an odd uniform register. nvcc 13.0's ptxas emitted that for two decode
+    configurations that never shipped, and each stopped the H200 with an illegal instruction
+    (benchmarks/DETERMINISM_NOTES.md, call 15d): a sticky error that ends the process's CUDA context,
+    where a refused library only costs speed."""
+    out = []
+    for part in re.split(r"\n\s*Function : ", sass)[1:]:
+        name, _, body = part.partition("\n")
+        if any(int(reg) % 2 for reg in ODD_DESCRIPTOR.findall(body)):
+            out.append(name.strip())
+    return out
+
+
+def find_cuobjdump(nvcc: str) -> Optional[str]:
+    """cuobjdump beside nvcc, on PATH, or the triton wheel's copy; None without one."""
+    for cand in (os.path.join(os.path.dirname(nvcc), "cuobjdump"), shutil.which("cuobjdump")):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    try:
+        import triton
+    except ImportError:
+        return None
+    cand = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    return str(cand) if cand.exists() else None
+
+
+def sass_of(path: Path, nvcc: str) -> Optional[str]:
+    """The library's SASS listing, None where no cuobjdump can read it."""
+    cuobjdump = find_cuobjdump(nvcc)
+    if cuobjdump is None:
+        return None
+    proc = subprocess.run([cuobjdump, "--dump-sass", str(path)], capture_output=True, text=True, timeout=300)
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def unsafe_kernels(path: Path, nvcc: str) -> list[str]:
+    """odd_descriptor_kernels of a built library, read once and remembered beside it
+    (`sass_check.json`, written whole); [] where its SASS cannot be read (the library runs
+    unchecked, as before the check)."""
+    record = path.with_name("sass_check.json")
+    try:
+        return json.loads(record.read_text())["odd_descriptor"]
+    except (OSError, ValueError, KeyError):
+        pass
+    sass = sass_of(path, nvcc)
+    if sass is None:
+        return []
+    bad = odd_descriptor_kernels(sass)
+    fd, tmp = tempfile.mkstemp(suffix=".json", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"odd_descriptor": bad}, f)
+    os.replace(tmp, record)
+    return bad
+
+
 NO_SHARED_MEMORY = -3                    # det_sgemm's answer when the tile's shared memory is not there
 
 
@@ -410,7 +471,13 @@ def load(arch: str) -> Optional[Library]:
         _FAILED[arch] = f"no nvcc (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin or ${ENV_NVCC})"
         return None
     try:
-        _LIBS[arch] = Library(build(nvcc, arch))
+        path = build(nvcc, arch)
+        bad = unsafe_kernels(path, nvcc)
+        if bad:
+            _FAILED[arch] = (f"{nvcc_version(nvcc)}: {len(bad)} kernels' cp.async name an odd descriptor register "
+                             f"(an illegal instruction on the GPU), e.g. {bad[0]}; the Gluon kernels run instead")
+            return None
+        _LIBS[arch] = Library(path)
     except (OSError, RuntimeError, subprocess.SubprocessError) as err:
         _FAILED[arch] = f"{type(err).__name__}: {err}"[:2000]
         return None
