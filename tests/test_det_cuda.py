@@ -253,14 +253,12 @@ def _built():
     nvcc = cuda_gemm.find_nvcc()
     if nvcc is None:
         pytest.skip("no nvcc")
-    triton = pytest.importorskip("triton")
-    cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-    if not cuobjdump.exists():
+    cuobjdump = cuda_gemm.find_cuobjdump(nvcc)
+    if cuobjdump is None:
         pytest.skip("no cuobjdump")
     path = cuda_gemm.build(nvcc, "90")
-    sass = subprocess.run([str(cuobjdump), "--dump-sass", str(path)], capture_output=True, text=True,
-                          timeout=300).stdout
-    usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", str(path)], capture_output=True,
+    sass = cuda_gemm.sass_of(path, nvcc)
+    usage = subprocess.run([cuobjdump, "--dump-resource-usage", str(path)], capture_output=True,
                            text=True, timeout=300).stdout
     yield path, _sass_by_kernel(sass), usage
 

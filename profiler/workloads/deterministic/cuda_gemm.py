@@ -17,8 +17,8 @@ architecture and nvcc's version; the launch goes through ctypes on torch's curre
 graphs capture it). No torch headers and no ninja, so the build takes seconds. Where nvcc is
 missing or the build fails, `linear` returns None and kernels.py runs the Gluon kernel: the same
 bits, slower. The same where the build's SASS (cuobjdump, once per build) gives a cp.async an odd
-descriptor register: ptxas has emitted that, and such a kernel stops the GPU (`unsafe_kernels`). IEEE arithmetic throughout: no --use_fast_math, no flush-to-zero (either would change
-bits).
+descriptor register: ptxas has emitted that, and such a kernel stops the GPU (`unsafe_kernels`).
+IEEE arithmetic throughout: no --use_fast_math, no flush-to-zero (either would change bits).
 """
 from __future__ import annotations
 
