@@ -1153,6 +1153,16 @@ def _times15(rows) -> dict:
     return out
 
 
+def _exact15(data) -> tuple[int, int]:
+    """Asserts that every edge row of a call-15 sweep ran bit-exact against the adopted kernel and
+    the emulation, and every projection row of its first round too; returns (edge rows, checked
+    projection rows)."""
+    assert all(r["ran"] and r["same_as_adopted"] and r["emulation_mismatches"] == 0 for r in data["edge"])
+    checked = [r for r in data["decode"] if r["config"] != "cublas_bf16" and r["round"] == 0]
+    assert all(r["same_as_adopted"] and r["emulation_mismatches"] == 0 for r in checked)
+    return len(data["edge"]), len(checked)
+
+
 def _ncu15(call: str) -> dict:
     """{role: {kernel template arguments: counters}} of call 15's ncu runs (decode kernels only)."""
     data = json.loads((DATA / f"ncu15{call}_m16.json").read_text())["targets"]
@@ -1167,10 +1177,7 @@ def test_h200_call15a_programs_of_one_or_two_warps_kept_the_bits_and_won_nothing
     outputs and the emulation's rows on the projections), none more than 1 % faster than the adopted
     kernel on any projection (down: a tie), and all slower on qkv, o and gate_up."""
     data = json.loads((DATA / "sweep15a.json").read_text())
-    assert len(data["edge"]) == 50 and all(r["ran"] and r["same_as_adopted"] and r["emulation_mismatches"] == 0
-                                           for r in data["edge"])
-    checked = [r for r in data["decode"] if r["config"] != "cublas_bf16" and r["round"] == 0]
-    assert len(checked) == 4 * 11 and all(r["same_as_adopted"] and r["emulation_mismatches"] == 0 for r in checked)
+    assert _exact15(data) == (50, 4 * 11)
     assert data["info"]["dec16_8c_w1_d8_ring2_b7_ef_o5"]["blocks_per_sm"] >= 7
     t = _times15(data["decode"])
     for role, (N, K) in LLAMA_8B.items():
@@ -1209,9 +1216,7 @@ def test_h200_call15c_deeper_rings_do_not_feed_the_m16_kernels_faster():
     projection; every 16 x 8 form is slower on down. The long-scoreboard stalls are not the ring's
     wait for DRAM (ncu15c): the ring of 3 raised them on down (0.13 -> 0.18 per issue) and lost."""
     data = json.loads((DATA / "sweep15c.json").read_text())
-    assert all(r["ran"] and r["same_as_adopted"] and r["emulation_mismatches"] == 0 for r in data["edge"])
-    checked = [r for r in data["decode"] if r["config"] != "cublas_bf16" and r["round"] == 0]
-    assert len(checked) == 4 * 8 and all(r["same_as_adopted"] and r["emulation_mismatches"] == 0 for r in checked)
+    assert _exact15(data)[1] == 4 * 8
     t = _times15(data["decode"])
     for role, (N, K) in LLAMA_8B.items():
         adopted = det.choose_config(16, N, K).name
@@ -1231,9 +1236,7 @@ def test_h200_call15e_the_hoisted_ring_address_is_a_tie():
     block without the flag on their own projection: the best rounds within 1 %, single rounds
     within 2.5 % (gate_up's second round of the plain block was 2.1 % slow)."""
     data = json.loads((DATA / "sweep15e.json").read_text())
-    assert all(r["ran"] and r["same_as_adopted"] and r["emulation_mismatches"] == 0 for r in data["edge"])
-    checked = [r for r in data["decode"] if r["config"] != "cublas_bf16" and r["round"] == 0]
-    assert all(r["same_as_adopted"] and r["emulation_mismatches"] == 0 for r in checked)
+    _exact15(data)
     t = _times15(data["decode"])
     for role in ("gate_up_proj", "qkv_proj"):
         plain = det.choose_config(16, *LLAMA_8B[role])
@@ -1254,9 +1257,7 @@ def test_h200_call15b_the_planned_kernel_kept_the_bits_and_lost_down():
     round-robin as the plan assumed: under 70 % of down's programs landed on their round's SM."""
     data = json.loads((DATA / "plan15b.json").read_text())
     assert data["info"]["registers"] == 168 and data["info"]["local_bytes"] == 0
-    assert all(r["ran"] and r["same_as_adopted"] and r["emulation_mismatches"] == 0 for r in data["edge"])
-    checked = [r for r in data["decode"] if r["config"] != "cublas_bf16" and r["round"] == 0]
-    assert all(r["same_as_adopted"] and r["emulation_mismatches"] == 0 for r in checked)
+    _exact15(data)
     t = _times15(data["decode"])
     name = {role: det.choose_config(16, N, K).name for role, (N, K) in LLAMA_8B.items()}
     adopted = {role: max(t[(role, name[role])]) for role in LLAMA_8B}
