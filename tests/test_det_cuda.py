@@ -1164,8 +1164,10 @@ def _exact15(data) -> tuple[int, int]:
 
 
 def _ncu15(call: str) -> dict:
-    """{role: {kernel template arguments: counters}} of call 15's ncu runs (decode kernels only)."""
-    data = json.loads((DATA / f"ncu15{call}_m16.json").read_text())["targets"]
+    """{role: {kernel template arguments: counters}} of call 15's (or 16's: call "16") ncu runs
+    (decode kernels only)."""
+    data = json.loads((DATA / (f"ncu{call}_m16.json" if call.isdigit() else f"ncu15{call}_m16.json")).read_text())
+    data = data["targets"]
     return {t.split(":")[0]: {r["kernel"].split("<", 1)[1].split(">(")[0]: r for r in rows if "fold" not in r["kernel"]}
             for t, rows in data.items()}
 
@@ -1272,3 +1274,38 @@ def test_h200_call15b_the_planned_kernel_kept_the_bits_and_lost_down():
     plan = next(r for k, r in ncu.items() if "Block" in k)
     assert plan[ffma] == ncu["16, 8, 4, 8, 2, 3, 21"][ffma]
     assert plan["gpu__time_duration.sum"] > 1.1 * ncu["16, 8, 4, 8, 2, 3, 21"]["gpu__time_duration.sum"]
+
+
+def test_h200_call16_the_balanced_kernel_kept_the_bits_balanced_the_work_and_lost():
+    """Call 16 (sweep16.json, ncu16_m16.json; branch call16-balanced): the balanced decode kernel,
+    CPS programs per SM, each an equal share of all units' stages, a unit cut between two programs
+    finished from the other's carried accumulators. Every row bit-exact, eager and from CUDA-graph
+    replays (the flags come back to zero), K not a whole number of chains declined. It lost on every
+    projection by over 8 %. On down its 16 x 4 form at 3 per SM did balance the work (the time within
+    7 % of the mean sub-partition's instructions over its issue rate, where the adopted kernel's is the
+    busiest's: 2 units against 1.7 on average), but it executed over 12 % more instructions for the
+    same FFMAs and issued on 4 points fewer cycles."""
+    data = json.loads((DATA / "sweep16.json").read_text())
+    assert len(data["edge"]) == 30 and all(r["graph_same_as_adopted"] for r in data["edge"])
+    assert all(data["declined_k544"].values()) and len(data["declined_k544"]) == 6
+    declined = {(r["role"], r["config"]) for r in data["decode"] if "error" in r}
+    assert declined == {("gate_up_proj", "bal8_4c_w4_d8_ring3_b2_ef_wide_o1"),
+                        ("gate_up_proj", "bal16_2c_w4_d8_ring4_b2_ef_wide")}   # over 6 pieces a program
+    ran = {**data, "decode": [r for r in data["decode"] if (r["role"], r["config"]) not in declined]}
+    assert _exact15(ran) == (30, 4 * 7 - 2)
+    t = _times15(ran["decode"])
+    for role, (N, K) in LLAMA_8B.items():
+        adopted = max(t[(role, det.choose_config(16, N, K).name)])
+        balanced = [min(v) for (r, c), v in t.items() if r == role and c.startswith("bal")]
+        assert len(balanced) == (4 if role == "gate_up_proj" else 6) and min(balanced) > 1.08 * adopted, role
+    ncu = _ncu15("16")["down_proj"]
+    inst, issue = "smsp__inst_executed.sum", "smsp__issue_active.avg.pct_of_peak_sustained_active"
+    ffma, clock = "sm__sass_thread_inst_executed_op_ffma_pred_on.sum", "sm__cycles_elapsed.avg.per_second"
+    adopted, bal = ncu["16, 8, 4, 8, 2, 3, 21"], ncu["16, 4, 4, 8, 3, 3, 7"]
+
+    def cycles_over_mean(r, share=1.0):   # cycles / (the mean sub-partition's instructions x share / issue rate)
+        return r["gpu__time_duration.sum"] * 1e-9 * r[clock] / (r[inst] / 528 * share / (r[issue] / 100))
+
+    assert bal[ffma] == adopted[ffma] and bal[inst] > 1.12 * adopted[inst] and bal[issue] < adopted[issue] - 4
+    assert cycles_over_mean(bal) < 1.07 and cycles_over_mean(adopted) > 1.15
+    assert abs(cycles_over_mean(adopted, 2 / (896 / 528)) - 1) < 0.05
