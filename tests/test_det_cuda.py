@@ -1163,11 +1163,10 @@ def _exact15(data) -> tuple[int, int]:
     return len(data["edge"]), len(checked)
 
 
-def _ncu15(call: str) -> dict:
-    """{role: {kernel template arguments: counters}} of call 15's (or 16's: call "16") ncu runs
-    (decode kernels only)."""
-    data = json.loads((DATA / (f"ncu{call}_m16.json" if call.isdigit() else f"ncu15{call}_m16.json")).read_text())
-    data = data["targets"]
+def _ncu_m16(call: str) -> dict:
+    """{role: {kernel template arguments: counters}} of a call's ncu runs at M = 16 ("15a": ncu15a_m16.json),
+    decode kernels only."""
+    data = json.loads((DATA / f"ncu{call}_m16.json").read_text())["targets"]
     return {t.split(":")[0]: {r["kernel"].split("<", 1)[1].split(">(")[0]: r for r in rows if "fold" not in r["kernel"]}
             for t, rows in data.items()}
 
@@ -1197,7 +1196,7 @@ def test_h200_call15a_counters_the_time_is_the_busiest_sub_partitions_instructio
     (896 warp units: 2 on the busiest) takes the time of 2 units' instructions at 70-78 % issue, gate_up's
     (3584 units of 16 x 4: 7) that of 7 at 76-84 %; down's one-warp kernel executes the same
     instructions (within 3 %) in the same time (within 2 %)."""
-    ncu = _ncu15("a")
+    ncu = _ncu_m16("15a")
     inst, clock = "smsp__inst_executed.sum", "sm__cycles_elapsed.avg.per_second"
 
     def issue_rate(r, units, busiest):
@@ -1226,7 +1225,7 @@ def test_h200_call15c_deeper_rings_do_not_feed_the_m16_kernels_faster():
         assert len(new) == 7 and min(new.values()) > 0.98 * min(t[(role, adopted)]), role
     down = {c: min(v) for (r, c), v in t.items() if r == "down_proj" and c.startswith("dec16_8c")}
     assert min(down, key=down.get) == det.choose_config(16, *LLAMA_8B["down_proj"]).name
-    ncu = _ncu15("c")["down_proj"]
+    ncu = _ncu_m16("15c")["down_proj"]
     stall = "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"
     ring2, ring3 = ncu["16, 8, 4, 8, 2, 3, 21"], ncu["16, 8, 4, 8, 3, 3, 21"]
     assert ring3[stall] > ring2[stall] and ring3["gpu__time_duration.sum"] > ring2["gpu__time_duration.sum"]
@@ -1269,7 +1268,7 @@ def test_h200_call15b_the_planned_kernel_kept_the_bits_and_lost_down():
     assert max(t[("gate_up_proj", "blocks_8_4")]) < 0.99 * min(t[("gate_up_proj", name["gate_up_proj"])])
     down = next(r for r in data["placement"] if r["role"] == "down_proj" and r["plan"] == "plan")
     assert down["programs_on_round_robin_sm"] < 0.7 * down["programs"] and down["sms_used"] == data["sms"]
-    ncu = _ncu15("b")["down_proj"]
+    ncu = _ncu_m16("15b")["down_proj"]
     ffma = "sm__sass_thread_inst_executed_op_ffma_pred_on.sum"
     plan = next(r for k, r in ncu.items() if "Block" in k)
     assert plan[ffma] == ncu["16, 8, 4, 8, 2, 3, 21"][ffma]
@@ -1298,7 +1297,7 @@ def test_h200_call16_the_balanced_kernel_kept_the_bits_balanced_the_work_and_los
         adopted = max(t[(role, det.choose_config(16, N, K).name)])
         balanced = [min(v) for (r, c), v in t.items() if r == role and c.startswith("bal")]
         assert len(balanced) == (4 if role == "gate_up_proj" else 6) and min(balanced) > 1.08 * adopted, role
-    ncu = _ncu15("16")["down_proj"]
+    ncu = _ncu_m16("16")["down_proj"]
     inst, issue = "smsp__inst_executed.sum", "smsp__issue_active.avg.pct_of_peak_sustained_active"
     ffma, clock = "sm__sass_thread_inst_executed_op_ffma_pred_on.sum", "sm__cycles_elapsed.avg.per_second"
     adopted, bal = ncu["16, 8, 4, 8, 2, 3, 21"], ncu["16, 4, 4, 8, 3, 3, 7"]
