@@ -21,24 +21,20 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from profiler.workloads.deterministic import cuda_gemm  # noqa: E402
+
 FUNC_RE = re.compile(r"^\s*Function\s*:\s*(\S+)")
 FFMA_RE = re.compile(r"\bFFMA\s+(R\d+)\s*,\s*([^,]+),\s*([^,]+),\s*([^;]+);")
 INSN_RE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
 REG_RE = re.compile(r"^-?\|?R(\d+)(\.reuse)?")
 
 
-def tool(name: str) -> str:
-    """cuobjdump or nvcc: on PATH, under /usr/local/cuda, or the triton wheel's copy."""
-    found = shutil.which(name) or (f"/usr/local/cuda/bin/{name}" if Path(f"/usr/local/cuda/bin/{name}").exists() else None)
+def nvcc() -> str:
+    """cuda_gemm's nvcc (the library's build uses the same)."""
+    found = cuda_gemm.find_nvcc()
     if found is None:
-        try:
-            import triton
-            cand = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
-            found = str(cand) if cand.exists() else None
-        except ImportError:
-            pass
-    if found is None:
-        raise SystemExit(f"sass_banks: no {name} (install the CUDA toolkit or the triton wheel)")
+        raise SystemExit("sass_banks: no nvcc (install the CUDA toolkit)")
     return found
 
 
@@ -100,7 +96,7 @@ def demangle(names: list[str]) -> dict[str, str]:
 
 
 def build_cubin(source: Path, defines: list[str], out: Path) -> Path:
-    cmd = [tool("nvcc"), "-O3", "-cubin", "-std=c++17", "-arch=sm_90", "-ftz=false", "-prec-div=true",
+    cmd = [nvcc(), "-O3", "-cubin", "-std=c++17", "-arch=sm_90", "-ftz=false", "-prec-div=true",
            "-prec-sqrt=true", *[f"-D{d}" for d in defines], "-o", str(out), str(source)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
@@ -120,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         binary = build_cubin(Path(args.build), args.defines, Path(tmp) / "k.cubin") if args.build else args.binary
         if binary is None:
             ap.error("a binary or --build")
-        sass = subprocess.run([tool("cuobjdump"), "--dump-sass", str(binary)], capture_output=True, text=True).stdout
+        sass = cuda_gemm.sass_of(Path(binary), cuda_gemm.find_nvcc())
+        if sass is None:
+            raise SystemExit(f"sass_banks: no cuobjdump, or it could not read {binary}")
     counts = count(sass, args.kernel)
     readable = demangle(list(counts))
     counts = {readable[n]: k for n, k in counts.items()}

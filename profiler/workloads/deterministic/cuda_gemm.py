@@ -293,9 +293,9 @@ def odd_descriptor_kernels(sass: str) -> list[str]:
     return out
 
 
-def find_cuobjdump(nvcc: str) -> Optional[str]:
-    """cuobjdump beside nvcc, on PATH, or the triton wheel's copy; None without one."""
-    for cand in (os.path.join(os.path.dirname(nvcc), "cuobjdump"), shutil.which("cuobjdump")):
+def find_cuobjdump(nvcc: Optional[str]) -> Optional[str]:
+    """cuobjdump beside nvcc (if given), on PATH, or the triton wheel's copy; None without one."""
+    for cand in (nvcc and os.path.join(os.path.dirname(nvcc), "cuobjdump"), shutil.which("cuobjdump")):
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     try:
@@ -306,7 +306,7 @@ def find_cuobjdump(nvcc: str) -> Optional[str]:
     return str(cand) if cand.exists() else None
 
 
-def sass_of(path: Path, nvcc: str) -> Optional[str]:
+def sass_of(path: Path, nvcc: Optional[str]) -> Optional[str]:
     """The library's SASS listing, None where no cuobjdump can read it."""
     cuobjdump = find_cuobjdump(nvcc)
     if cuobjdump is None:
