@@ -1144,8 +1144,8 @@ def test_h200_call14e_spread_as_pieces_kept_the_bits_and_lost_more():
 
 # --- call 15: one-warp programs and the planned kernel (branch call15-plan; DETERMINISM_NOTES.md) ----
 
-def _times15(rows) -> dict:
-    """{(role, config): [median us of each round]} of a call-15 sweep."""
+def _sweep_times(rows) -> dict:
+    """{(role, config): [median us of each round]} of a sweep (calls 15 and 16)."""
     out: dict = {}
     for r in rows:
         if "median_us" in r:
@@ -1153,10 +1153,10 @@ def _times15(rows) -> dict:
     return out
 
 
-def _exact15(data) -> tuple[int, int]:
-    """Asserts that every edge row of a call-15 sweep ran bit-exact against the adopted kernel and
-    the emulation, and every projection row of its first round too; returns (edge rows, checked
-    projection rows)."""
+def _sweep_exact(data) -> tuple[int, int]:
+    """Asserts that every edge row of a sweep (calls 15 and 16) ran bit-exact against the adopted
+    kernel and the emulation, and every projection row of its first round too; returns (edge rows,
+    checked projection rows)."""
     assert all(r["ran"] and r["same_as_adopted"] and r["emulation_mismatches"] == 0 for r in data["edge"])
     checked = [r for r in data["decode"] if r["config"] != "cublas_bf16" and r["round"] == 0]
     assert all(r["same_as_adopted"] and r["emulation_mismatches"] == 0 for r in checked)
@@ -1178,9 +1178,9 @@ def test_h200_call15a_programs_of_one_or_two_warps_kept_the_bits_and_won_nothing
     outputs and the emulation's rows on the projections), none more than 1 % faster than the adopted
     kernel on any projection (down: a tie), and all slower on qkv, o and gate_up."""
     data = json.loads((DATA / "sweep15a.json").read_text())
-    assert _exact15(data) == (50, 4 * 11)
+    assert _sweep_exact(data) == (50, 4 * 11)
     assert data["info"]["dec16_8c_w1_d8_ring2_b7_ef_o5"]["blocks_per_sm"] >= 7
-    t = _times15(data["decode"])
+    t = _sweep_times(data["decode"])
     for role, (N, K) in LLAMA_8B.items():
         adopted = min(t[(role, det.choose_config(16, N, K).name)])
         new = {c: min(v) for (r, c), v in t.items() if r == role and ("_w1_" in c or "_w2_" in c)}
@@ -1217,8 +1217,8 @@ def test_h200_call15c_deeper_rings_do_not_feed_the_m16_kernels_faster():
     projection; every 16 x 8 form is slower on down. The long-scoreboard stalls are not the ring's
     wait for DRAM (ncu15c): the ring of 3 raised them on down (0.13 -> 0.18 per issue) and lost."""
     data = json.loads((DATA / "sweep15c.json").read_text())
-    assert _exact15(data)[1] == 4 * 8
-    t = _times15(data["decode"])
+    assert _sweep_exact(data)[1] == 4 * 8
+    t = _sweep_times(data["decode"])
     for role, (N, K) in LLAMA_8B.items():
         adopted = det.choose_config(16, N, K).name
         new = {c: min(v) for (r, c), v in t.items() if r == role and c not in (adopted, "cublas_bf16")}
@@ -1237,8 +1237,8 @@ def test_h200_call15e_the_hoisted_ring_address_is_a_tie():
     block without the flag on their own projection: the best rounds within 1 %, single rounds
     within 2.5 % (gate_up's second round of the plain block was 2.1 % slow)."""
     data = json.loads((DATA / "sweep15e.json").read_text())
-    _exact15(data)
-    t = _times15(data["decode"])
+    _sweep_exact(data)
+    t = _sweep_times(data["decode"])
     for role in ("gate_up_proj", "qkv_proj"):
         plain = det.choose_config(16, *LLAMA_8B[role])
         hoisted = dataclasses.replace(plain, flags=plain.flags | 64)
@@ -1258,8 +1258,8 @@ def test_h200_call15b_the_planned_kernel_kept_the_bits_and_lost_down():
     round-robin as the plan assumed: under 70 % of down's programs landed on their round's SM."""
     data = json.loads((DATA / "plan15b.json").read_text())
     assert data["info"]["registers"] == 168 and data["info"]["local_bytes"] == 0
-    _exact15(data)
-    t = _times15(data["decode"])
+    _sweep_exact(data)
+    t = _sweep_times(data["decode"])
     name = {role: det.choose_config(16, N, K).name for role, (N, K) in LLAMA_8B.items()}
     adopted = {role: max(t[(role, name[role])]) for role in LLAMA_8B}
     assert min(t[("down_proj", "plan")]) > 1.1 * adopted["down_proj"]
@@ -1291,8 +1291,8 @@ def test_h200_call16_the_balanced_kernel_kept_the_bits_balanced_the_work_and_los
     assert declined == {("gate_up_proj", "bal8_4c_w4_d8_ring3_b2_ef_wide_o1"),
                         ("gate_up_proj", "bal16_2c_w4_d8_ring4_b2_ef_wide")}   # over 6 pieces a program
     ran = {**data, "decode": [r for r in data["decode"] if (r["role"], r["config"]) not in declined]}
-    assert _exact15(ran) == (30, 4 * 7 - 2)
-    t = _times15(ran["decode"])
+    assert _sweep_exact(ran) == (30, 4 * 7 - 2)
+    t = _sweep_times(ran["decode"])
     for role, (N, K) in LLAMA_8B.items():
         adopted = max(t[(role, det.choose_config(16, N, K).name)])
         balanced = [min(v) for (r, c), v in t.items() if r == role and c.startswith("bal")]
