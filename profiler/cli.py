@@ -179,7 +179,8 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
     """Read ncu captures into the Parquet store, one run per file."""
     from profiler.ingest.capture import check_readable, parse_shapes_file
     from profiler.ingest.store import Store, check_name, parse_tags
-    from reports.runs import print_runs, run_record
+    from reports.runs import print_runs, run_record, support_lines
+    from views.registry import input_columns, support
     import json
     import pandas as pd
 
@@ -208,6 +209,8 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
             elif format == Format.table:
                 for note in json.loads(row.get("notes") or "[]"):
                     typer.echo(f"{file.name}: note: {note}", err=True)
+                for line in support_lines(support(the_store.kernels(row["id"], columns=input_columns()))):
+                    typer.echo(f"{file.name}: {line}", err=True)
     if format == Format.json:
         typer.echo(json.dumps([run_record(r) for r in rows], indent=2))
     else:

@@ -44,7 +44,7 @@ def _validate(ctx, figures: pd.DataFrame) -> pd.DataFrame:
 NINTH = types.ModuleType("v9_block_size")
 NINTH.ID = "V9"
 NINTH.TITLE = "Block size in warps"
-NINTH.METRICS = ["launch__block_size"]
+NINTH.QUANTITIES = ("block_threads",)  # views/quantities.py: launch__block_size first
 NINTH.FIGURES = (
     Figure("block_warps", "block warps", "count", HIGHER, MEAN, "launch__block_size / 32"),
     Figure("block_shape", "block shape", "text", NEITHER, MODE, "wide from 8 warps per block up"),

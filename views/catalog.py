@@ -61,6 +61,15 @@ class Figure:
     bounds: tuple[float | None, float | None] | None = None
     rests_on: tuple[str, ...] = ()  # other views whose figures this one is computed from
     summary: bool = False  # one of the figures that sum up a kernel (every kernel's JSON carries it)
+    # the quantities (views/quantities.py) it is computed from: each kernel's JSON names the
+    # metric or derivation that gave each (its `sources`), and a capture without them cannot show it
+    reads: tuple[str, ...] = ()
+    # a family of quantities any of which gives it (the tensor ops by type and path): its source
+    # names those that counted something
+    reads_any: tuple[str, ...] = ()
+    # a value out of its bounds on a short kernel is how ncu's replay accumulates the counter (L2
+    # hits over several passes), not a wrong counter: n/a with that reason, not a failure
+    replay_noise: bool = False
     view: str = ""  # the view that declares it; the registry fills it in
 
     def __post_init__(self):

@@ -13,8 +13,8 @@ from typing import Any, Callable, TypeVar
 import numpy as np
 import pandas as pd
 
-from views import kernel_names, tiles
-from views.common import equals, first_metric, metric
+from views import kernel_names, quantities, tiles
+from views.common import equals, metric
 
 T = TypeVar("T")
 
@@ -61,7 +61,7 @@ def grid_blocks(ctx: Context) -> np.ndarray:
 
 
 def _grid_blocks(ctx: Context) -> np.ndarray:
-    return first_metric(ctx.kernels, "launch__grid_size", "grid_blocks")
+    return quantities.value(ctx, "grid_blocks")
 
 
 def geometry(ctx: Context) -> pd.DataFrame:

@@ -11,35 +11,28 @@ import pandas as pd
 
 from views import device
 from views.catalog import HIGHER, LOWER, MEAN, NEITHER, SUM, Figure
-from views.common import Checks, metric, safe_div
+from views import quantities as q
+from views.common import Checks, safe_div
 from views.context import Context
 
 ID = "V1"
 TITLE = "Time and SM activity"
-ELAPSED_RATE = "sm__cycles_elapsed.avg.per_second"
-METRICS = [
-    "gpu__time_duration.sum",
-    "sm__cycles_active.avg",
-    "sm__cycles_elapsed.avg",
-    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-    "device__attribute_max_gpu_frequency_khz",
-    "device__attribute_clock_rate",
-]
-# Read when a capture has them, never asked of ncu (an old details export has no duration).
-FALLBACK_METRICS = [ELAPSED_RATE]
+QUANTITIES = ("time_ns", "cycles_active", "cycles_elapsed", "sm_throughput_pct", "sm_clock_hz",
+              "max_gpu_frequency_khz", "clock_rate")
 FIGURES = (
     Figure("time_ns", "time", "ns", LOWER, SUM, "gpu__time_duration.sum: the kernel's duration "
-           f"(a capture without it: sm__cycles_elapsed.avg / {ELAPSED_RATE})", summary=True,
-           bounds=(0, None)),
+           "(a capture without it: the elapsed cycles over the SM clock)", summary=True,
+           bounds=(0, None), reads=("time_ns",)),
     Figure("sm_throughput_pct", "SM throughput", "%", HIGHER, MEAN,
            "sm__throughput.avg.pct_of_peak_sustained_elapsed: the headline, what tools call SM "
-           "utilization (the busiest of many SM unit throughputs)", summary=True, bounds=(0, 100)),
+           "utilization (the busiest of many SM unit throughputs)", summary=True, bounds=(0, 100),
+           reads=("sm_throughput_pct",)),
     Figure("sm_active_pct", "SM active", "%", HIGHER, MEAN,
            "100 x sm__cycles_active.avg / sm__cycles_elapsed.avg: how much of the elapsed time the "
-           "SMs had any work", summary=True, bounds=(0, 100)),
+           "SMs had any work", summary=True, bounds=(0, 100), reads=("cycles_active", "cycles_elapsed")),
     Figure("sm_clock_ghz", "SM clock", "GHz", NEITHER, MEAN,
            "sm__cycles_elapsed.avg / gpu__time_duration.sum: the SM clock the kernel ran at",
-           bounds=(0, None)),
+           bounds=(0, None), reads=("cycles_elapsed", "time_ns")),
 )
 
 # The SM clock must lie between this share of the device's boost clock and the boost clock itself
@@ -52,25 +45,19 @@ CLOCK_CEILING_SHARE = 1.02
 def time_ns(ctx: Context) -> np.ndarray:
     """gpu__time_duration.sum; a capture without it (an old details export): elapsed cycles over
     their rate."""
-    return ctx.once(_time_ns)
-
-
-def _time_ns(ctx: Context) -> np.ndarray:
-    kernels = ctx.kernels
-    counted = metric(kernels, "gpu__time_duration.sum")
-    derived = 1e9 * safe_div(metric(kernels, "sm__cycles_elapsed.avg"), metric(kernels, ELAPSED_RATE))
-    return np.where(np.isnan(counted), derived, counted)
+    return q.value(ctx, "time_ns")
 
 
 def compute(ctx: Context) -> pd.DataFrame:
     kernels = ctx.kernels
-    elapsed = metric(kernels, "sm__cycles_elapsed.avg")
+    elapsed = q.value(ctx, "cycles_elapsed")
     return pd.DataFrame({
         "time_ns": time_ns(ctx),
-        "sm_throughput_pct": metric(kernels, "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
-        "sm_active_pct": 100 * safe_div(metric(kernels, "sm__cycles_active.avg"), elapsed),
-        # the clock needs a measured time: one derived from the cycles would give back their rate
-        "sm_clock_ghz": safe_div(elapsed, metric(kernels, "gpu__time_duration.sum")),
+        "sm_throughput_pct": q.value(ctx, "sm_throughput_pct"),
+        "sm_active_pct": 100 * safe_div(q.value(ctx, "cycles_active"), elapsed),
+        # the clock needs a measured time and measured cycles: one from the other and the clock
+        # rate would give back that rate
+        "sm_clock_ghz": safe_div(q.measured(ctx, "cycles_elapsed"), q.measured(ctx, "time_ns")),
     }, index=kernels.index, copy=False)
 
 
@@ -80,10 +67,13 @@ def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     top = device.max_clock_hz(ctx) / 1e9
     low, high = CLOCK_FLOOR_SHARE * top, CLOCK_CEILING_SHARE * top
     checks = Checks(len(kernels))
-    checks.na(np.isnan(clock) & ~np.isnan(metric(kernels, ELAPSED_RATE)),
-              f"no gpu__time_duration.sum: the time comes from the cycles and {ELAPSED_RATE}, which "
-              "cannot check the clock they give")
-    checks.na(np.isnan(clock), "needs sm__cycles_elapsed.avg and gpu__time_duration.sum")
+    checks.na(np.isnan(clock) & q.read(ctx, "time_ns").derived,
+              lambda s: f"no gpu__time_duration.sum: the time comes from {s}, which cannot check the "
+              "clock it gives", q.source(ctx, "time_ns"))
+    checks.na(np.isnan(clock) & q.read(ctx, "cycles_elapsed").derived,
+              lambda s: f"no elapsed-cycles counter: the cycles come from {s}, which cannot check the "
+              "clock they give", q.source(ctx, "cycles_elapsed"))
+    checks.na(np.isnan(clock), "needs sm__cycles_elapsed.avg and gpu__time_duration.sum (ncu section SpeedOfLight)")
     checks.na(np.isnan(top), "the device's boost clock is unknown (no device__attribute_max_gpu_frequency_khz, "
                              "and its compute capability is not in the table)")
     inside = (clock >= low) & (clock <= high)

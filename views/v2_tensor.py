@@ -21,7 +21,8 @@ import pandas as pd
 
 from views import device
 from views.catalog import HIGHER, KERNEL, MEAN, MODE, NEITHER, SUM, Figure
-from views.common import Checks, categorical, first_metric, metric, safe_div
+from views import quantities as q
+from views.common import Checks, categorical, safe_div
 from views.context import Context
 
 ID = "V2"
@@ -34,60 +35,34 @@ WARP_PATH = {"bf16": "hmma", "fp16": "hmma", "tf32": "hmma", "fp8": "hmma", "int
 # Bytes per input element of each type (V7 weighs a GEMM's weights with it).
 ELEMENT_BYTES = {"bf16": 2.0, "fp16": 2.0, "tf32": 4.0, "fp8": 1.0, "int8": 1.0}
 
-# Every op of a type, whatever its path (dense first where ncu has a dense-only variant).
-SOURCE_COUNTERS = {
-    "bf16": ("sm__ops_path_tensor_src_bf16_dst_fp32.sum",),
-    "fp16": ("sm__ops_path_tensor_src_fp16.sum",),
-    "tf32": ("sm__ops_path_tensor_src_tf32_dst_fp32.sum",),
-    "fp8": ("sm__ops_path_tensor_src_fp8_sparsity_off.sum", "sm__ops_path_tensor_src_fp8.sum"),
-    "int8": ("sm__ops_path_tensor_src_int8.sum",),
-}
-# The ops of one path and type (dense first; entries of one path and type add up).
-_OPS = "sm__ops_path_tensor_op_"
-PATH_COUNTERS = [
-    ("gmma", "bf16", (f"{_OPS}hgmma_src_bf16_dst_fp32_sparsity_off.sum", f"{_OPS}hgmma_src_bf16_dst_fp32.sum")),
-    ("gmma", "fp16", (f"{_OPS}hgmma_src_fp16_sparsity_off.sum", f"{_OPS}hgmma_src_fp16.sum")),
-    ("gmma", "tf32", (f"{_OPS}hgmma_src_tf32_dst_fp32_sparsity_off.sum", f"{_OPS}hgmma_src_tf32_dst_fp32.sum")),
-    ("gmma", "int8", (f"{_OPS}igmma_src_int8_sparsity_off.sum", f"{_OPS}igmma_src_int8.sum")),
-    ("hmma", "bf16", (f"{_OPS}hmma_src_bf16_dst_fp32_sparsity_off.sum", f"{_OPS}hmma_src_bf16_dst_fp32.sum")),
-    ("hmma", "fp16", (f"{_OPS}hmma_src_fp16_dst_fp16_sparsity_off.sum", f"{_OPS}hmma_src_fp16_dst_fp16.sum")),
-    ("hmma", "fp16", (f"{_OPS}hmma_src_fp16_dst_fp32_sparsity_off.sum", f"{_OPS}hmma_src_fp16_dst_fp32.sum")),
-    ("hmma", "tf32", (f"{_OPS}hmma_src_tf32_dst_fp32_sparsity_off.sum", f"{_OPS}hmma_src_tf32_dst_fp32.sum")),
-    ("imma", "int8", (f"{_OPS}imma_src_int8_sparsity_off.sum", f"{_OPS}imma_src_int8.sum")),
-]
+# The op counters by input type and by path and type (views/quantities.py names their metrics).
+SOURCE_QUANTITIES = {d: q.tensor_source_quantity(d) for d in DTYPES}
+PATH_QUANTITIES = [(path, dtype, q.tensor_path_quantity(path, key)) for path, dtype, key in q.TENSOR_PATHS]
+OPS_QUANTITIES = (*SOURCE_QUANTITIES.values(), *(name for _, _, name in PATH_QUANTITIES))
+PIPE_QUANTITIES = ("tensor_pipe_active_pct", "tensor_pipe_elapsed_pct", "tensor_pipe_imma_pct")
+QUANTITIES = (*PIPE_QUANTITIES, "cycles_active", "cycles_elapsed", "sm_count", "hmma_inst", "gmma_inst",
+              "hfma2_mma_inst", *OPS_QUANTITIES)
 TENSOR_PIPE = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"  # every MMA kind
-# The HMMA/HGMMA/QGMMA pipe alone (an older metric list's): blind to IMMA (seen: an int8 GEMM on
-# the H200 reads 0 % there and 71 % on the whole tensor pipe).
-TENSOR_PIPE_HMMA = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
-TENSOR_PIPE_IMMA = "sm__pipe_tensor_op_imma_cycles_active.avg.pct_of_peak_sustained_active"
-TENSOR_PIPE_ELAPSED = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"
-HMMA_INST = "sm__inst_executed_pipe_tensor_op_hmma.sum"
-GMMA_INST = "sm__inst_executed_pipe_tensor_op_gmma.sum"
-HFMA2_INST = "sm__inst_executed_pipe_tensor_op_hmma_type_hfma2.sum"
-OPS_METRICS = ([c for counters in SOURCE_COUNTERS.values() for c in counters[:1]]
-               + list(dict.fromkeys(alternatives[0] for _, _, alternatives in PATH_COUNTERS)))
-METRICS = ([TENSOR_PIPE, TENSOR_PIPE_ELAPSED, "sm__cycles_active.avg", "sm__cycles_elapsed.avg",
-            "launch__sm_count", HMMA_INST, GMMA_INST, HFMA2_INST] + OPS_METRICS)
-FALLBACK_METRICS = ([TENSOR_PIPE_HMMA, TENSOR_PIPE_IMMA, "sm__ops_path_tensor_src_fp8.sum"]
-                    + [alternatives[1] for _, _, alternatives in PATH_COUNTERS])
 FIGURES = (
     Figure("tensor_pipe_pct", "tensor pipe", "%", HIGHER, MEAN,
-           f"{TENSOR_PIPE} (else {TENSOR_PIPE_HMMA}): the share of active cycles the tensor pipe was "
-           "busy", summary=True, bounds=(0, 100)),
+           f"{TENSOR_PIPE} (else the HMMA pipe's): the share of active cycles the tensor pipe was "
+           "busy", summary=True, bounds=(0, 100), reads=("tensor_pipe_active_pct",)),
     Figure("tensor_pipe_elapsed_pct", "tensor pipe, elapsed", "%", HIGHER, MEAN,
            "tensor_pipe_pct x sm_active_pct / 100 (else "
-           f"{TENSOR_PIPE_ELAPSED}): the share of elapsed cycles the tensor pipe was busy",
-           rests_on=("V1",), summary=True, bounds=(0, 100)),
+           "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed): the share of elapsed "
+           "cycles the tensor pipe was busy", rests_on=("V1",), summary=True, bounds=(0, 100),
+           reads=("tensor_pipe_active_pct", "cycles_active", "cycles_elapsed")),
     Figure("tensor_device_pct", "tensor at best rate", "%", HIGHER, MEAN,
            "100 x Σ over input types of ops / (the device's best rate for the type x SMs x "
            "sm__cycles_elapsed.avg), at most tensor_pipe_elapsed_pct: the MMA work against the "
-           "device's fastest path", rests_on=("V1",), summary=True, bounds=(0, 100)),
+           "device's fastest path", rests_on=("V1",), summary=True, bounds=(0, 100),
+           reads=("cycles_elapsed", "sm_count"), reads_any=OPS_QUANTITIES),
     Figure("tensor_ops", "tensor ops", "ops", NEITHER, SUM,
            "Σ sm__ops_path_tensor_src_<type> (else the per-path counters), dense: the MMA work "
-           "(one op is one FLOP)", summary=True, bounds=(0, None)),
+           "(one op is one FLOP)", summary=True, bounds=(0, None), reads_any=OPS_QUANTITIES),
     Figure("tensor_dtype", "MMA type", "text", NEITHER, MODE,
            "the input type with the most ops: bf16, fp16, tf32, fp8 or int8; none without MMA ops",
-           mode_fallback="none", summary=True),
+           mode_fallback="none", summary=True, reads_any=OPS_QUANTITIES),
     Figure("mma_path", "MMA path", "text", NEITHER, MODE,
            "gmma (wgmma), tcgen05, hmma (mma.sync on floats) or imma (mma.sync on integers): the "
            "path with ops; none without MMA ops", mode_fallback="none", summary=True),
@@ -107,10 +82,6 @@ TOLERANCE = 0.03
 # ncu prints percentages to 0.01: a pipe share below this is too coarse to hold to 3 %.
 PRINT_STEP_PCT = 0.01
 MIN_CHECKED_PCT = PRINT_STEP_PCT / 2 / TOLERANCE
-
-
-def _column(kernels: pd.DataFrame, alternatives: tuple[str, ...]) -> str | None:
-    return next((c for c in alternatives if c in kernels.columns), None)
 
 
 class Ops:
@@ -150,12 +121,11 @@ def _ops(ctx: Context) -> Ops:
     seen = np.zeros(n, dtype=bool)
     uncounted = []
     for dtype in DTYPES:
-        source = _column(kernels, SOURCE_COUNTERS[dtype])
+        source = SOURCE_QUANTITIES[dtype] if q.collected(kernels, SOURCE_QUANTITIES[dtype]) else None
         paths: dict[str, np.ndarray] = {}
-        for path, d, alternatives in PATH_COUNTERS:
-            column = _column(kernels, alternatives) if d == dtype else None
-            if column:
-                values = metric(kernels, column)
+        for path, d, name in PATH_QUANTITIES:
+            if d == dtype and q.collected(kernels, name):
+                values = q.value(ctx, name)
                 paths[path] = np.nan_to_num(paths.get(path, 0.0)) + np.nan_to_num(values)
                 seen |= ~np.isnan(values)
         if source is None and not paths:
@@ -165,7 +135,7 @@ def _ops(ctx: Context) -> Ops:
             by[(path, dtype)] = values
         if source is None:
             continue
-        total = metric(kernels, source)
+        total = q.value(ctx, source)
         seen |= ~np.isnan(total)
         named = sum(paths.values()) if paths else np.zeros(n)
         rest = np.maximum(np.nan_to_num(total) - named, 0.0)
@@ -200,7 +170,7 @@ def _mma_path(ctx: Context) -> pd.Categorical:
     counted = ops(ctx)
     by_path = [counted.path(p) for p in PATHS]
     total = counted.total()
-    imma_pipe = (metric(ctx.kernels, TENSOR_PIPE_IMMA) > 0) & ~counted.seen & (device.cc_major(ctx) < 9)
+    imma_pipe = (q.value(ctx, "tensor_pipe_imma_pct") > 0) & ~counted.seen & (device.cc_major(ctx) < 9)
     return categorical(np.select([v > 0 for v in by_path] + [total == 0, imma_pipe],
                                  list(range(len(PATHS))) + [len(PATHS), PATHS.index("imma")], -1),
                        list(PATHS) + ["none"])
@@ -252,11 +222,7 @@ def _best_busy_cycles(ctx: Context) -> np.ndarray:
 def tensor_pipe_pct(ctx: Context) -> np.ndarray:
     """Busy share of active cycles: the whole tensor pipe, else its HMMA part, else the elapsed
     share scaled to active cycles."""
-    kernels = ctx.kernels
-    counted = first_metric(kernels, TENSOR_PIPE, TENSOR_PIPE_HMMA)
-    from_elapsed = metric(kernels, TENSOR_PIPE_ELAPSED) * safe_div(
-        metric(kernels, "sm__cycles_elapsed.avg"), metric(kernels, "sm__cycles_active.avg"))
-    return np.where(np.isnan(counted), from_elapsed, counted)
+    return q.value(ctx, "tensor_pipe_active_pct")
 
 
 def tensor_pipe_elapsed_pct(ctx: Context) -> np.ndarray:
@@ -266,10 +232,8 @@ def tensor_pipe_elapsed_pct(ctx: Context) -> np.ndarray:
 
 
 def _tensor_pipe_elapsed_pct(ctx: Context) -> np.ndarray:
-    kernels = ctx.kernels
-    scaled = tensor_pipe_pct(ctx) * safe_div(metric(kernels, "sm__cycles_active.avg"),
-                                             metric(kernels, "sm__cycles_elapsed.avg"))
-    return np.where(np.isnan(scaled), metric(kernels, TENSOR_PIPE_ELAPSED), scaled)
+    scaled = tensor_pipe_pct(ctx) * safe_div(q.value(ctx, "cycles_active"), q.value(ctx, "cycles_elapsed"))
+    return np.where(np.isnan(scaled), q.value(ctx, "tensor_pipe_elapsed_pct"), scaled)
 
 
 def tensor_device_pct(ctx: Context) -> np.ndarray:
@@ -279,7 +243,7 @@ def tensor_device_pct(ctx: Context) -> np.ndarray:
 
 
 def _tensor_device_pct(ctx: Context) -> np.ndarray:
-    capacity = metric(ctx.kernels, "sm__cycles_elapsed.avg") * device.sm_count(ctx)
+    capacity = q.value(ctx, "cycles_elapsed") * device.sm_count(ctx)
     # the device's rate can only shrink the busy share, never raise it above (ops and pipe counter
     # agree to 3 %, V2's check, not exactly)
     at_best = np.minimum(100 * safe_div(best_busy_cycles(ctx), capacity), tensor_pipe_elapsed_pct(ctx))
@@ -300,7 +264,7 @@ def compute(ctx: Context) -> pd.DataFrame:
         "tensor_dtype": tensor_dtype(ctx),
         "mma_path": mma_path(ctx),
         "tensor_ops_per_cycle_per_sm": safe_div(
-            with_ops, pipe / 100 * metric(kernels, "sm__cycles_active.avg") * device.sm_count(ctx)),
+            with_ops, pipe / 100 * q.value(ctx, "cycles_active") * device.sm_count(ctx)),
         "path_ops_per_cycle_per_sm": safe_div(with_ops, path),
         "best_ops_per_cycle_per_sm": safe_div(with_ops, best),
         "path_rate_share": safe_div(np.where(total > 0, best, np.nan), path),
@@ -311,13 +275,13 @@ def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     kernels = ctx.kernels
     pipe = figures["tensor_pipe_pct"].to_numpy()
     total = figures["tensor_ops"].to_numpy()
-    capacity = metric(kernels, "sm__cycles_active.avg") * device.sm_count(ctx)
+    capacity = q.value(ctx, "cycles_active") * device.sm_count(ctx)
     predicted = 100 * safe_div(path_busy_cycles(ctx), capacity)
     # With no MMA ops the pipe can still be busy with HFMA2.MMA: the hfma2 counter when collected,
     # else the hmma-pipe instructions that are not wgmma.
-    hfma2 = metric(kernels, HFMA2_INST)
+    hfma2 = q.value(ctx, "hfma2_mma_inst")
     non_mma = np.where(np.isnan(hfma2),
-                       metric(kernels, HMMA_INST) - np.nan_to_num(metric(kernels, GMMA_INST)), hfma2)
+                       q.value(ctx, "hmma_inst") - np.nan_to_num(q.value(ctx, "gmma_inst")), hfma2)
     predicted_idle = 100 * safe_div(non_mma / device.hfma2_rate(ctx), capacity)
     predicted_idle = np.where(non_mma == 0, 0.0, predicted_idle)
     idle = total == 0
@@ -326,12 +290,13 @@ def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     uncounted = ops(ctx).uncounted
 
     checks = Checks(len(kernels))
-    checks.na(np.isnan(pipe) | np.isnan(total), f"needs {TENSOR_PIPE} and the sm__ops_path_tensor_* counters")
+    checks.na(np.isnan(pipe) | np.isnan(total), f"needs {TENSOR_PIPE} (ncu section {q.CWA}) and the sm__ops_path_tensor_* counters "
+              f"({q.TENSOR_ROOFLINE})")
     # both counters say nothing ran: an agreement, down to ncu's printing
     checks.passed(idle & (predicted == 0) & (pipe <= PRINT_STEP_PCT / 2),
                   "no MMA ops and no other work on the tensor pipe, which reads 0")
     missing = f" (the capture counts no {', '.join(uncounted)} ops)" if uncounted else ""
-    gmma_inst = metric(kernels, GMMA_INST)
+    gmma_inst = q.value(ctx, "gmma_inst")
     checks.failed(idle & (gmma_inst > 0), lambda g: f"{g:,.0f} wgmma instructions ran, yet no op "
                   f"counter counts their work{missing}", gmma_inst)
     checks.na(idle & np.isnan(predicted), "no MMA ops, and the rate at which this device's tensor "

@@ -19,7 +19,7 @@ from views.context import Context, geometry, kind_is, names, shapes
 
 ID = "V3"
 TITLE = "Useful MMA work"
-METRICS = [v2_tensor.TENSOR_PIPE, "launch__grid_size"] + v2_tensor.OPS_METRICS
+QUANTITIES = ("tensor_pipe_active_pct", "grid_blocks", *v2_tensor.OPS_QUANTITIES)
 FIGURES = (
     Figure("useful_flops", "useful FLOPs", "FLOP", NEITHER, KERNEL,
            "2·M·N·K for a GEMM; 4·B·H·Sq·Skv·D for attention (halved when causal); from the NVTX "
@@ -27,7 +27,7 @@ FIGURES = (
     Figure("fill", "useful MMA share", "ratio", HIGHER, RATIO, "useful FLOPs / tensor ops: the share "
            "of the MMA work that was not padding (a tile reaching past the problem's edge multiplies "
            "zeros: 0.50 is half)", ratio_of=("useful_flops", "tensor_ops"),
-           rests_on=("V2",), summary=True, bounds=(0, 1)),
+           rests_on=("V2",), summary=True, bounds=(0, 1), reads_any=v2_tensor.OPS_QUANTITIES),
     Figure("predicted_fill", "predicted useful MMA share", "ratio", NEITHER, KERNEL,
            "M·N·K / the problem padded to whole tiles of the kernel's name: what the validation "
            "expects of a GEMM's useful MMA share"),

@@ -15,35 +15,35 @@ import pandas as pd
 
 from views import device
 from views.catalog import HIGHER, KERNEL, MEAN, MODE, NEITHER, Figure
-from views.common import Checks, categorical, combine, first_metric, metric, safe_div
+from views import quantities as q
+from views.common import Checks, categorical, combine, safe_div
 from views.context import Context
 
 ID = "V4"
 TITLE = "Occupancy and its limiter"
 LIMITS = ("registers", "shared_mem", "warps", "blocks", "barriers")
-LIMIT_METRICS = [f"launch__occupancy_limit_{name}" for name in LIMITS]
+LIMIT_QUANTITIES = [f"occupancy_limit_{name}_blocks" for name in LIMITS]
+LIMIT_METRICS = [q.QUANTITIES[name].columns[0] for name in LIMIT_QUANTITIES]  # launch__occupancy_limit_*
 ACHIEVED = "sm__warps_active.avg.pct_of_peak_sustained_active"
 THEORETICAL = "sm__maximum_warps_per_active_cycle_pct"
 REGISTERS = "launch__registers_per_thread"
 SHARED_MEM = "launch__shared_mem_per_block"  # static + dynamic + the driver's reserve
-SHARED_MEM_CONFIG = "launch__shared_mem_config_size"  # the carveout the driver chose for the launch
-BARRIERS = "launch__barrier_count"
-SHARED_MEM_PARTS = ["launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic",
-                    "launch__shared_mem_per_block_driver"]
-# What the blocks per SM are recomputed from (V5 and V8 read them too).
-LAUNCH_METRICS = ["launch__block_size", REGISTERS, SHARED_MEM, SHARED_MEM_CONFIG, BARRIERS,
-                  "device__attribute_max_warps_per_multiprocessor",
-                  "device__attribute_max_blocks_per_multiprocessor",
-                  "device__attribute_max_registers_per_multiprocessor",
-                  "device__attribute_max_shared_memory_per_multiprocessor"] + LIMIT_METRICS
-METRICS = [ACHIEVED, THEORETICAL] + LAUNCH_METRICS
-FALLBACK_METRICS = SHARED_MEM_PARTS
+# static, dynamic and the driver's reserve, where the whole is not given
+SHARED_MEM_PARTS = ["shared_mem_static_bytes", "shared_mem_dynamic_bytes", "shared_mem_driver_bytes"]
+# What the blocks per SM are recomputed from (V5 and V8 read them too): the launch's request (the
+# carveout: the shared memory the driver configured for it) and the device's limits.
+LAUNCH_QUANTITIES = ("block_threads", "registers_per_thread", "shared_mem_per_block_bytes",
+                     "shared_mem_config_bytes", "barrier_count", "max_warps_per_multiprocessor",
+                     "max_blocks_per_multiprocessor", "max_registers_per_multiprocessor",
+                     "max_shared_memory_per_multiprocessor", *SHARED_MEM_PARTS, *LIMIT_QUANTITIES)
+QUANTITIES = ("achieved_occupancy_pct", "theoretical_occupancy_pct", *LAUNCH_QUANTITIES)
 FIGURES = (
     Figure("achieved_occupancy_pct", "occupancy", "%", HIGHER, MEAN,
            f"{ACHIEVED}: warps resident per active cycle against the SM's maximum", summary=True,
-           bounds=(0, 100)),
+           bounds=(0, 100), reads=("achieved_occupancy_pct",)),
     Figure("theoretical_occupancy_pct", "theoretical", "%", NEITHER, MEAN,
-           f"{THEORETICAL}: what the launch allows", summary=True, bounds=(0, 100)),
+           f"{THEORETICAL}: what the launch allows", summary=True, bounds=(0, 100),
+           reads=("theoretical_occupancy_pct",)),
     Figure("occupancy_limiter", "limiter", "text", NEITHER, MODE,
            "the resource that allows the fewest blocks per SM (ties joined with +): registers, "
            "shared_mem, warps, blocks or barriers, recomputed from the launch (else ncu's "
@@ -61,8 +61,8 @@ ABS_TOLERANCE_PCT = 0.01  # ncu prints percentages to 0.01
 ACHIEVED_SLACK_PCT = 1.0
 
 
-def block_threads(kernels: pd.DataFrame) -> np.ndarray:
-    return first_metric(kernels, "launch__block_size", "block_threads")
+def block_threads(ctx: Context) -> np.ndarray:
+    return q.value(ctx, "block_threads")
 
 
 def recomputed_limits(ctx: Context) -> dict[str, np.ndarray]:
@@ -73,10 +73,10 @@ def recomputed_limits(ctx: Context) -> dict[str, np.ndarray]:
 
 def _recomputed_limits(ctx: Context) -> dict[str, np.ndarray]:
     kernels = ctx.kernels
-    warps = np.ceil(block_threads(kernels) / 32)
+    warps = np.ceil(block_threads(ctx) / 32)
     # registers: whole units of 256 per warp, each of the SM's 4 sub-partitions holding a quarter of
     # the register file; a thread using none (never seen) leaves the others to decide
-    registers = metric(kernels, REGISTERS)
+    registers = q.value(ctx, "registers_per_thread")
     per_warp = np.ceil(registers * 32 / device.REGISTER_UNIT) * device.REGISTER_UNIT
     warps_by_registers = np.floor(safe_div(device.registers_per_sm(ctx) / device.SUB_PARTITIONS,
                                            per_warp)) * device.SUB_PARTITIONS
@@ -84,14 +84,14 @@ def _recomputed_limits(ctx: Context) -> dict[str, np.ndarray]:
     by_registers = np.where(registers == 0, blocks, np.floor(warps_by_registers / warps))
     # shared memory: the block's whole request (with the driver's reserve) in 128-byte units, out of
     # the carveout the driver configured for this launch (else all the SM has)
-    parts = [metric(kernels, c) for c in SHARED_MEM_PARTS]
+    parts = [q.value(ctx, c) for c in SHARED_MEM_PARTS]
     reserve = np.where(np.isnan(parts[2]), device.RESERVED_SHARED_MEM_PER_BLOCK, parts[2])
-    requested = first_metric(kernels, SHARED_MEM)
+    requested = q.value(ctx, "shared_mem_per_block_bytes")
     requested = np.where(np.isnan(requested), parts[0] + parts[1] + reserve, requested)
     allocated = np.ceil(requested / device.SHARED_MEM_UNIT) * device.SHARED_MEM_UNIT
-    carveout = first_metric(kernels, SHARED_MEM_CONFIG)
+    carveout = q.value(ctx, "shared_mem_config_bytes")
     carveout = np.where(np.isnan(carveout), device.shared_mem_per_sm(ctx), carveout)
-    barriers = metric(kernels, BARRIERS)
+    barriers = q.value(ctx, "barrier_count")
     return {
         "registers": by_registers,
         "shared_mem": np.floor(safe_div(carveout, allocated)),
@@ -113,8 +113,7 @@ def _fewest(limits: dict[str, np.ndarray], n: int, strict: bool) -> np.ndarray:
 
 def ncu_blocks_per_sm(ctx: Context) -> np.ndarray:
     """The fewest blocks of ncu's launch__occupancy_limit_* columns."""
-    kernels = ctx.kernels
-    return _fewest({n: metric(kernels, c) for n, c in zip(LIMITS, LIMIT_METRICS)}, len(kernels), False)
+    return _fewest({n: q.value(ctx, c) for n, c in zip(LIMITS, LIMIT_QUANTITIES)}, len(ctx.kernels), False)
 
 
 def blocks_per_sm(ctx: Context) -> np.ndarray:
@@ -140,8 +139,8 @@ def limiter(ctx: Context) -> pd.Categorical:
     low = blocks_per_sm(ctx)
     # a bit per resource -> a code; code 0 (no limit known) is null
     code = np.zeros(len(kernels), dtype=np.int64)
-    for bit, (name, column) in enumerate(zip(LIMITS, LIMIT_METRICS)):
-        values = np.where(known, recomputed[name], metric(kernels, column))
+    for bit, (name, column) in enumerate(zip(LIMITS, LIMIT_QUANTITIES)):
+        values = np.where(known, recomputed[name], q.value(ctx, column))
         code |= (values == low).astype(np.int64) << bit
     names = ["+".join(n for i, n in enumerate(LIMITS) if c >> i & 1) for c in range(1, 1 << len(LIMITS))]
     return categorical(code - 1, names)
@@ -150,10 +149,10 @@ def limiter(ctx: Context) -> pd.Categorical:
 def compute(ctx: Context) -> pd.DataFrame:
     kernels = ctx.kernels
     recomputed = recomputed_blocks_per_sm(ctx)
-    warps = np.ceil(block_threads(kernels) / 32)
+    warps = np.ceil(block_threads(ctx) / 32)
     return pd.DataFrame({
-        "achieved_occupancy_pct": metric(kernels, ACHIEVED),
-        "theoretical_occupancy_pct": metric(kernels, THEORETICAL),
+        "achieved_occupancy_pct": q.value(ctx, "achieved_occupancy_pct"),
+        "theoretical_occupancy_pct": q.value(ctx, "theoretical_occupancy_pct"),
         "occupancy_limiter": limiter(ctx),
         "blocks_per_sm": blocks_per_sm(ctx),
         "theoretical_recomputed_pct": np.minimum(

@@ -17,17 +17,18 @@ import pandas as pd
 
 from views import device, v4_occupancy, v8_selection
 from views.catalog import HIGHER, KERNEL, MEAN, NEITHER, Figure
-from views.common import Checks, metric, safe_div
+from views import quantities as q
+from views.common import Checks, safe_div
 from views.context import Context, geometry, grid_blocks
 
 ID = "V5"
 TITLE = "Wave quantization and tail"
 WAVES = "launch__waves_per_multiprocessor"
-METRICS = [WAVES, "launch__grid_size", "launch__sm_count", "launch__cluster_size",
-           "sm__cycles_active.avg", "sm__cycles_active.max"] + v4_occupancy.LAUNCH_METRICS
+QUANTITIES = ("waves", "grid_blocks", "sm_count", "cluster_size", "cycles_active", "cycles_active_max",
+              *v4_occupancy.LAUNCH_QUANTITIES)
 FIGURES = (
     Figure("waves", "waves", "waves", NEITHER, KERNEL, f"{WAVES}: the grid in waves of (SMs x "
-           "blocks per SM) blocks", summary=True, bounds=(0, None)),
+           "blocks per SM) blocks", summary=True, bounds=(0, None), reads=("waves",)),
     Figure("work_units", "work units", "count", NEITHER, KERNEL,
            "what is scheduled: the tiles of a persistent GEMM (V8), else the grid's blocks",
            bounds=(0, None)),
@@ -40,7 +41,7 @@ FIGURES = (
            bounds=(0, 1)),
     Figure("sm_imbalance", "SM balance", "ratio", HIGHER, MEAN,
            "sm__cycles_active.avg / sm__cycles_active.max: 1 when every SM was busy as long",
-           bounds=(0, 1)),
+           bounds=(0, 1), reads=("cycles_active", "cycles_active_max")),
     Figure("waves_recomputed", "waves recomputed", "waves", NEITHER, KERNEL,
            "grid blocks / (SMs x the blocks per SM V4 recomputes from the launch): what the "
            "validation holds ncu's waves against", rests_on=("V4",), bounds=(0, None)),
@@ -56,7 +57,7 @@ def compute(ctx: Context) -> pd.DataFrame:
     sms = device.sm_count(ctx)
     grid = grid_blocks(ctx)
     recomputed = safe_div(grid, sms * v4_occupancy.recomputed_blocks_per_sm(ctx))
-    waves = metric(kernels, WAVES)
+    waves = q.value(ctx, "waves")
     capacity = v8_selection.co_resident_blocks(ctx)
     persistent = v8_selection.persistent(ctx)
     tiles = geometry(ctx)["tile_count"].to_numpy()
@@ -72,8 +73,7 @@ def compute(ctx: Context) -> pd.DataFrame:
         "work_units": units,
         "wave_efficiency": efficiency,
         "sm_coverage": np.minimum(1.0, safe_div(grid, sms)),
-        "sm_imbalance": safe_div(metric(kernels, "sm__cycles_active.avg"),
-                                 metric(kernels, "sm__cycles_active.max")),
+        "sm_imbalance": safe_div(q.value(ctx, "cycles_active"), q.value(ctx, "cycles_active_max")),
         "waves_recomputed": recomputed,
     }, index=kernels.index, copy=False)
 
@@ -82,9 +82,9 @@ def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     kernels = ctx.kernels
     waves = figures["waves"].to_numpy()
     recomputed = figures["waves_recomputed"].to_numpy()
-    cluster = metric(kernels, "launch__cluster_size")
+    cluster = q.value(ctx, "cluster_size")
     checks = Checks(len(kernels))
-    checks.na(np.isnan(waves), f"needs {WAVES}")
+    checks.na(np.isnan(waves), f"needs {WAVES} (ncu section {q.LAUNCH})")
     checks.na(np.isnan(recomputed), "needs the grid size, launch__sm_count and the launch's "
                                     "registers, shared memory and block size (V4)")
     agrees = np.abs(recomputed - waves) <= ABS_TOLERANCE + REL_TOLERANCE * np.abs(waves)

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from views.catalog import ARGMAX, HIGHER, KERNEL, MEAN, NEITHER, Figure
-from views.common import Checks, categorical, metric, safe_div
+from views import quantities as q
+from views.common import Checks, categorical, safe_div
 from views.context import Context
 from views.vocabulary import STALL_FAMILIES as FAMILIES
 
@@ -24,16 +25,12 @@ REASONS = tuple(r for reasons in FAMILIES.values() for r in reasons)
 NOT_A_STALL = "selected"
 WARPS_PER_ISSUE = "smsp__average_warps_active_per_issue_active.ratio"
 ISSUE_ACTIVE = "smsp__issue_active.avg.pct_of_peak_sustained_active"
-
-
-def reason_metric(reason: str) -> str:
-    return f"smsp__average_warps_issue_stalled_{reason}_per_issue_active.ratio"
-
-
-METRICS = [reason_metric(r) for r in REASONS] + [WARPS_PER_ISSUE, ISSUE_ACTIVE, "gpu__time_duration.sum"]
+QUANTITIES = (*(q.stall_quantity(r) for r in REASONS), "warps_per_issue", "issue_active_pct", "time_ns")
+if set(REASONS) != set(q.STALL_REASONS):
+    raise ValueError("views/vocabulary.py's stall reasons and views/quantities.py's differ")
 FIGURES = (
     Figure("issue_active_pct", "issue active", "%", HIGHER, MEAN,
-           f"{ISSUE_ACTIVE}: the share of active cycles a warp was issued"),
+           f"{ISSUE_ACTIVE}: the share of active cycles a warp was issued", reads=("issue_active_pct",)),
     Figure("stall_sum", "stall sum", "warps/issue", NEITHER, KERNEL,
            "the sum of the stall reasons: what the validation holds against ncu's warps per issue"),
     *(Figure(f"stall_{family}_share", f"{family} stalls", "share", NEITHER, MEAN,
@@ -46,6 +43,7 @@ FIGURES = (
     Figure("top_stall", "top stall", "text", NEITHER, ARGMAX,
            "the reason most warps waited on (selected, the warp that issued, left out); a group's: "
            "the largest of its time-weighted reason shares", summary=True,
+           reads_any=tuple(q.stall_quantity(r) for r in REASONS),
            argmax_of=tuple((r, f"stall_{r}_share") for r in REASONS if r != NOT_A_STALL),
            argmax_value="top_stall_share"),
     Figure("top_stall_share", "top stall share", "share", NEITHER, KERNEL,
@@ -80,15 +78,15 @@ def _add(columns: list[np.ndarray]) -> np.ndarray:
 
 def compute(ctx: Context) -> pd.DataFrame:
     kernels = ctx.kernels
-    present = [r for r in REASONS if reason_metric(r) in kernels.columns]
-    values = {r: metric(kernels, reason_metric(r)) for r in present}
+    present = [r for r in REASONS if q.collected(kernels, q.stall_quantity(r))]
+    values = {r: q.value(ctx, q.stall_quantity(r)) for r in present}
     n = len(kernels)
     family_sums = {f: _add([values[r] for r in reasons if r in values]) if any(r in values for r in reasons)
                    else None for f, reasons in FAMILIES.items()}
     total = _add([s for s in family_sums.values() if s is not None]) if values else np.full(n, np.nan)
     known = total > 0
     denominator = np.where(known, total, np.nan)
-    out = {"issue_active_pct": metric(kernels, ISSUE_ACTIVE), "stall_sum": total}
+    out = {"issue_active_pct": q.value(ctx, "issue_active_pct"), "stall_sum": total}
     for family, family_sum in family_sums.items():
         out[f"stall_{family}_share"] = family_sum / denominator if family_sum is not None else np.full(n, np.nan)
     for reason in REASONS:
@@ -123,10 +121,10 @@ def compute(ctx: Context) -> pd.DataFrame:
 def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     kernels = ctx.kernels
     total = figures["stall_sum"].to_numpy()
-    expected = metric(kernels, WARPS_PER_ISSUE)
-    time_ns = metric(kernels, "gpu__time_duration.sum")
+    expected = q.value(ctx, "warps_per_issue")
+    time_ns = q.value(ctx, "time_ns")
     checks = Checks(len(kernels))
-    checks.na(np.isnan(total) | np.isnan(expected), f"needs the stall reasons and {WARPS_PER_ISSUE}")
+    checks.na(np.isnan(total) | np.isnan(expected), f"needs the stall reasons and {WARPS_PER_ISSUE} (ncu section {q.WARPS})")
     checks.na(time_ns < MIN_DURATION_NS, "shorter than 5 µs: the stall and issue counters come "
                                          "from different replay passes")
     ratio = safe_div(total, expected)

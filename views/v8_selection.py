@@ -15,16 +15,15 @@ import pandas as pd
 
 from views import device, v2_tensor, v4_occupancy
 from views.catalog import KERNEL, NEITHER, Figure
-from views.common import Checks, combine, metric, safe_div
+from views import quantities as q
+from views.common import Checks, combine, safe_div
 from views.context import Context, geometry, grid_blocks, kind_is, names, shapes, split_k
 from views.vocabulary import CHOSEN_KINDS, PHASE_ORDER
 
 ID = "V8"
-IMMA_INST = "sm__inst_executed_pipe_tensor_op_imma.sum"
 TITLE = "Kernel selection"
-METRICS = ([v2_tensor.GMMA_INST, v2_tensor.HMMA_INST, IMMA_INST, "launch__grid_size",
-            "launch__cluster_size", "launch__sm_count"] + v4_occupancy.LAUNCH_METRICS
-           + v2_tensor.OPS_METRICS)
+QUANTITIES = ("gmma_inst", "hmma_inst", "imma_inst", "grid_blocks", "cluster_size", "sm_count",
+              *v4_occupancy.LAUNCH_QUANTITIES, *v2_tensor.OPS_QUANTITIES)
 FIGURES = (
     Figure("kernel_family", "kernel family", "text", NEITHER, KERNEL,
            "the library the name says: cublaslt_nvjet, cutlass, cudnn_sdpa, flash_attention, ...",
@@ -63,7 +62,7 @@ def persistent(ctx: Context) -> np.ndarray:
 def _persistent(ctx: Context) -> np.ndarray:
     grid = grid_blocks(ctx)
     capacity = co_resident_blocks(ctx)
-    cluster = np.nan_to_num(metric(ctx.kernels, "launch__cluster_size"), nan=1.0)
+    cluster = np.nan_to_num(q.value(ctx, "cluster_size"), nan=1.0)
     tile_count = geometry(ctx)["tile_count"].to_numpy()
     fills_device = (grid < tile_count) & (grid <= capacity) & (grid > capacity - np.maximum(cluster, 1))
     return (np.asarray(names(ctx)["persistent"], dtype=bool) | fills_device) & kind_is(ctx, "gemm")
@@ -112,8 +111,8 @@ def _path_check(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     kernels = ctx.kernels
     claimed = figures["claimed_path"]
     counted = v2_tensor.ops(ctx)
-    instructions = {"gmma": metric(kernels, v2_tensor.GMMA_INST), "hmma": metric(kernels, v2_tensor.HMMA_INST),
-                    "imma": metric(kernels, IMMA_INST), "tcgen05": np.full(len(kernels), np.nan)}
+    instructions = {"gmma": q.value(ctx, "gmma_inst"), "hmma": q.value(ctx, "hmma_inst"),
+                    "imma": q.value(ctx, "imma_inst"), "tcgen05": np.full(len(kernels), np.nan)}
     # the op counters when collected (they count MMA work only), else the instructions (the hmma
     # and imma ones count HGMMA, IGMMA and HFMA2.MMA too, so they show their path only without
     # gmma), else the path V2 reads from the IMMA pipe (an Ampere full set has no op counters)
@@ -152,7 +151,7 @@ def _grid_check(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     matches = figures["grid_matches_tiles"].to_numpy() == 1
     m, n, _ = shapes(ctx)
     capacity = co_resident_blocks(ctx)
-    cluster = np.maximum(np.nan_to_num(metric(kernels, "launch__cluster_size"), nan=1.0), 1.0)
+    cluster = np.maximum(np.nan_to_num(q.value(ctx, "cluster_size"), nan=1.0), 1.0)
     # a persistent kernel launches the blocks that run at once (to a whole cluster), or one per
     # tile when it has fewer tiles than that
     fills = (grid <= capacity) & (grid > capacity - cluster)
