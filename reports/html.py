@@ -472,9 +472,16 @@ def _header(data: ReportInput, base: Optional[ReportInput], phase, role) -> str:
         return " \u00b7 ".join(bits)
 
     k = data.kernels
+    from reports.terminal import capture_line, device_line
+
+    conditions = [line for line in (device_line(data.devices), capture_line(data.devices, k, run)) if line]
     lines = [f'<div class="meta">{describe(run)} \u00b7 {len(k)} kernels'
              + ("" if data.tokens else f' \u00b7 {esc(fmt_time_ns(numbers(k, "time_ns").sum()))} kernel time')
              + "</div>"]
+    if conditions:  # one line folded: the verdict and the tables stay in the first screen
+        summary = "device and capture" + (": clocks locked at base" if "clocks locked" in conditions[-1] else "")
+        lines.append(f'<details class="meta"><summary>{esc(summary)}</summary>'
+                     + "".join(f"<div>{esc(line)}</div>" for line in conditions) + "</details>")
     if base is not None:
         lines.append(f'<div class="meta">against baseline {describe(base.run)} \u00b7 {len(base.kernels)} kernels: '
                      f'figures show value and change (\u25b2 up, \u25bc down); '

@@ -29,7 +29,7 @@ def _tags_text(tags: dict) -> str:
 
 def run_record(row: dict) -> dict:
     record = {key: _plain(value) for key, value in row.items()}
-    for key in ("tags", "notes", "shapes"):
+    for key in ("tags", "notes", "shapes", "capture"):
         if isinstance(record.get(key), str):
             try:
                 record[key] = json.loads(record[key])
@@ -103,6 +103,14 @@ def print_run(summary: dict, console: Console | None = None) -> None:
         if isinstance(value, dict):
             value = _tags_text(value)
         head.add_row(key.replace("_", " "), "" if value is None else str(value))
+    facts = summary.get("capture")
+    if isinstance(facts, dict) and facts:  # stores before capture facts lack them
+        lost = facts.get("unmeasured_kernels") or 0
+        head.add_row("capture", f"{facts.get('device_count')} device(s) {facts.get('devices')}"
+                     + (f", {facts.get('replay_passes'):g} replay passes per kernel"
+                        if facts.get("replay_passes") is not None else "")
+                     + (f", {lost} kernel(s) ncu could not measure (ID "
+                        + ", ".join(map(str, facts.get("unmeasured_kernel_ids") or [])) + ")" if lost else ""))
     console.print(head)
     table = _compact("kernels by phase and role")
     for column, justify in (("phase / role", "left"), ("kernels", "right"), ("time µs", "right"),
@@ -126,15 +134,3 @@ def print_run(summary: dict, console: Console | None = None) -> None:
     console.print(table)
     for note in summary.get("notes") or []:
         console.print(f"note: {note}")
-
-
-def support_lines(support) -> list[str]:
-    """What a capture cannot show, one line per view (views.registry.support): the quantity it
-    lacks and the ncu section that carries it; nothing for a view it supports."""
-    lines = []
-    for row in support.itertuples(index=False):
-        if row.status == "supported":
-            continue
-        lines.append(f"{row.view} {row.title}: {row.figures_shown} of {row.figures} figures; missing "
-                     + "; ".join(row.missing))
-    return lines

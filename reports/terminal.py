@@ -399,6 +399,11 @@ def summary_table(result) -> Table:
     return _table("Validations (kernels)", "view", rows, [titles] + [Column(s, counts[s]) for s in counts])
 
 
+def _sourced(text: str, source) -> str:
+    """A constant and where it came from (`capture: <metric>`, `table: CC 9.0`)."""
+    return text if is_missing(source) else f"{text} ({source})"
+
+
 def device_line(devices: pd.DataFrame) -> Optional[str]:
     if devices is None or devices.empty:
         return None
@@ -406,19 +411,59 @@ def device_line(devices: pd.DataFrame) -> Optional[str]:
     for _, d in devices.iterrows():
         peak, source = d.get("dram_peak_bytes_per_s"), d.get("dram_peak_source")
         if is_missing(peak) and not is_missing(d.get("dram_peak_from_attributes_bytes_per_s")):
-            peak, source = d.get("dram_peak_from_attributes_bytes_per_s"), "device attributes"
+            peak, source = d.get("dram_peak_from_attributes_bytes_per_s"), "capture: device attributes"
         # a details-page export may name no device and carry none of its attributes (seen: an RTX
         # 5090's): say what the capture lacks rather than print a bare n/a
         sm_count, clock_hz, name = d.get("sm_count"), d.get("max_clock_hz"), d.get("name")
         facts = ["CC not in the capture" if is_missing(d.get("cc")) else f"CC {d.get('cc')}",
-                 "SM count not in the capture" if is_missing(sm_count) else f"{number_text(sm_count)} SMs",
-                 "clock not in the capture" if is_missing(clock_hz) else si(clock_hz, "Hz"),
-                 "DRAM peak not known" if is_missing(peak) else f"DRAM peak {si(peak, 'B/s')}"
-                 + (f" ({source})" if not is_missing(source) else "")]
+                 "SM count not in the capture" if is_missing(sm_count)
+                 else _sourced(f"{number_text(sm_count)} SMs", d.get("sm_count_source")),
+                 "clock not in the capture" if is_missing(clock_hz)
+                 else _sourced(f"{'clock' if 'measured' in str(d.get('max_clock_source')) else 'max clock'} "
+                               f"{si(clock_hz, 'Hz')}", d.get("max_clock_source")),
+                 "DRAM peak not known" if is_missing(peak) else _sourced(f"DRAM peak {si(peak, 'B/s')}", source)]
         parts.append(f"{'device not named in the capture' if is_missing(name) else name}: " + ", ".join(facts))
     # one line per kind of GPU: a tensor-parallel run's ranks on the same model are "2 x ..."
     counts = {part: parts.count(part) for part in parts}
     return "; ".join(part if n == 1 else f"{n} x {part}" for part, n in counts.items())
+
+
+def clock_text(measured_hz, max_hz, state) -> Optional[str]:
+    """How the clocks ran during the capture (views.device.clock_state), or None when not measured."""
+    if is_missing(measured_hz):
+        return None
+    seen = f"SM clock {si(measured_hz, 'Hz')} measured"
+    if is_missing(max_hz) or is_missing(state):
+        return seen + " (the maximum is not known: locked clocks cannot be told)"
+    share = f"{100 * measured_hz / max_hz:.0f} % of its {si(max_hz, 'Hz')} maximum"
+    if state == "locked":
+        return (f"{seen}, {share}: clocks locked below boost (ncu's default --clock-control base); every "
+                "time is at that clock, longer than the program's own: compare with --clock-control none")
+    return f"{seen}, {share}: clocks not locked"
+
+
+def capture_line(devices: Optional[pd.DataFrame], kernels: Optional[pd.DataFrame] = None,
+                 run: Optional[dict] = None) -> Optional[str]:
+    """How the capture was made, as far as it says: the clocks per device, the kernels ncu could not
+    measure, the replay passes and the ncu version."""
+    parts = []
+    for _, d in (devices if devices is not None else pd.DataFrame()).iterrows():
+        clock = clock_text(d.get("sm_clock_measured_hz"), d.get("max_clock_hz"), d.get("clocks"))
+        if clock:
+            parts.append(clock)
+    if kernels is not None and "measured" in kernels:
+        lost = kernels.loc[~kernels["measured"].fillna(True).astype(bool), "kernel_id"].tolist() \
+            if "kernel_id" in kernels else []
+        if lost:
+            shown = ", ".join(str(i) for i in lost[:5]) + (" ..." if len(lost) > 5 else "")
+            parts.append(f"{len(lost)} kernel(s) ncu could not measure (ID {shown}): kept, n/a, left out of the sums")
+    facts = (run or {}).get("capture")
+    facts = facts if isinstance(facts, dict) else {}
+    if not is_missing(facts.get("replay_passes")):
+        parts.append(f"{number_text(facts['replay_passes'])} replay passes per kernel")
+    version = (run or {}).get("ncu_version")
+    parts.append(f"ncu {version}" if not is_missing(version) else "ncu version not in the capture")
+    return "Capture: " + "; ".join(parts) if parts else None
 
 
 def mlp_lines(mlp: Optional[pd.DataFrame]) -> list[str]:
@@ -433,6 +478,19 @@ def mlp_lines(mlp: Optional[pd.DataFrame]) -> list[str]:
     return lines
 
 
+def _with_capture(run: dict) -> dict:
+    """A runs-table row with its `capture` facts decoded (a JSON text in the table)."""
+    import json
+
+    facts = run.get("capture")
+    if isinstance(facts, str):
+        try:
+            return {**run, "capture": json.loads(facts)}
+        except ValueError:
+            return {**run, "capture": {}}
+    return run
+
+
 def print_views(result, run: Optional[dict] = None, console: Optional[Console] = None,
                 verdict: Optional[Verdict] = None) -> None:
     """The verdict first, then the gap, the validations, and each view's table with its checks."""
@@ -444,9 +502,10 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
     title = " ".join(str(x) for x in (run.get("name"), f"run {run['id']}" if run.get("id") else None) if x)
     if title:
         console.print(Text(title, style="bold"))
-    line = device_line(getattr(result, "devices", None))
-    if line:
-        console.print(Prose(line))
+    for line in (device_line(getattr(result, "devices", None)),
+                 capture_line(getattr(result, "devices", None), result.kernels, _with_capture(run))):
+        if line:
+            console.print(Prose(line))
     if result.kernels.empty:
         console.print("no kernels")
         return

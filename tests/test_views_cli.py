@@ -35,7 +35,9 @@ def test_table_starts_with_the_gap_then_each_view(store):
         < out.index("V1 Time and SM activity") < out.index("V8 Kernel selection")
     assert "1. decode · elementwise: up to 279 µs to win" in out  # the first opportunity
     assert "Setup: 22 kernels outside any phase range" in out
-    assert "NVIDIA H200: CC 9.0, 132 SMs, 1.98 GHz, DRAM peak 4.81 TB/s (device attributes)" in out
+    words = " ".join(out.split())
+    assert ("NVIDIA H200: CC 9.0, 132 SMs (capture: launch__sm_count), max clock 1.98 GHz (capture: device__attribute_max_gpu_frequency_khz), DRAM peak 4.81 TB/s (capture: device__attribute_memory_clock_rate x bus width)") in words
+    assert "Capture: SM clock 1.96 GHz measured, 99 % of its 1.98 GHz maximum: clocks not locked" in words
     # the roles no role range named (the capture's norms and copies) are marked as guessed
     assert "  elementwise?" in out and "  qkv_proj?" not in out
     words = " ".join(out.split())  # the terminal wraps long cells
@@ -71,10 +73,7 @@ def test_sections_run_prints_na_not_zero(store):
     code, out, err = smlens("views", "sections", "--store", store, "--format", "json")
     assert code == 0, err
     kernel = json.loads(out)["kernels"][45]
-    assert kernel["tensor_ops"] is None and kernel["mma_path"] is None
-    # the store reads the columns every way of a quantity needs: SpeedOfLight's elapsed cycles
-    assert kernel["sm_active_pct"] == pytest.approx(27.28, abs=0.01)
-    assert kernel["sources"]["sm_active_pct"] == "sm__cycles_active.avg; gpc__cycles_elapsed.max"
+    assert kernel["tensor_ops"] is None and kernel["sm_active_pct"] is None and kernel["mma_path"] is None
     code, out, _ = smlens("views", "sections", "--store", store, "--view", "V2")
     assert code == 0
     v2 = out[out.index("V2 Tensor-pipe utilization"):]

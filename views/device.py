@@ -95,6 +95,10 @@ PUBLISHED_DRAM_PEAK = {
     "L4": 0.3e12, "A40": 0.696e12, "A10": 0.6e12, "RTX 4090": 1.008e12, "RTX 5090": 1.792e12,
 }
 
+# The SM clock a kernel ran at, as ncu measured it: SpeedOfLight's "SM Frequency" is
+# gpc__cycles_elapsed.avg.per_second; older sets give the SM's own rate; else cycles over duration.
+SM_CLOCK_METRICS = ("gpc__cycles_elapsed.avg.per_second", "sm__cycles_elapsed.avg.per_second",
+                    "smsp__cycles_elapsed.avg.per_second")
 DEVICE_METRICS = [
     "launch__sm_count",
     "device__attribute_multiprocessor_count",
@@ -110,9 +114,31 @@ DEVICE_METRICS = [
     "device__attribute_compute_capability_major",
     "device__attribute_compute_capability_minor",
     "device__attribute_display_name",
+    "device__attribute_max_mem_frequency_khz",
+    # ncu's measured clocks and its own DRAM peak (per cycle), where the capture has them
+    *SM_CLOCK_METRICS,
+    "dram__cycles_elapsed.avg.per_second",
+    "dram__bytes.sum.peak_sustained",
+    "measured",
 ]
 
 DEVICE_KEY_COLUMNS = ("run_id", "host", "device", "cc")
+# Not measurements of a kernel: its identity, its launch's shape, its device's attributes.
+_NOT_MEASURED = ("kernel_id", "process_id", "device", "context", "stream", "shape_m", "shape_n", "shape_k",
+                 "grid_blocks", "block_threads", "rank", "comm_bytes", "comm_samples")
+
+
+def measured(kernels: pd.DataFrame) -> np.ndarray:
+    """Per row: did ncu measure this kernel? The ingest's `measured` column (False: every counter
+    null, as ncu gives a kernel it could not read); for a store written before it, any number
+    among the row's counters or figures."""
+    if "measured" in kernels.columns:
+        return kernels["measured"].fillna(True).to_numpy(dtype=bool)
+    numeric = [c for c in kernels.columns if c not in _NOT_MEASURED and not str(c).startswith("device__attribute_")
+               and pd.api.types.is_float_dtype(kernels[c].dtype)]
+    if not numeric:
+        return np.ones(len(kernels), dtype=bool)
+    return kernels[numeric].notna().any(axis=1).to_numpy(dtype=bool)
 
 
 def _to_hz(values: np.ndarray) -> np.ndarray:
@@ -206,14 +232,117 @@ def shared_mem_per_sm(ctx: Context) -> np.ndarray:
                                "shared_mem_per_sm")
 
 
+CYCLES_OVER_TIME = "sm__cycles_elapsed.avg / gpu__time_duration.sum"
+MAX_CLOCK_ATTRIBUTES = ("device__attribute_max_gpu_frequency_khz", "device__attribute_clock_rate")
+# Measured over maximum SM clock below which the clocks were held down. ncu's default
+# `--clock-control base` locks them to base: seen 0.59 of 1.59 GHz (T4), 1.04 of 1.41 (A100 PCIe,
+# tests/data/public), 0.93-0.98 of 1.41 (A100, 2021 export). Free clocks reach 0.97-1.0 of the maximum
+# on their faster kernels (the H200 captures here, p90); heavy GEMMs throttle to 0.83 (h200_dtypes2).
+LOCKED_BELOW = 0.8
+CLOCK_QUANTILE = 90  # a device's clock: its faster kernels' (short or power-heavy ones run slower)
+
+
+def sm_clock_measured(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """(Hz per row, the index into SM_CLOCK_METRICS + (CYCLES_OVER_TIME,) that gave it; -1 none)."""
+    return ctx.once(_sm_clock_measured)
+
+
+def _sm_clock_measured(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    kernels = ctx.kernels
+    cycles_per_ns = metric(kernels, "sm__cycles_elapsed.avg") / metric(kernels, "gpu__time_duration.sum")
+    hz, source = np.full(len(kernels), np.nan), np.full(len(kernels), -1)
+    for code, values in enumerate([metric(kernels, n) for n in SM_CLOCK_METRICS] + [cycles_per_ns * 1e9]):
+        take = np.isnan(hz) & np.isfinite(values) & (values > 0)
+        hz[take], source[take] = values[take], code
+    return hz, source
+
+
+def device_sm_clock_hz(ctx: Context) -> np.ndarray:
+    """Per row, its device's measured SM clock (the CLOCK_QUANTILE of its measured kernels)."""
+    return ctx.once(_device_sm_clock_hz)
+
+
+def _device_sm_clock_hz(ctx: Context) -> np.ndarray:
+    hz, _ = sm_clock_measured(ctx)
+    keyed = pd.Series(np.where(measured(ctx.kernels), hz, np.nan))
+    return keyed.groupby(device_key(ctx)).transform(lambda v: np.nanpercentile(v, CLOCK_QUANTILE)
+                                                    if v.notna().any() else np.nan).to_numpy()
+
+
 def max_clock_hz(ctx: Context) -> np.ndarray:
-    return ctx.once(_max_clock_hz)
+    return ctx.once(_max_clock)[0]
 
 
-def _max_clock_hz(ctx: Context) -> np.ndarray:
-    counted = _to_hz(first_metric(ctx.kernels, "device__attribute_max_gpu_frequency_khz",
-                                  "device__attribute_clock_rate"))
-    return np.where(np.isnan(counted), _arch_lookup(ctx, "max_clock_hz"), counted)
+def max_clock_source(ctx: Context) -> pd.Categorical:
+    """Where max_clock_hz came from: `capture: <attribute>`, `capture: <metric> (measured)` or
+    `table: CC <cc>`."""
+    return ctx.once(_max_clock)[1]
+
+
+def _max_clock(ctx: Context) -> tuple[np.ndarray, pd.Categorical]:
+    """The device's maximum SM clock: its attribute in the capture; else, for a capture without one
+    (a details export), the clock it measured when that is near the CC table's ceiling, so the
+    part's own boost (an H100 PCIe's 1.76 GHz, not the table's 1.98 GHz, the SXM part's); else the
+    table (a measured clock far below it is a locked one)."""
+    counted = [_to_hz(metric(ctx.kernels, n)) for n in MAX_CLOCK_ATTRIBUTES]
+    table = _arch_lookup(ctx, "max_clock_hz")
+    seen = device_sm_clock_hz(ctx)
+    _, seen_source = sm_clock_measured(ctx)
+    # without a ceiling a measured clock may be a locked one: it is no maximum then
+    own_boost = np.isfinite(seen) & (seen >= LOCKED_BELOW * table)
+    codes, names = _cc_codes(ctx)
+    labels = ([f"capture: {n}" for n in MAX_CLOCK_ATTRIBUTES]
+              + [f"capture: {n} (measured)" for n in (*SM_CLOCK_METRICS, CYCLES_OVER_TIME)]
+              + [f"table: CC {n}" for n in names[:-1]])
+    hz, source = np.full(len(ctx.kernels), np.nan), np.full(len(ctx.kernels), -1)
+    for code, values in enumerate(counted):
+        take = np.isnan(hz) & np.isfinite(values)
+        hz[take], source[take] = values[take], code
+    take = np.isnan(hz) & own_boost
+    hz[take], source[take] = seen[take], len(counted) + _device_mode(ctx, seen_source)[take]
+    take = np.isnan(hz) & np.isfinite(table)
+    hz[take], source[take] = table[take], len(counted) + len(SM_CLOCK_METRICS) + 1 + codes[take]
+    return hz, categorical(source, labels)
+
+
+def _device_mode(ctx: Context, codes: np.ndarray) -> np.ndarray:
+    """Per row, the most common non-negative code among its device's rows (0 when none)."""
+    frame = pd.DataFrame({"key": device_key(ctx), "code": np.where(codes < 0, np.nan, codes)})
+    mode = frame.groupby("key")["code"].transform(lambda v: v.mode().iloc[0] if v.notna().any() else 0)
+    return mode.to_numpy(dtype=int)
+
+
+def clock_state(ctx: Context) -> pd.Categorical:
+    """Per row, `locked` when its device's measured SM clock is below LOCKED_BELOW of its maximum
+    (ncu's default --clock-control base: every time is at base clock), `free` when not, null when
+    the capture measured no clock or the maximum is unknown."""
+    return ctx.once(_clock_state)
+
+
+def _clock_state(ctx: Context) -> pd.Categorical:
+    counted = first_metric(ctx.kernels, *MAX_CLOCK_ATTRIBUTES)
+    ceiling = np.where(np.isnan(counted), _arch_lookup(ctx, "max_clock_hz"), _to_hz(counted))
+    ratio = device_sm_clock_hz(ctx) / ceiling
+    codes = np.where(np.isnan(ratio), -1, np.where(ratio < LOCKED_BELOW, 0, 1))
+    return categorical(codes, ("locked", "free"))
+
+
+def sm_count_source(ctx: Context) -> pd.Categorical:
+    names = ("launch__sm_count", "device__attribute_multiprocessor_count")
+    codes = np.full(len(ctx.kernels), -1)
+    for code, name in reversed(list(enumerate(names))):
+        codes = np.where(np.isfinite(metric(ctx.kernels, name)), code, codes)
+    return categorical(codes, [f"capture: {n}" for n in names])
+
+
+def dram_peak_from_capture(ctx: Context) -> np.ndarray:
+    """Bytes per second: ncu's own peak, dram__bytes.sum.peak_sustained (bytes per DRAM cycle), at
+    the DRAM clock it measured (else the maximum memory clock). 1.93 TB/s on the public A100 PCIe
+    report (1280 B x 1.507 GHz), its datasheet's 1.935."""
+    per_cycle = metric(ctx.kernels, "dram__bytes.sum.peak_sustained")
+    clock = first_metric(ctx.kernels, "dram__cycles_elapsed.avg.per_second")
+    clock = np.where(np.isnan(clock), _to_hz(metric(ctx.kernels, "device__attribute_max_mem_frequency_khz")), clock)
+    return per_cycle * clock
 
 
 def dram_peak_from_attributes(ctx: Context) -> np.ndarray:

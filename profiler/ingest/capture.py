@@ -57,10 +57,17 @@ DETAILS_COLUMNS = ("Section Name", "Metric Name", "Metric Unit", "Metric Value")
 INT_IDENTITY = ("process_id", "device", "context", "stream")
 DERIVED_COLUMNS = ("nvtx_stack", "phase", "role", "role_source", "kind", "block", "shape_m", "shape_n",
                    "shape_k", *nvtx.ATTENTION_KEYS.values(), "rank")
+# False for a kernel ncu could not measure: every counter null (seen in a public H800 report: NaN
+# for every metric of one kernel). The device's attributes are no measurement of the kernel.
+MEASURED = "measured"
+NOT_COUNTERS = ("device__attribute_",)
 
 # The details page of ncu's sections names metrics for people; these are the ones the views read.
 DISPLAY_NAME_METRICS = {
     ("GPU Speed Of Light Throughput", "Duration"): "gpu__time_duration.sum",
+    # the clocks the kernel ran at (SpeedOfLight's own metrics): base-locked clocks show here
+    ("GPU Speed Of Light Throughput", "SM Frequency"): "gpc__cycles_elapsed.avg.per_second",
+    ("GPU Speed Of Light Throughput", "DRAM Frequency"): "dram__cycles_elapsed.avg.per_second",
     ("GPU Speed Of Light Throughput", "SM Active Cycles"): "sm__cycles_active.avg",
     ("GPU Speed Of Light Throughput", "Compute (SM) Throughput"): "sm__throughput.avg.pct_of_peak_sustained_elapsed",
     ("GPU Speed Of Light Throughput", "Memory Throughput"): "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
@@ -754,8 +761,10 @@ class _RawConverter:
                 values = table.column(name).cast(pa.string())
                 self.units.setdefault(name, unit_row.get(name, ""))
             columns.append(values)
+        counters = [numbers[n] for n in self.metrics if n in self.numeric and not n.startswith(NOT_COUNTERS)]
+        columns.append(_any_valid(counters, table.num_rows))
         # one table at the end: appending column by column copies the table each time
-        return pa.Table.from_arrays(columns, names=out.column_names + self.metrics
+        return pa.Table.from_arrays(columns, names=out.column_names + self.metrics + [MEASURED]
                                     ).replace_schema_metadata(out.schema.metadata)  # pandas dtypes
 
 
@@ -835,6 +844,7 @@ def _read_details(path: Path, classifier: Classifier, notes: list) -> tuple[pd.D
     notes.extend(_cell_notes(unreadable, examples, not_finite))
     metrics = pd.DataFrame({k: v[~v.index.duplicated()] for k, v in columns.items()})
     kernels = kernels.join(metrics).reset_index()
+    kernels[MEASURED] = _measured(kernels, list(metrics.columns))
     return kernels, units
 
 
@@ -926,7 +936,23 @@ def _read_ncu_rep_module(report: Path, shown: Path, classifier: Classifier, note
     kernels = _identity_frame(identity, classifier).astype({"kernel_id": "int64"})
     metrics = frame[[c for c in frame.columns if c not in IDENTITY_COLUMNS and c != PUSH_POP_PREFIX]]
     kernels = pd.concat([kernels, metrics.reset_index(drop=True)], axis=1)
+    kernels[MEASURED] = _measured(kernels, list(metrics.columns))
     return Capture(kernels, units, "ncu-rep", notes=notes)
+
+
+def _any_valid(arrays: list, rows: int) -> pa.Array:
+    """Per row: does any of these float columns hold a value (MEASURED)?"""
+    valid = pa.array([False] * rows, pa.bool_())
+    for values in arrays:
+        valid = pc.or_(valid, pc.is_valid(values))
+    return valid
+
+
+def _measured(kernels: pd.DataFrame, metrics: list[str]) -> pd.Series:
+    """MEASURED for a table read whole: any numeric counter holds a value."""
+    counters = [n for n in metrics if not n.startswith(NOT_COUNTERS)
+                and pd.api.types.is_float_dtype(kernels[n].dtype)]
+    return kernels[counters].notna().any(axis=1) if counters else pd.Series(False, index=kernels.index)
 
 
 def _dims_text(values, separator: str = ", ", form: str = "({})") -> str | None:
@@ -949,6 +975,44 @@ def _nvtx_cell(action) -> str:
         for message in domain.push_pop_ranges():
             entries.append(f'"{domain.name()}:{message}:none:none:none:none:none:none"')
     return ("0  " + "  ".join(entries)) if entries else ""
+
+
+# --- what the capture says of the run as a whole ---------------------------------------------------
+
+
+class RunFacts:
+    """The run-level facts of a capture, gathered block by block (a raw capture streams): the
+    devices it names, the kernels ncu could not measure, the replay passes per kernel. Stored with
+    the run (`_run.json` "capture", the runs table's `capture`); docs/SCHEMA.md."""
+
+    SHOWN_IDS = 20  # kernel IDs listed; the count is whole
+
+    def __init__(self):
+        self.devices: set[int] = set()
+        self.unmeasured: list[int] = []
+        self.unmeasured_count = 0
+        self.passes: list[float] = []
+
+    def add(self, table: pa.Table) -> None:
+        names = table.column_names
+        measured = (table.column(MEASURED).to_numpy(zero_copy_only=False) if MEASURED in names
+                    else [True] * table.num_rows)
+        if "device" in names:  # an unmeasured kernel's Device cell is empty: it names no GPU
+            self.devices |= {int(d) for d in table.column("device").to_pylist() if d is not None}
+        ids = table.column("kernel_id").to_pylist()
+        lost = [i for i, m in zip(ids, measured) if not m]
+        self.unmeasured_count += len(lost)
+        self.unmeasured += lost[: self.SHOWN_IDS - len(self.unmeasured)]
+        if "profiler__replayer_passes" in names:
+            self.passes += [v for v in table.column("profiler__replayer_passes").to_pylist()
+                            if isinstance(v, float) and math.isfinite(v)]
+
+    def result(self) -> dict:
+        passes = sorted(self.passes)
+        return {"devices": sorted(self.devices), "device_count": len(self.devices),
+                "unmeasured_kernels": self.unmeasured_count, "unmeasured_kernel_ids": self.unmeasured,
+                # ncu replays a kernel once per pass group; the median says how the run was taken
+                "replay_passes": passes[len(passes) // 2] if passes else None}
 
 
 # --- the one entry point -------------------------------------------------------------------------

@@ -458,6 +458,7 @@ class Store:
         count = 0
         first: pa.Table | None = None
         units: dict = {}
+        facts = capture.RunFacts()
         if kind == "raw":  # streamed: a large capture never sits in memory whole
             writer = None
             try:
@@ -468,6 +469,7 @@ class Store:
                         writer = pq.ParquetWriter(kernels_path, table.schema)
                         first = table.slice(0, 1)
                     writer.write_table(table.cast(writer.schema))
+                    facts.add(table)
                     count += table.num_rows
             finally:
                 if writer is not None:
@@ -479,12 +481,15 @@ class Store:
             frame.to_parquet(kernels_path, index=False)
             count = len(frame)
             first = pa.Table.from_pandas(frame.head(1), preserve_index=False)
+            facts.add(pa.Table.from_pandas(frame[[c for c in ("kernel_id", "device", capture.MEASURED,
+                                                              "profiler__replayer_passes") if c in frame]],
+                                           preserve_index=False))
         fsync_path(kernels_path)
         units_path = units_dir / "units.parquet"
         write_units(units_path, units)
         return {"source_format": kind, "kernel_count": count, "notes": notes, "units": dict(units),
                 "device_name": _first_value(first, "device__attribute_display_name"),
-                "cc": _first_value(first, "cc")}
+                "cc": _first_value(first, "cc"), "capture": facts.result()}
 
     def remove(self, refs) -> list[dict]:
         """Remove runs (every reference must name exactly one run, or nothing is removed)."""
@@ -649,6 +654,8 @@ def new_run_row(run_id: str, source: Path, name: str | None, tags: dict | None, 
         "kernel_count": summary["kernel_count"], "partial": bool(partial),
         "shapes": shapes_key, "roles_from_order": bool(roles_from_order),
         "notes": json.dumps(summary["notes"]),
+        # what the capture says of the run (capture.RunFacts); stores before it lack the column
+        "capture": json.dumps(summary.get("capture") or {}),
     }
 
 
