@@ -134,3 +134,15 @@ def print_run(summary: dict, console: Console | None = None) -> None:
     console.print(table)
     for note in summary.get("notes") or []:
         console.print(f"note: {note}")
+
+
+def support_lines(support) -> list[str]:
+    """What a capture cannot show, one line per view (views.registry.support): the quantity it
+    lacks and the ncu section that carries it; nothing for a view it supports."""
+    lines = []
+    for row in support.itertuples(index=False):
+        if row.status == "supported":
+            continue
+        lines.append(f"{row.view} {row.title}: {row.figures_shown} of {row.figures} figures; missing "
+                     + "; ".join(row.missing))
+    return lines

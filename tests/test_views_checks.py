@@ -338,16 +338,35 @@ def test_a_groups_top_stall_is_the_largest_of_its_time_weighted_shares(targeted)
 
 
 def test_a_hit_rate_above_100_fails_with_its_raw_value_kept(targeted_capture):
+    """On a long kernel an impossible hit rate is a wrong counter: it fails. On a short one it is
+    how ncu accumulates L2 hits over its replay passes: n/a, with that reason."""
     kernels = targeted_capture.kernels.copy()
+    assert kernels.loc[4, "gpu__time_duration.sum"] > 50_000 and kernels.loc[45, "gpu__time_duration.sum"] == 6976
+    kernels.loc[4, "lts__t_sector_hit_rate.pct"] = 140.2
     kernels.loc[45, "lts__t_sector_hit_rate.pct"] = 140.2
     kernels.loc[46, "lts__t_sector_hit_rate.pct"] = 100.3  # within rounding
     result = compute_views(kernels, ["V7"]).kernels
-    assert result.loc[45, "l2_hit_pct"] == 140.2  # kept, not clipped
-    assert result.loc[45, "validation_V7"] == "fail"
-    assert "l2_hit_pct 140.2 % is above 100 %: physically impossible" in result.loc[45, "validation_detail_V7"]
-    assert result.loc[45, "out_of_bounds"] == "l2_hit_pct"
+    assert result.loc[4, "l2_hit_pct"] == 140.2  # kept, not clipped
+    assert result.loc[4, "validation_V7"] == "fail"
+    assert "l2_hit_pct 140.2 % is above 100 %: physically impossible" in result.loc[4, "validation_detail_V7"]
+    assert result.loc[4, "out_of_bounds"] == "l2_hit_pct"
+    assert result.loc[45, "l2_hit_pct"] == 140.2 and result.loc[45, "validation_V7"] == "n/a"
+    assert result.loc[45, "validation_detail_V7"].startswith(
+        "l2_hit_pct 140.2 % on a 6.98 us kernel: ncu accumulates it over its replay passes")
+    assert result.loc[45, "out_of_bounds"] == "l2_hit_pct"  # still out of every group's mean
     assert result.loc[46, "validation_V7"] == "pass" and pd.isna(result.loc[46, "out_of_bounds"])
 
+
+def test_a_hit_rate_in_another_unit_still_fails_on_every_long_kernel(targeted_capture):
+    """A hit rate read as per-mille (x10): the short kernels' values are n/a as replay noise, but
+    every long kernel above 10 % fails: a wrong unit is not hidden as noise."""
+    kernels = targeted_capture.kernels.copy()
+    kernels["lts__t_sector_hit_rate.pct"] = kernels["lts__t_sector_hit_rate.pct"] * 10
+    result = compute_views(kernels, ["V7"]).kernels
+    long = (result["time_ns"] >= 20_000) & (result["l2_hit_pct"] > 100.5)
+    assert long.sum() > 20 and set(result.loc[long, "validation_V7"]) == {"fail"}
+    short = (result["time_ns"] < 20_000) & (result["l2_hit_pct"] > 100.5)
+    assert short.sum() > 20 and set(result.loc[short, "validation_V7"]) <= {"n/a", "fail"}
 
 
 def test_a_useful_share_above_1_makes_no_useful_work_and_no_gap_step_above_the_one_before(targeted_capture):
@@ -386,7 +405,10 @@ def test_impossible_l2_hit_rates_of_the_h200_decode_kernels_are_flagged_not_show
     k = result.kernels
     impossible = k["l2_hit_pct"] > 100.5
     assert impossible.sum() == 14 and k.loc[impossible, "l2_hit_pct"].max() == pytest.approx(469.8, abs=0.05)
-    assert (k.loc[impossible, "validation_V7"] == "fail").all()
+    # all on kernels under 8 us: replay noise, n/a with the reason, not a failure
+    assert k.loc[impossible, "time_ns"].max() < 8000
+    assert (k.loc[impossible, "validation_V7"] == "n/a").all()
+    assert k.loc[impossible, "validation_detail_V7"].str.contains("accumulates it over its replay passes").all()
     assert (k.loc[impossible, "out_of_bounds"] == "l2_hit_pct").all()
     # the DRAM bytes of those kernels are not blamed for it: the gate still trusts them
     from views.registry import failed_for

@@ -73,7 +73,10 @@ def test_sections_run_prints_na_not_zero(store):
     code, out, err = smlens("views", "sections", "--store", store, "--format", "json")
     assert code == 0, err
     kernel = json.loads(out)["kernels"][45]
-    assert kernel["tensor_ops"] is None and kernel["sm_active_pct"] is None and kernel["mma_path"] is None
+    assert kernel["tensor_ops"] is None and kernel["mma_path"] is None
+    # the store reads the columns every way of a quantity needs: SpeedOfLight's elapsed cycles
+    assert kernel["sm_active_pct"] == pytest.approx(27.28, abs=0.01)
+    assert kernel["sources"]["sm_active_pct"] == "sm__cycles_active.avg; gpc__cycles_elapsed.max"
     code, out, _ = smlens("views", "sections", "--store", store, "--view", "V2")
     assert code == 0
     v2 = out[out.index("V2 Tensor-pipe utilization"):]

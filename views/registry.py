@@ -21,9 +21,10 @@ import numpy as np
 import pandas as pd
 
 from views.catalog import ARGMAX, MEAN, MODE, RATIO, SUM, Figure
-from views.common import STATUSES, Checks, combine, metric
+from views.common import FAIL, NA, STATUSES, Checks, categorical, combine, format_distinct, metric
 from views.context import Context, names
 from views.vocabulary import PHASE_ORDER
+from views import quantities as q
 from views import (device, gap as gap_module, grouping, mlp, ranks, v1_time, v2_tensor, v3_fill,
                    v4_occupancy, v5_waves, v6_stalls, v7_memory, v8_selection)
 
@@ -111,21 +112,92 @@ def view_ids(requested=None) -> list[str]:
     return [v for v in VIEWS if v in wanted]
 
 
+def view_quantities(view_ids_=None) -> list[str]:
+    """The quantities (views/quantities.py) the views read, each once, in view order."""
+    return list(dict.fromkeys(name for view in view_ids(view_ids_) for name in VIEWS[view].QUANTITIES))
+
+
 def required_metrics(view_ids_=None) -> list[str]:
-    """The ncu metric names the views read, each once, in view order."""
-    seen: dict[str, None] = {}
-    for view in view_ids(view_ids_):
-        for name in VIEWS[view].METRICS:
-            seen.setdefault(name, None)
-    return list(seen)
+    """The ncu metric names smlens asks for: each quantity's first preference, once, in view order."""
+    return q.asked_metrics(view_quantities(view_ids_))
 
 
 def input_columns(view_ids_=None) -> list[str]:
     """The kernels-table columns the views (and the gap) read: identity, metrics, device attributes.
     A store reads only these (the others of a `--set full` capture are thousands)."""
     ids = sorted(set(view_ids(view_ids_)) | set(gap_views()))
-    fallbacks = [name for view in ids for name in getattr(VIEWS[view], "FALLBACK_METRICS", ())]
-    return list(dict.fromkeys(list(IDENTITY) + required_metrics(ids) + fallbacks + device.DEVICE_METRICS))
+    return list(dict.fromkeys(list(IDENTITY) + q.read_columns(view_quantities(ids)) + device.DEVICE_METRICS))
+
+
+SOURCE_PREFIX = "source_"  # a kernel column naming what gave a figure (Figure.reads)
+
+
+def support(kernels: pd.DataFrame, view_ids_=None) -> pd.DataFrame:
+    """Which views a capture supports: per view, its figures that name their quantities
+    (Figure.reads), how many this table can show, and for the rest the quantity missing and the
+    ncu section that carries it. `status`: supported, partial, or cannot."""
+    rows = []
+    for view in view_ids(view_ids_):
+        declared = [f for f in view_figures(view) if f.reads or f.reads_any]
+        missing: dict[str, str] = {}
+        shown = 0
+        for figure in declared:
+            lacking = [name for name in figure.reads if not q.present(kernels, name)]
+            if figure.reads_any and not any(q.present(kernels, n) for n in figure.reads_any):
+                lacking.append(figure.reads_any[0])
+            for name in lacking:
+                quantity = q.QUANTITIES[name]
+                # a family (the op counters by type): any of them would do
+                family = figure.reads_any and name == figure.reads_any[0]
+                metric_name = quantity.columns[0] if quantity.columns else name
+                missing.setdefault(f"{figure.column}'s counters" if family else name,
+                                   f"{metric_name}{' or its kind' if family else ''} (ncu section {quantity.section})")
+            shown += not lacking
+        status = "supported" if shown == len(declared) else "cannot" if shown == 0 else "partial"
+        # a view whose figures name no counters (V8: the kernel names) needs none
+        rows.append({"view": view, "title": VIEWS[view].TITLE, "status": status, "figures_shown": shown,
+                     "figures": len(declared), "missing": [f"{k}: {v}" for k, v in missing.items()]})
+    return pd.DataFrame(rows, columns=["view", "title", "status", "figures_shown", "figures", "missing"])
+
+
+def figure_source(ctx: Context, figure: Figure) -> pd.Categorical:
+    """Per kernel, what gave the figure: the metric or derivation of each quantity it reads; of a
+    family (reads_any), those that counted something (else the first that holds a value)."""
+    parts = [q.source(ctx, name) for name in figure.reads]
+    if figure.reads_any:
+        parts.append(ctx.once(_family_source, figure.reads_any))
+    if len(parts) == 1:
+        return parts[0]
+    rows = np.arange(len(ctx.kernels))
+    codes, texts = format_distinct(lambda *s: "; ".join(str(t) for t in s if isinstance(t, str)) or None,
+                                   parts, rows)
+    return _texts(codes, texts)
+
+
+def _texts(codes: np.ndarray, texts: list) -> pd.Categorical:
+    """Codes into texts (None: null, a text twice: one category) as a categorical."""
+    distinct = list(dict.fromkeys(t for t in texts if t is not None))
+    lookup = np.array([-1 if t is None else distinct.index(t) for t in texts] + [-1], dtype=np.int64)
+    return categorical(lookup[codes], distinct)
+
+
+def _family_source(ctx: Context, names: tuple[str, ...]) -> pd.Categorical:
+    kernels = ctx.kernels
+    collected = [n for n in names if q.collected(kernels, n) or q.present(kernels, n)]
+    if not collected:
+        return categorical(np.full(len(kernels), -1), [])
+    sources = [q.source(ctx, n) for n in collected]
+    counted = [(q.value(ctx, n) > 0).astype(np.int8) for n in collected]
+
+    def join(*cells):
+        names_, flags = cells[: len(collected)], cells[len(collected):]
+        some = [s for s, f in zip(names_, flags) if f and isinstance(s, str)]
+        if some:
+            return " + ".join(some)
+        return next((s for s in names_ if isinstance(s, str)), None)
+
+    codes, texts = format_distinct(join, [*sources, *counted], np.arange(len(kernels)))
+    return _texts(codes, texts)
 
 
 def _json_value(value):
@@ -211,13 +283,17 @@ class ViewsResult:
         for key in keys:
             source = JSON_IDENTITY.get(key, key)
             frame[key] = k[source].astype(object) if source in k else None
+        sources = [c for c in k.columns if c.startswith(SOURCE_PREFIX)]
         extra = [c for c in k.columns if c not in IDENTITY and c not in keys
-                 and not c.startswith("validation_")]
+                 and not c.startswith("validation_") and not c.startswith(SOURCE_PREFIX)]
         for column in extra:
             frame[column] = k[column].astype(object)
         kernels = _records(frame)
         validations = _records(k[[f"validation_{v}" for v in self.view_ids]])
         details = _records(k[[f"validation_detail_{v}" for v in self.view_ids]])
+        for record, named in zip(kernels, _records(k[sources])):
+            # what gave each figure: the metric, details-page column or derivation (null: nothing)
+            record["sources"] = {c[len(SOURCE_PREFIX):]: v for c, v in named.items() if v is not None}
         for record, status, detail in zip(kernels, validations, details):
             record["validations"] = {v: status[f"validation_{v}"] for v in self.view_ids}
             record["validation_details"] = {v: detail[f"validation_detail_{v}"] for v in self.view_ids
@@ -233,7 +309,11 @@ class ViewsResult:
                                   "phase_time_ns": self.phase_time_ns} if self.phase_time_ns else None,
                "devices": _records(self.devices), "kernels": kernels, "groups": groups,
                "gap": _records(self.gap), "selection": _records(self.selection),
-               "mlp": _records(self.mlp)}
+               "mlp": _records(self.mlp),
+               # per figure, what gave it and on how many kernels (the report's tooltips)
+               "sources": {c[len(SOURCE_PREFIX):]: {str(t): int(n) for t, n in
+                                                    k[c].value_counts(sort=True).items() if n}
+                           for c in sources}}
         if not self.timed.empty or not self.imbalance.empty:  # tensor parallel only
             out["timed"] = _records(self.timed.drop(columns=["nvtx_stack"], errors="ignore"))
             out["communication"] = _records(self.communication)
@@ -430,9 +510,23 @@ def _bound_text(figure: Figure, value: float) -> str:
             "is wrong (the raw value is kept)")
 
 
-def bounds_checks(figures: pd.DataFrame, declared) -> dict[str, pd.DataFrame]:
+# A counter ncu accumulates over its replay passes can leave its range on a short kernel, whose
+# traffic differs from pass to pass: seen on the H200, L2 hit rates of 101.6 to 823 % on 204
+# kernels of 1.8 to 11.9 us across the bundled runs, none on a longer one. Below this duration such
+# a figure is n/a with that reason; above it, it is a wrong counter and fails.
+REPLAY_NOISE_BELOW_NS = 20_000.0
+
+
+def _noise_text(figure: Figure, value: float, time_ns: float) -> str:
+    return (f"{figure.column} {value:.4g} % on a {time_ns / 1000:.3g} us kernel: ncu accumulates it over "
+            "its replay passes, and a kernel this short differs from pass to pass (replay noise, not "
+            "a measurement; the raw value is kept)")
+
+
+def bounds_checks(figures: pd.DataFrame, declared, time_ns=None) -> dict[str, pd.DataFrame]:
     """Per declared figure that leaves its physical bounds somewhere (a hit rate of 140 %, a
-    negative time), a check failing those kernels; empty when every value is in range."""
+    negative time), a check failing those kernels (n/a for replay noise on a kernel shorter than
+    REPLAY_NOISE_BELOW_NS, Figure.replay_noise); empty when every value is in range."""
     out = {}
     for figure in declared:
         if figure.bounds is None or figure.column not in figures:
@@ -441,9 +535,29 @@ def bounds_checks(figures: pd.DataFrame, declared) -> dict[str, pd.DataFrame]:
         outside = figure.outside(values)
         if outside.any():
             checks = Checks(len(values))
+            if figure.replay_noise and time_ns is not None:
+                with np.errstate(invalid="ignore"):
+                    short = outside & (time_ns < REPLAY_NOISE_BELOW_NS)
+                checks.na(short, lambda v, t, f=figure: _noise_text(f, v, t), values, time_ns)
             checks.failed(outside, lambda v, f=figure: _bound_text(f, v), values)
             out[figure.column] = checks.frame(figures.index, leftover="")
     return out
+
+
+def _noise_is_na(checked: pd.DataFrame, outside: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """A kernel whose figure is replay noise is n/a for its view, with the reason, unless a check
+    failed: the other checks passing cannot vouch for a figure that is no measurement."""
+    status = checked["status"].to_numpy(dtype=object).copy()
+    detail = checked["detail"].to_numpy(dtype=object).copy()
+    for check in outside.values():
+        noise = (check["status"] == NA).to_numpy() & (check["detail"] != "").to_numpy()
+        take = noise & (status != FAIL)
+        status[take] = NA
+        others = detail[take]
+        reason = check["detail"].to_numpy(dtype=object)[take]
+        detail[take] = [r if not o or o == r else f"{r}; {o}" for r, o in zip(reason, others)]
+    return pd.DataFrame({"status": pd.Categorical(status, categories=list(STATUSES)),
+                         "detail": pd.Categorical(detail)}, index=checked.index)
 
 
 def failed_for(kernels: pd.DataFrame, view: str, figure: str) -> np.ndarray:
@@ -477,12 +591,13 @@ def _compute(ctx: Context, ids: list[str], timed: pd.DataFrame | None = None) ->
         if view not in ids:
             continue
         checked = module.validate(ctx, figures)
-        outside = bounds_checks(figures, module.FIGURES)
+        outside = bounds_checks(figures, module.FIGURES, parts["time_ns"].to_numpy(dtype=float))
         if outside:
             validation[f"validation_checks_{view}"] = checked["status"]  # the cross-checks alone
-            checked = combine(kernels.index, checked, *outside.values())
+            checked = _noise_is_na(combine(kernels.index, checked, *outside.values()), outside)
             for name, check in outside.items():
-                rows = np.flatnonzero((check["status"] == "fail").to_numpy())
+                rows = np.flatnonzero((check["status"] != "pass").to_numpy()
+                                      & (check["detail"] != "").to_numpy())
                 out_of_bounds[rows] = [f"{o}, {name}" if o else name for o in out_of_bounds[rows]]
         validation[f"validation_{view}"] = checked["status"]
         validation[f"validation_detail_{view}"] = checked["detail"]
@@ -492,6 +607,14 @@ def _compute(ctx: Context, ids: list[str], timed: pd.DataFrame | None = None) ->
             columns.setdefault(name, frame[name])
     columns.update(validation)
     columns["out_of_bounds"] = pd.Series(out_of_bounds, index=kernels.index)
+    for view in _computed_views(ids):  # what gave each figure that names its quantities
+        for figure in VIEWS[view].FIGURES:
+            if (figure.reads or figure.reads_any) and figure.column in columns:
+                named = figure_source(ctx, figure)
+                # a figure the kernel does not have was given by nothing
+                missing = pd.isna(columns[figure.column]).to_numpy(dtype=bool)
+                named = categorical(np.where(missing, -1, named.codes), list(named.categories))
+                columns[SOURCE_PREFIX + figure.column] = pd.Series(named, index=kernels.index)
     # copy=False: a million rows of ~100 figures are not copied into one block
     result = pd.DataFrame(columns, index=kernels.index, copy=False)
     return _assemble(result, ids, _devices(ctx, result), timed=timed)

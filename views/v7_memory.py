@@ -23,7 +23,8 @@ import pandas as pd
 
 from views import device, v1_time, v2_tensor, v3_fill
 from views.catalog import ARGMAX, HIGHER, KERNEL, LOWER, MEAN, NEITHER, RATIO, SUM, Figure
-from views.common import Checks, argmax_label, categorical, combine, metric, safe_div
+from views import quantities as q
+from views.common import Checks, argmax_label, categorical, combine, safe_div
 from views.context import Context, kind_is, shapes
 
 ID = "V7"
@@ -31,32 +32,30 @@ TITLE = "Memory traffic and roofline"
 DRAM_READ = "dram__bytes_read.sum"
 DRAM_WRITE = "dram__bytes_write.sum"
 DRAM_TOTAL = "dram__bytes.sum"  # an older metric list's, without the split
-# the details page of a `--set full` capture: Memory Workload Analysis's "Memory Throughput"
-DRAM_RATE = "dram__bytes.sum.per_second"
 DRAM_PCT = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 L2_HIT = "lts__t_sector_hit_rate.pct"
-FP32_COUNTERS = {"ffma": ("sm__sass_thread_inst_executed_op_ffma_pred_on.sum", 2.0),
-                 "fadd": ("sm__sass_thread_inst_executed_op_fadd_pred_on.sum", 1.0),
-                 "fmul": ("sm__sass_thread_inst_executed_op_fmul_pred_on.sum", 1.0)}
-METRICS = ([DRAM_READ, DRAM_WRITE, DRAM_PCT, L2_HIT, "gpu__time_duration.sum", "launch__sm_count",
-            "sm__cycles_elapsed.avg", "device__attribute_max_gpu_frequency_khz",
-            "device__attribute_memory_clock_rate", "device__attribute_global_memory_bus_width",
-            "device__attribute_display_name"]
-           + [c for c, _ in FP32_COUNTERS.values()] + v2_tensor.OPS_METRICS)
-FALLBACK_METRICS = [DRAM_TOTAL, DRAM_RATE]
+# FP32 thread instructions and the FLOPs each is
+FP32_QUANTITIES = {"ffma_thread_inst": 2.0, "fadd_thread_inst": 1.0, "fmul_thread_inst": 1.0}
+QUANTITIES = ("dram_bytes", "dram_read_bytes", "dram_write_bytes", "dram_pct", "l2_hit_pct", "time_ns",
+              "sm_count", "cycles_elapsed", "max_gpu_frequency_khz", "memory_clock_rate",
+              "global_memory_bus_width", "display_name", *FP32_QUANTITIES, *v2_tensor.OPS_QUANTITIES)
 # Below this share of its peak no unit limits the kernel: it is latency-bound.
 BOUND_FLOOR_PCT = 60.0
 FIGURES = (
     Figure("dram_bytes", "DRAM bytes", "bytes", LOWER, SUM,
-           f"{DRAM_READ} + {DRAM_WRITE} (else {DRAM_TOTAL}, else {DRAM_RATE} x gpu__time_duration.sum)",
-           summary=True, bounds=(0, None)),
-    Figure("dram_read_bytes", "DRAM read", "bytes", LOWER, KERNEL, DRAM_READ, bounds=(0, None)),
-    Figure("dram_pct", "DRAM", "%", HIGHER, MEAN, f"{DRAM_PCT}: DRAM throughput against its peak",
-           summary=True, bounds=(0, 100)),
-    Figure("l2_hit_pct", "L2 hit", "%", HIGHER, MEAN, L2_HIT, bounds=(0, 100)),
+           f"{DRAM_READ} + {DRAM_WRITE} (else {DRAM_TOTAL}, else dram__bytes.sum.per_second x "
+           "gpu__time_duration.sum, else DRAM % x the DRAM peak x the time)",
+           summary=True, bounds=(0, None), reads=("dram_bytes",)),
+    Figure("dram_read_bytes", "DRAM read", "bytes", LOWER, KERNEL, DRAM_READ, bounds=(0, None),
+           reads=("dram_read_bytes",)),
+    Figure("dram_pct", "DRAM", "%", HIGHER, MEAN, f"{DRAM_PCT} (else gpu__dram_throughput's): DRAM "
+           "throughput against its peak", summary=True, bounds=(0, 100), reads=("dram_pct",)),
+    Figure("l2_hit_pct", "L2 hit", "%", HIGHER, MEAN, L2_HIT, bounds=(0, 100), reads=("l2_hit_pct",),
+           replay_noise=True),
     Figure("flops", "FLOPs executed", "FLOP", NEITHER, SUM,
            "tensor ops + 2 x FP32 FMA + FP32 add + FP32 multiply (sm__sass_thread_inst_executed_op_*): "
-           "the work done, padding included", bounds=(0, None)),
+           "the work done, padding included", bounds=(0, None),
+           reads_any=(*FP32_QUANTITIES, *v2_tensor.OPS_QUANTITIES)),
     Figure("useful_work_flops", "FLOPs useful", "FLOP", NEITHER, SUM,
            "V3's useful FLOPs (2·M·N·K; attention's) where the shape is known; a kernel with no "
            "tensor ops: its FP32 FLOPs (nothing pads them); else null", rests_on=("V3",),
@@ -65,7 +64,8 @@ FIGURES = (
            "100 x FP32 FLOPs / (sm__cycles_elapsed.avg x SMs x the device's FP32 FLOPs per cycle "
            "per SM): the CUDA cores' share of their peak", bounds=(0, 100)),
     Figure("intensity", "intensity", "FLOP/byte", HIGHER, RATIO, "FLOPs executed / DRAM bytes",
-           ratio_of=("flops", "dram_bytes"), summary=True, bounds=(0, None)),
+           ratio_of=("flops", "dram_bytes"), summary=True, bounds=(0, None), reads=("dram_bytes",),
+           reads_any=(*FP32_QUANTITIES, *v2_tensor.OPS_QUANTITIES)),
     Figure("useful_intensity", "useful intensity", "FLOP/byte", HIGHER, RATIO,
            "useful FLOPs / DRAM bytes: where the kernel's real work sits on the roofline",
            ratio_of=("useful_work_flops", "dram_bytes"), rests_on=("V3",), summary=True,
@@ -80,7 +80,8 @@ FIGURES = (
            "the unit nearest its peak: memory (DRAM %), tensor (tensor pipe busy share of elapsed "
            "cycles), fp32 (FP32 %); latency when none reaches 60 %", summary=True,
            argmax_of=(("memory", "dram_pct"), ("tensor", "tensor_pipe_elapsed_pct"), ("fp32", "fp32_pct")),
-           argmax_floor=(BOUND_FLOOR_PCT, "latency"), argmax_value="bound_pct", rests_on=("V2",)),
+           argmax_floor=(BOUND_FLOOR_PCT, "latency"), argmax_value="bound_pct", rests_on=("V2",),
+           reads=("dram_pct", "tensor_pipe_active_pct"), reads_any=tuple(FP32_QUANTITIES)),
     Figure("bound_pct", "bound at", "%", NEITHER, KERNEL,
            "the bounding unit's share of its peak (for latency: the highest of the three)",
            bounds=(0, 100)),
@@ -108,12 +109,8 @@ PEAK_SOURCES = ("capture: dram__bytes.sum.peak_sustained",
                 "implied by dram__throughput")
 
 
-def dram_bytes(kernels: pd.DataFrame) -> np.ndarray:
-    split = metric(kernels, DRAM_READ) + metric(kernels, DRAM_WRITE)
-    total = np.where(np.isnan(split), metric(kernels, DRAM_TOTAL), split)
-    # a details page gives the rate and the duration, not the bytes
-    return np.where(np.isnan(total), metric(kernels, DRAM_RATE) * metric(kernels, "gpu__time_duration.sum") * 1e-9,
-                    total)
+def dram_bytes(ctx: Context) -> np.ndarray:
+    return q.value(ctx, "dram_bytes")
 
 
 def implied_peak(bytes_: np.ndarray, time_ns: np.ndarray, dram_pct: np.ndarray) -> np.ndarray:
@@ -123,7 +120,13 @@ def implied_peak(bytes_: np.ndarray, time_ns: np.ndarray, dram_pct: np.ndarray) 
 
 
 def _implied_peak(ctx: Context) -> np.ndarray:
-    return implied_peak(dram_bytes(ctx.kernels), v1_time.time_ns(ctx), metric(ctx.kernels, DRAM_PCT))
+    implied = implied_peak(dram_bytes(ctx), v1_time.time_ns(ctx), q.value(ctx, "dram_pct"))
+    # bytes from the percentage and the peak, or the percentage from the bytes and the peak,
+    # give that peak back: nothing is implied
+    bytes_source = q.source(ctx, "dram_bytes")
+    by_peak = np.array(["DRAM peak" in t for t in bytes_source.categories] + [False])
+    from_peak = q.read(ctx, "dram_pct").derived | by_peak[bytes_source.codes]
+    return np.where(from_peak, np.nan, implied)
 
 
 def device_dram_peak(ctx: Context) -> tuple[np.ndarray, pd.Categorical]:
@@ -145,8 +148,8 @@ def _device_dram_peak(ctx: Context) -> tuple[np.ndarray, pd.Categorical]:
     return peak, categorical(source, PEAK_SOURCES)
 
 
-def _fp32_flops(kernels: pd.DataFrame) -> np.ndarray:
-    return sum(weight * metric(kernels, column) for column, weight in FP32_COUNTERS.values())
+def _fp32_flops(ctx: Context) -> np.ndarray:
+    return sum(weight * q.value(ctx, name) for name, weight in FP32_QUANTITIES.items())
 
 
 def _peak_flops(ctx: Context, tensor_rate: np.ndarray) -> np.ndarray:
@@ -160,17 +163,17 @@ def _peak_flops(ctx: Context, tensor_rate: np.ndarray) -> np.ndarray:
 
 def compute(ctx: Context) -> pd.DataFrame:
     kernels = ctx.kernels
-    bytes_ = dram_bytes(kernels)
+    bytes_ = dram_bytes(ctx)
     seconds = v1_time.time_ns(ctx) * 1e-9
-    dram_pct = metric(kernels, DRAM_PCT)
+    dram_pct = q.value(ctx, "dram_pct")
     ops = v2_tensor.tensor_ops(ctx)
-    fp32 = _fp32_flops(kernels)
+    fp32 = _fp32_flops(ctx)
     flops = ops + fp32
     useful = v3_fill.useful_flops(ctx)
     useful = np.where(np.isnan(useful) & (ops == 0), fp32, useful)
     dram_peak, _ = device_dram_peak(ctx)
     sms = device.sm_count(ctx)
-    fp32_pct = 100 * safe_div(fp32, metric(kernels, "sm__cycles_elapsed.avg") * sms
+    fp32_pct = 100 * safe_div(fp32, q.value(ctx, "cycles_elapsed") * sms
                               * device.fp32_flops_per_cycle_per_sm(ctx))
     with_ops = np.where(ops > 0, ops, np.nan)
     path_peak = _peak_flops(ctx, safe_div(with_ops, v2_tensor.path_busy_cycles(ctx)))
@@ -184,9 +187,9 @@ def compute(ctx: Context) -> pd.DataFrame:
     roofline_device = np.maximum(safe_div(useful_rate, best_peak), memory_share)
     return pd.DataFrame({
         "dram_bytes": bytes_,
-        "dram_read_bytes": metric(kernels, DRAM_READ),
+        "dram_read_bytes": q.value(ctx, "dram_read_bytes"),
         "dram_pct": dram_pct,
-        "l2_hit_pct": metric(kernels, L2_HIT),
+        "l2_hit_pct": q.value(ctx, "l2_hit_pct"),
         "flops": flops,
         "useful_work_flops": useful,
         "fp32_pct": fp32_pct,
@@ -211,7 +214,10 @@ def _peak_check(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     dram_pct = figures["dram_pct"].to_numpy()
     checks = Checks(len(kernels))
     checks.na(np.isnan(dram_pct) | np.isnan(figures["dram_bytes"].to_numpy()),
-              f"needs {DRAM_READ}, {DRAM_WRITE} and {DRAM_PCT}")
+              f"needs {DRAM_READ}, {DRAM_WRITE} and {DRAM_PCT} (ncu sections {q.MWA}, {q.SOL})")
+    checks.na(np.isnan(figures["implied_dram_peak_bytes_per_s"].to_numpy()) & (dram_pct >= MIN_DRAM_PCT),
+              lambda s: f"the DRAM figures come from the device's peak ({s}): they cannot check it",
+              q.source(ctx, "dram_pct"))
     checks.na(dram_pct < MIN_DRAM_PCT, "DRAM under 1 % busy: too little traffic to imply a peak")
     checks.na(~independent, "no memory clock and bus width and no published peak for this device: "
                             "nothing independent to hold the implied DRAM peak against")
