@@ -320,6 +320,7 @@ def gluon_ready():
         pytest.skip("Triton's bundled cuobjdump is missing")
 
 
+@pytest.mark.cuda_build
 def test_gluon_decode_kernel_is_fp32_fma_without_tensor_cores(gluon_ready):
     cfg = det.GEMV_CONFIGS[8]
     assert not cfg.registers
@@ -337,6 +338,7 @@ def test_gluon_decode_kernel_is_fp32_fma_without_tensor_cores(gluon_ready):
     assert local == 0
 
 
+@pytest.mark.cuda_build
 def test_gluon_register_decode_kernel_has_no_barrier_in_its_loop(gluon_ready):
     """The M <= 16 kernel that keeps each thread's weights in registers: FFMA only, 8 rows x all M
     rows x its columns per step, no shared memory for W, so the one barrier is the x slice's."""
@@ -368,6 +370,7 @@ def _tile_sass(cfg) -> tuple[str, int]:
                              "M": "i32", "N": "i32", "K": "i32"}, consts, cfg.warps, gluon=True, maxnreg=cfg.maxnreg)
 
 
+@pytest.mark.cuda_build
 def test_gluon_tile_kernel_is_fp32_fma_without_tensor_cores(gluon_ready):
     cfg = det.TILE_CONFIG
     sass, local = _tile_sass(cfg)
@@ -378,6 +381,7 @@ def test_gluon_tile_kernel_is_fp32_fma_without_tensor_cores(gluon_ready):
     assert local == 0
 
 
+@pytest.mark.cuda_build
 def test_gluon_ring_tile_kernel_has_one_barrier_per_tile(gluon_ready):
     """The cp.async ring keeps every buffer's role fixed at compile time (4 tiles a loop pass), so
     the compiler adds no barrier to the one per tile: 4 in the loop, one before, one after."""
@@ -387,6 +391,7 @@ def test_gluon_ring_tile_kernel_has_one_barrier_per_tile(gluon_ready):
     assert sass.count("BAR.SYNC") <= 6 and local == 0
 
 
+@pytest.mark.cuda_build
 def test_batch_invariant_baseline_uses_tensor_cores(gluon_ready):
     """The contrast: the batch-invariant baseline's dot runs on the tensor cores (wgmma)."""
     sass, _ = _sass_of(baselines.bi_tc_matmul_kernel, {"x_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16",
