@@ -11,6 +11,7 @@
 # --no-torch leaves torch and triton out (their tests skip). Each setup step prints its time; a venv
 # whose installs match pyproject.toml and this script is not installed again.
 set -euo pipefail
+self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$0")/.."
 python=python3
 venv=.venv
@@ -29,7 +30,7 @@ t0=$(date +%s)
 step() { echo "smlens test.sh [$(( $(date +%s) - t0 )) s] $*"; }
 
 # What the venv's installs depend on: when they match the stamp, the pip steps are skipped.
-want=$({ cat pyproject.toml "$0"; echo "torch=$torch"; "$python" --version; } | sha256sum | cut -d' ' -f1)
+want=$({ cat pyproject.toml "$self"; echo "torch=$torch"; "$python" --version; } | sha256sum | cut -d' ' -f1)
 stamp="$venv/.smlens-installed"
 if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
   step "$venv is up to date ($("$venv/bin/python" --version)); no install"
