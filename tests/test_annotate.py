@@ -367,13 +367,15 @@ def test_no_ranges_inside_torch_compile(annotated):
 
 @pytest.mark.skipif(not any(shutil.which(c) for c in ("g++", "c++", "clang++")),
                     reason="torch.compile's default backend builds C++ on the CPU")
-def test_compiled_decode_steps_get_phase_and_step():
+def test_compiled_decode_steps_get_layers_and_roles():
     """Hugging Face's static cache with its compile config (default backend and mode
     "reduce-overhead", which on the CPU compiles without CUDA graphs): prefill runs eagerly and
-    keeps its layers; each decode step runs `torch.compile(model.__call__)`, inside which the hooks
-    step aside, so it gets its phase and step and nothing deeper (roles from kernel names); the
-    same tokens and logits bit for bit as compiled without the annotation."""
+    keeps its layers; each decode step runs `torch.compile(model.__call__)`, whose call opens its
+    phase and step, and inside it the compiled code's sites open layers and roles
+    (role_source compiled); the same tokens and logits bit for bit as compiled without the
+    annotation (dynamo's caches reset, so neither run reuses the other's code)."""
     def generate(model):
+        torch._dynamo.reset()
         config = transformers.CompileConfig(fullgraph=False)
         config._compile_all_devices = True  # Hugging Face compiles on GPUs only by default
         ids = torch.randint(1, 100, (2, 8), generator=torch.Generator().manual_seed(1))
@@ -396,11 +398,18 @@ def test_compiled_decode_steps_get_phase_and_step():
         assert all(torch.equal(x, y) for x, y in zip(a.logits, b.logits))
     assert annotator.forwards == {"cold_prefill": 1, "warm_prefill": 1, "decode": 4}
     assert annotator.status()["compiled_forwards"] == {"decode": 4}
+    assert annotator.status()["compiled_annotation"] == "on"
     decode = [_messages(s) for s in domain.pushed if s[0] == "smlens:decode"]
-    assert decode == [m for j in range(4) for m in (["decode"], ["decode", f"step_{j}"])]
+    assert [m for m in decode if len(m) <= 2] == [m for j in range(4) for m in (["decode"], ["decode", f"step_{j}"])]
+    for step in range(4):
+        roles = {nvtx.classify(list(s), "k")["role"] for s in domain.pushed
+                 if s[:3] == ("smlens:decode", f"smlens:step_{step}", "smlens:layer_1")
+                 and f" {vocabulary.COMPILED_KEY}=1 " in s[-1]}
+        assert roles == set(vocabulary.ROLES)
+    parsed = nvtx.classify(list(next(s for s in domain.pushed if "down_proj M=2 " in s[-1])), "mm")
+    assert (parsed["phase"], parsed["role"], parsed["role_source"], parsed["shape_m"], parsed["shape_k"]) == \
+        ("decode", "down_proj", "compiled", 2, 128)
     assert ["warm_prefill", "layer_1"] in [_messages(s) for s in domain.pushed]
-    parsed = nvtx.classify(list(domain.pushed[-1]), "nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT")
-    assert (parsed["phase"], parsed["role"], parsed["role_source"]) == ("decode", "gemm", "name")
     assert domain.stack == []
 
 

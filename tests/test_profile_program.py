@@ -239,10 +239,16 @@ def test_plan_options(program, args, cold, warm, stops):
 
 @pytest.mark.parametrize("args, named", [({}, True), ({"dedup": False}, False),
                                           ({"phases": "cold_prefill,warm_prefill"}, False)])
-def test_compiled_forwards_are_explained(program, args, named):
-    """A status that counts compiled decode forwards (no layer ranges in them): with decode
-    filtered by layer, the reason nothing matched and a note after a run name them; with decode
-    profiled whole or not at all, neither does."""
+@pytest.mark.parametrize("seen, why", [
+    ({"compiled_annotation": "unavailable: this torch's inductor has no provenance tracking"},
+     "ran compiled (torch.compile) and the compiled code could not be annotated"),
+    ({"compiled_annotation": "on", "graph_replays": {"decode": 4}}, "replayed CUDA graphs in 4 decode"),
+    ({"compiled_annotation": "on"}, None)])
+def test_forwards_without_layer_ranges_are_explained(program, args, named, seen, why):
+    """Decode forwards with no layer ranges (CUDA graphs replayed in them, or compiled code that
+    could not be annotated): with decode filtered by layer, the reason nothing matched and a note
+    after a run say why; with decode profiled whole or not at all, neither does. Compiled forwards
+    whose code was annotated have their layers: nothing to explain."""
     from profiler.run.options import ProgramOptions
 
     argv = ("python3", str(program))
@@ -250,11 +256,15 @@ def test_compiled_forwards_are_explained(program, args, named):
                                      ProgramOptions(program=argv, **args), "auto", None)
     status = {"torch_imported": True, "nvtx_tool": True, "models": [{"class": "M", "layers": 2}],
               "forwards": {"cold_prefill": 1, "warm_prefill": 1, "decode": 4},
-              "compiled_forwards": {"decode": 4}}
+              "compiled_forwards": {"decode": 4}, **seen}
     reason = program_path.nothing_profiled([status], plan)
     notes = program_path.missing_phases([status], plan)
-    assert ("ran 4 decode forward(s) compiled (torch.compile)" in reason) == named
-    assert any(n.startswith("4 decode forward(s) ran compiled") for n in notes) == named
+    if why is None:
+        assert "replayed" not in reason and "could not be annotated" not in reason
+        assert not any("compiled" in n or "replayed" in n for n in notes)
+    else:
+        assert (why in reason) == named
+        assert any(why in n for n in notes) == named
 
 
 def test_plan_without_annotation_profiles_everything(program):

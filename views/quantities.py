@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from views.common import categorical, format_distinct, metric
+from views.vocabulary import STALL_FAMILIES
 
 # ncu's section identifiers (`ncu --list-sections`), named in what a capture cannot support
 SOL, CWA, MWA = "SpeedOfLight", "ComputeWorkloadAnalysis", "MemoryWorkloadAnalysis"
@@ -87,10 +88,7 @@ def _ratio(ctx, a, b):
 
 _PATH_OPS = "sm__ops_path_tensor_op_"
 _SRC_OPS = "sm__ops_path_tensor_src_"
-STALL_REASONS = ("long_scoreboard", "lg_throttle", "mio_throttle", "short_scoreboard", "tex_throttle",
-                 "drain", "imc_miss", "math_pipe_throttle", "wait", "dispatch_stall", "gmma", "barrier",
-                 "membar", "sleeping", "not_selected", "selected", "no_instruction", "branch_resolving",
-                 "misc")
+STALL_REASONS = tuple(reason for family in STALL_FAMILIES.values() for reason in family)
 # MMA ops per input type, whatever the path (dense first where ncu has a dense-only variant);
 # Volta/Turing/Ampere's one counter for every float type with fp32 accumulate comes last: on sm70
 # and sm75 (no bf16, no tf32) its ops are fp16's (seen on a public T4 WMMA GEMM: 137.4 G).

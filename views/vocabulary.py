@@ -57,11 +57,14 @@ ROLE_ALIASES = {
 }
 
 # Where a kernel's role came from: a range that named it (`nvtx`), smlens's annotation of a PyTorch
-# program (`annotation`: a module-table range, see MODULE_ROLES), the kernel-name classifier
-# (`name`), or an eager step's kernel order for CUDA-graph replays (`order`).
-ROLE_SOURCES = ("nvtx", "annotation", "name", "order")
-# The message key that marks a range as the annotation's: `qkv_proj M=8 N=4096 K=4096 module=...`.
+# program (`annotation`: a module-table range, see MODULE_ROLES), the annotation of torch.compile'd
+# code (`compiled`: inductor's record of the modules each generated kernel came from), the
+# kernel-name classifier (`name`), or an eager step's kernel order for CUDA-graph replays (`order`).
+ROLE_SOURCES = ("nvtx", "annotation", "compiled", "name", "order")
+# The message key that marks a range as the annotation's: `qkv_proj M=8 N=4096 K=4096 module=...`,
+# and the one that marks it as compiled code's: `... module=... compiled=1 kernel=mm`.
 ANNOTATION_KEY = "module"
+COMPILED_KEY = "compiled"
 
 # Ranges between a layer and its roles: `attention_block` (the attention module: projections, rotary,
 # the attention itself) and `mlp_block` (gate/up, activation, down). A kernel's `block` is the
@@ -106,3 +109,8 @@ MODULE_BLOCKS = {
 ELEMENTWISE_CLASS_WORDS = ("Norm", "Rotary", "SiLU", "GELU", "Activation", "AndMul", "ReLU", "Tanh")
 # The element lists holding a model's decoder layers: `model.layers.N`, `transformer.h.N`.
 LAYER_LISTS = ("layers", "h", "blocks", "layer", "block")
+# Functions an inference engine runs model forwards from before any request (the annotation gives
+# such a forward no phase): vLLM's `_dummy_run` (its memory-profiling `profile_run`, compile warm-up
+# and CUDA-graph capture all call it), its GPU runner's `warmup_kernels` (prefill and decode steps of
+# made-up requests) and `capture_model`.
+START_UP_FORWARDS = ("_dummy_run", "warmup_kernels", "capture_model")

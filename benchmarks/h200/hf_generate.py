@@ -6,6 +6,10 @@ numbers of each model's config.json), a few layers, one warm-up request then the
 `smlens profile -- python3 benchmarks/h200/hf_generate.py --model llama-3.1-8b --batch 8`.
 
     python3 benchmarks/h200/hf_generate.py --model qwen2.5-7b --layers 2 --batch 1 --prompt 512
+
+`--mode` runs it as production code runs: `compile` compiles the forward with inductor
+(`model.forward = torch.compile(model.forward)`, default mode), `static` asks `generate` for a static
+cache, which makes transformers compile each decode step (mode "reduce-overhead": CUDA graphs).
 """
 import argparse
 import hashlib
@@ -50,6 +54,7 @@ def main():
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--prompt", type=int, default=512)
     parser.add_argument("--new-tokens", type=int, default=3)
+    parser.add_argument("--mode", choices=("eager", "compile", "static"), default="eager")
     args = parser.parse_args()
     started = time.perf_counter()
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -58,17 +63,20 @@ def main():
     torch.manual_seed(0)
     with torch.device(device):
         model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16).eval()
+    if args.mode == "compile":
+        model.forward = torch.compile(model.forward)
+    cache = {"cache_implementation": "static"} if args.mode == "static" else {}
     ids = torch.randint(0, config.vocab_size, (args.batch, args.prompt), device=device)
     built = time.perf_counter()
     times, out = [], None
     for _ in range(2):  # a warm-up request, then the measured one
         start = time.perf_counter()
         out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=args.new_tokens,
-                             min_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0)
+                             min_new_tokens=args.new_tokens, do_sample=False, pad_token_id=0, **cache)
         if device == "cuda":
             torch.cuda.synchronize()
         times.append(round(time.perf_counter() - start, 3))
-    print(json.dumps({"model": args.model, "layers": args.layers, "batch": args.batch,
+    print(json.dumps({"model": args.model, "mode": args.mode, "layers": args.layers, "batch": args.batch,
                       "prompt": args.prompt, "new_tokens": args.new_tokens, "device": device,
                       "build_s": round(built - started, 3), "generate_s": times,
                       "tokens_sha256": hashlib.sha256(out.cpu().numpy().tobytes()).hexdigest()[:16]}))

@@ -10,8 +10,8 @@ import re
 import shlex
 
 from views.kernel_names import kind_of
-from views.vocabulary import (ANNOTATION_KEY, BLOCKS, COLLECTIVE_ROLES, KINDS, PHASES,  # noqa: F401
-                               ROLE_ALIASES, ROLES, SETUP_PHASE)
+from views.vocabulary import (ANNOTATION_KEY, BLOCKS, COLLECTIVE_ROLES, COMPILED_KEY, KINDS,  # noqa: F401
+                               PHASES, ROLE_ALIASES, ROLES, SETUP_PHASE)
 
 RANK_DOMAIN = "smlens_rank"
 _RANK = re.compile(r"^rank\s*=\s*(\d+)\b")
@@ -24,6 +24,9 @@ ATTENTION_KEYS = {"B": "attn_batch", "H": "attn_heads", "KVH": "attn_kv_heads", 
                   "Skv": "attn_kv_len", "D": "attn_head_dim", "causal": "attn_causal"}
 _ATTENTION = re.compile(r"\b(B|H|KVH|Sq|Skv|D|causal)\s*=\s*(\d+)")
 _ANNOTATED = re.compile(rf"\s{ANNOTATION_KEY}=\S")
+_COMPILED = re.compile(rf"\s{COMPILED_KEY}=1\b")
+# the sources of a role that an eager (or compiled) step's ranges gave: what EagerOrder walks along
+RANGE_SOURCES = ("nvtx", "annotation", "compiled")
 _BLOCK_WORDS = {f"{block}_block": block for block in BLOCKS}
 
 
@@ -135,7 +138,9 @@ def classify(stack: list[str], kernel_name: str) -> dict:
     block = block_of(stack)
     if entry is not None:
         role = canonical_role(_first_word(entry))
-        source = "annotation" if _ANNOTATED.search(_message(entry)) else "nvtx"
+        message = _message(entry)
+        source = ("compiled" if _COMPILED.search(message) else
+                  "annotation" if _ANNOTATED.search(message) else "nvtx")
     else:
         role, source = role_from_kind(kind), "name"
         if block == "attention" and kind == "gemm":
@@ -213,7 +218,7 @@ class EagerOrder:
         range-less rows that fit the eager order get its role and shape, and role_source `order`."""
         for row in rows:
             key = (row["process"], row["phase"])
-            if row["role_source"] in ("nvtx", "annotation"):
+            if row["role_source"] in RANGE_SOURCES:
                 step = self._step(row["stack"], row["phase"])
                 if key not in self._eager or self._eager[key][0] != step:
                     self._eager[key], self._cursor[key] = (step, []), 0

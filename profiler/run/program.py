@@ -14,6 +14,7 @@ file per process (`annotate-<pid>.json`), which turns "ncu profiled nothing" int
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
 from pathlib import Path
@@ -86,7 +87,7 @@ def plan_program(program: list[str], metrics: list[str], options, cache_control:
         raise BadInput("--include setup labels what the annotation finds outside forwards: "
                        "drop --no-annotate")
     title = shlex.join(program)
-    env = {"PYTHONPATH": str(annotate.BOOT_DIR)} if options.annotate else {}
+    env = {"PYTHONPATH": str(annotate.BOOT_DIR), **annotate.compile_caches(dict(os.environ))} if options.annotate else {}
     if "setup" in includes:
         env["SMLENS_ANNOTATE_SETUP"] = "1"
     own = bool(options.nvtx_include or options.launch_skip or options.launch_count
@@ -151,11 +152,11 @@ def stop_after(group: list[decoder.Region]) -> str | None:
 
 
 COMPILED_NOTE = (
-    "a forward run through torch.compile (Hugging Face compiles a static cache's decode steps) gets "
-    "its phase and decode-step ranges only, no layer or role ranges (the hooks step aside inside "
-    "compiled code): its kernels' roles come from their names (role_source name) and no layer filter "
-    "matches them, so profile it with --no-dedup (and --graph-profiling node under "
-    "mode=\"reduce-overhead\"), or run it eagerly for per-layer roles and shapes")
+    "a forward run through torch.compile gets its layer, block and role ranges from inductor's record "
+    "of the modules each generated kernel came from (role_source compiled; the compilers' caches are "
+    "smlens's own, under ~/.cache/smlens or SMLENS_CACHE_DIR: the first run compiles); a fused "
+    "kernel spanning roles is elementwise. Kernels replayed from a CUDA graph (mode=\"reduce-overhead\", "
+    "Hugging Face's static cache) keep only their phase: profile them with --graph-profiling node")
 
 
 def _notes(annotated: bool, graph_profiling: str | None, own: bool) -> list[str]:
@@ -225,11 +226,9 @@ def nothing_profiled(statuses: list[dict], plan) -> str:
     if any(s.get("error") for s in statuses):
         error = next(s["error"] for s in statuses if s.get("error"))
         return f"the annotation stopped on an error ({error}); --no-annotate profiles without it"
-    compiled = _compiled_in_layer_filters(statuses, plan)
-    if compiled:
-        return (f"ncu matched no kernel for {filters}: the program's model ran {compiled} "
-                "compiled (torch.compile), which have no layer ranges; --no-dedup profiles whole "
-                "phases (roles from kernel names), an eager run gives per-layer roles")
+    unranged = _unranged_in_layer_filters(statuses, plan)
+    if unranged:
+        return f"ncu matched no kernel for {filters}: {unranged}"
     if not any(s.get("models") for s in statuses):
         return ("the program imported torch but never called a model: no module that owns decoder "
                 "layers (`model.layers.N`, `transformer.h.N`) ran a forward")
@@ -244,18 +243,32 @@ def nothing_profiled(statuses: list[dict], plan) -> str:
             "layer and step)")
 
 
-def _compiled_in_layer_filters(statuses: list[dict], plan) -> str:
-    """`4 decode forward(s)`: the compiled forwards (no layer ranges) of phases the plan filters by
-    layer, or ''."""
+def _unranged_in_layer_filters(statuses: list[dict], plan) -> str:
+    """Why forwards of phases the plan filters by layer had no layer ranges, or '': CUDA graphs
+    replayed inside them, or compiled forwards where the compiled code could not be annotated."""
     layered = {r.phase for r in plan.regions if len(r.ranges) > 1}
-    counts = {}
-    for status in statuses:
-        for phase, count in (status.get("compiled_forwards") or {}).items():
-            if phase in layered:
-                counts[phase] = max(counts.get(phase, 0), count)
-    if not counts:
-        return ""
-    return ", ".join(f"{count} {phase}" for phase, count in counts.items()) + " forward(s)"
+
+    def counted(key: str, only=lambda status: True) -> str:
+        counts = {}
+        for status in filter(only, statuses):
+            for phase, count in (status.get(key) or {}).items():
+                if phase in layered and count:
+                    counts[phase] = max(counts.get(phase, 0), count)
+        return ", ".join(f"{count} {phase}" for phase, count in counts.items())
+
+    replays = counted("graph_replays")
+    if replays:
+        return (f"the program replayed CUDA graphs in {replays} forward(s) (torch.compile's "
+                "mode=\"reduce-overhead\", Hugging Face's static cache): a replay has no layer "
+                "ranges; --graph-profiling node profiles those phases whole, their kernels named "
+                "after the graph's eager warm-up step")
+    compiled = counted("compiled_forwards", lambda s: s.get("compiled_annotation") not in (None, "on"))
+    if compiled:
+        why = next(s["compiled_annotation"] for s in statuses if s.get("compiled_annotation") not in (None, "on"))
+        return (f"{compiled} forward(s) ran compiled (torch.compile) and the compiled code could not "
+                f"be annotated ({why}): no layer ranges; --no-dedup profiles whole phases (roles "
+                "from kernel names)")
+    return ""
 
 
 def unlike_layers(statuses: list[dict], plan) -> list[str]:
@@ -304,11 +317,9 @@ def missing_phases(statuses: list[dict], plan) -> list[str]:
     for status in statuses:
         for phase, count in status.get("forwards", {}).items():
             forwards[phase] = max(forwards.get(phase, 0), count)
-    compiled = _compiled_in_layer_filters(statuses, plan)
-    if compiled:
-        notes.append(f"{compiled} ran compiled (torch.compile): they have no layer ranges, so the "
-                     "layer filters matched none of their kernels; --no-dedup profiles them whole "
-                     "(roles from kernel names)")
+    unranged = _unranged_in_layer_filters(statuses, plan)
+    if unranged:
+        notes.append(unranged)
     for region in plan.regions:
         if region.phase == "decode" and len(region.ranges) > 1 and forwards.get("decode", 0) <= DECODE_STEP:
             notes.append(f"decode step {DECODE_STEP} never ran (the program ran "

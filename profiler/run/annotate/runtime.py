@@ -15,7 +15,7 @@ the built-in decoder's structure (profiler/workloads/decoder.py), so the same nc
           attention B= H= KVH= Sq= Skv= D= causal= module=<path>   torch's SDPA, or an attention module
           elementwise module=<path>                     a norm, the rotary embedding, an activation
           <role> M= N= K= [experts=E] module=<path>.<param>   a GEMM of a mixture-of-experts module's
-                                                        3-D weights (see _wrap_expert_gemms)
+                                                        3-D weights (see _function_mode)
 
 A forward that feeds more than one new token per sequence is a prefill (the process's first one
 cold, later ones warm), one token per sequence is a decode step (numbered across the process).
@@ -39,6 +39,7 @@ package of its own. The module-role table comes in as `vocab` (views/vocabulary.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import json
 import os
@@ -83,12 +84,14 @@ class _ExpertWeight(NamedTuple):
 
 class _Record:
     """What one annotated module call pushed, popped by its forward hook."""
-    __slots__ = ("pushed", "path", "model", "reopen_setup", "capturing", "experts")
+    __slots__ = ("pushed", "path", "model", "reopen_setup", "capturing", "experts", "mode", "phase")
 
     def __init__(self, path):
         self.pushed, self.path, self.model = 0, path, False
         self.reopen_setup, self.capturing = False, False
         self.experts = None  # an experts module's call: its _ExpertWeight list
+        self.mode = None     # a model forward's: the function mode entered around it
+        self.phase = None    # a model forward's phase, once known
 
 
 class _Thread(threading.local):
@@ -97,6 +100,8 @@ class _Thread(threading.local):
         self.model: _Record | None = None   # the open model forward
         self.pending: _Record | None = None  # a model forward whose phase is not yet known
         self.setup_open = False
+        self.site: tuple = ()   # the ranges a compiled site opened (compiled_site)
+        self.stack: list = []   # the messages of every range this thread has open, outermost first
 
 
 def _first_int(module, *names):
@@ -120,6 +125,9 @@ class Annotator:
         self.forwards = dict.fromkeys(vocab.PHASES, 0)
         self.models: list[dict] = []
         self.compiled_forwards: dict[str, int] = {}   # per phase: forwards run through torch.compile
+        self.compiled_annotation: str | None = None    # ranges inside compiled code: on, or why not
+        self.graph_replays: dict[str, int] = {}        # per phase: CUDA graphs replayed inside forwards
+        self._mode_class = None
         self.error: str | None = None
         self.stopped: str | None = None   # the targets met when the program was ended
         # what this ncu run profiles last (`cold_prefill`, `warm_prefill`, `decode:<step>`): once
@@ -158,11 +166,10 @@ class Annotator:
             os.environ.pop(STOP_ENV, None)
             self._stop_pid = os.getpid()
         from torch.nn.modules import module as module_mod
+        self._mode_class = self._function_mode(torch)
         pre = module_mod.register_module_forward_pre_hook(self._pre)
         post = module_mod.register_module_forward_hook(self._post, always_call=True)
         self._undo += [pre.remove, post.remove]
-        self._wrap_sdpa(torch)
-        self._wrap_expert_gemms(torch)
         self._wrap_cuda_graph(torch)
         self._wrap_compile(torch)
         if self.setup:
@@ -177,68 +184,69 @@ class Annotator:
         self._undo = []
         self._close_all()
 
-    def _wrap_sdpa(self, torch) -> None:
+    def _function_mode(self, torch):
+        """A TorchFunctionMode entered around each eager call of an attention or experts module: it
+        sees the calls the module hooks cannot, and nothing global is replaced (inductor names the
+        extern kernels it makes after the functions it finds on torch, so a wrapper there breaks
+        compiling):
+        - `F.scaled_dot_product_attention`: an attention range with the shapes of its query and key;
+        - inside a mixture-of-experts module keeping its experts' weights as 3-D parameters (Hugging
+          Face's `MixtralExperts`: `gate_up_proj` [E, 2I, H], `down_proj` [E, H, I]), its GEMMs, which
+          are function calls, not modules: `torch._grouped_mm` over all experts (transformers'
+          default at prefill), `torch.bmm` over the experts' weights gathered per (token, expert)
+          pair (its default for decode on a GPU) or `F.linear` per expert. A GEMM whose weight is one
+          of those parameters (a view of it, or a gather of its matrices: the same trailing shape)
+          gets the parameter's role range, M the rows it multiplies (tokens x experts per token)."""
+        from torch.overrides import TorchFunctionMode
+
         functional = torch.nn.functional
-        original = functional.scaled_dot_product_attention
+        sdpa = functional.scaled_dot_product_attention
+        batched = {getattr(owner, name): name == "bmm"
+                   for owner, name in ((functional, "linear"), (torch, "_grouped_mm"), (torch, "bmm"))
+                   if getattr(owner, name, None) is not None}
         annotator = self
 
-        def scaled_dot_product_attention(query, key, value, *args, **kwargs):
-            model = annotator._thread.model
-            if annotator._compiling() or model is None or model.capturing:
-                return original(query, key, value, *args, **kwargs)
-            mask = kwargs.get("attn_mask", args[0] if args else None)
-            causal = kwargs.get("is_causal", args[2] if len(args) > 2 else False)
-            pushed = annotator._push_attention(query, key, mask, causal)
-            try:
-                return original(query, key, value, *args, **kwargs)
-            finally:
-                if pushed:
-                    annotator.domain.pop_range()
+        class AnnotationMode(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                if annotator._compiling() or annotator.error is not None:
+                    return func(*args, **kwargs)
+                if func is sdpa:
+                    return annotator._attention_call(func, args, kwargs)
+                if func in batched:
+                    return annotator._expert_gemm_call(func, args, kwargs, batched[func])
+                return func(*args, **kwargs)
 
-        scaled_dot_product_attention.__wrapped__ = original
-        scaled_dot_product_attention.__doc__ = original.__doc__
-        functional.scaled_dot_product_attention = scaled_dot_product_attention
-        self._undo.append(lambda: setattr(functional, "scaled_dot_product_attention", original))
+        # a module-level name, so a tool that pickles what it finds (vLLM's compile cache) can
+        AnnotationMode.__qualname__ = AnnotationMode.__name__
+        AnnotationMode.__module__ = __name__
+        globals()[AnnotationMode.__name__] = AnnotationMode
+        return AnnotationMode
 
-    def _wrap_expert_gemms(self, torch) -> None:
-        """A mixture-of-experts module keeping its experts' weights as 3-D parameters (Hugging Face's
-        `MixtralExperts`: `gate_up_proj` [E, 2I, H], `down_proj` [E, H, I]) runs its GEMMs as
-        function calls, not modules: `F.grouped_mm` over all experts (transformers' default at
-        prefill), `torch.bmm` over the experts' weights gathered per (token, expert) pair (its
-        default for decode on a GPU) or `F.linear` per expert (`experts_implementation="eager"`).
-        Inside such a module's call, a GEMM whose weight is one of those parameters (a view of it,
-        or a gather of its matrices: the same trailing shape) gets the parameter's role range, M the
-        rows it multiplies (all experts together: tokens x experts per token)."""
-        functional = torch.nn.functional
-        annotator = self
-        for owner, name in ((functional, "linear"), (functional, "grouped_mm"), (torch, "_grouped_mm"),
-                            (torch, "bmm")):
-            original = getattr(owner, name, None)
-            if original is None:
-                continue
+    def _attention_call(self, func, args, kwargs):
+        model = self._thread.model
+        if model is None or model.capturing or len(args) < 2:
+            return func(*args, **kwargs)
+        mask = kwargs.get("attn_mask", args[3] if len(args) > 3 else None)
+        causal = kwargs.get("is_causal", args[5] if len(args) > 5 else False)
+        pushed = self._push_attention(args[0], args[1], mask, causal)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            if pushed:
+                self._pop()
 
-            def gemm(*args, _original=original, _batched=name == "bmm", **kwargs):
-                if annotator._compiling():  # first: dynamo traces nothing else of this wrapper
-                    return _original(*args, **kwargs)
-                records = annotator._thread.records
-                experts = records[-1].experts if records else None
-                if experts is None or len(args) < 2 or annotator.error is not None:
-                    return _original(*args, **kwargs)
-                record = records[-1]
-                pushed = annotator._push_expert_gemm(experts, args[0], args[1], _batched)
-                if pushed:
-                    record.experts = None  # F.grouped_mm calls torch._grouped_mm: one range
-                try:
-                    return _original(*args, **kwargs)
-                finally:
-                    if pushed:
-                        record.experts = experts
-                        annotator.domain.pop_range()
-
-            gemm.__wrapped__ = original
-            gemm.__doc__ = original.__doc__
-            setattr(owner, name, gemm)
-            self._undo.append(functools.partial(setattr, owner, name, original))
+    def _expert_gemm_call(self, func, args, kwargs, batched: bool):
+        records = self._thread.records
+        experts = records[-1].experts if records else None
+        if experts is None or len(args) < 2:
+            return func(*args, **kwargs)
+        pushed = self._push_expert_gemm(experts, args[0], args[1], batched)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            if pushed:
+                self._pop()
 
     @staticmethod
     def _expert_weight(experts: list, tensor) -> _ExpertWeight | None:
@@ -295,7 +303,7 @@ class Annotator:
                 return original(attention, query, key, value, *args, **kwargs)
             finally:
                 if pushed:
-                    annotator.domain.pop_range()
+                    annotator._pop()
 
         eager_attention_forward.__wrapped__ = original
         eager_attention_forward._smlens_wrapped = True
@@ -304,18 +312,23 @@ class Annotator:
         self._undo.append(lambda: setattr(source, "eager_attention_forward", original))
 
     def _wrap_compile(self, torch) -> None:
-        """A model's forward compiled as a function (`torch.compile(model.forward)`, or Hugging
-        Face's `torch.compile(model.__call__)` for a static cache's decode steps): inside it the
-        hooks step aside, so the call itself, made eagerly, opens the forward's phase and decode
-        step (from `input_ids` / `inputs_embeds` or the first tensor argument). Its kernels get no
-        layer or role range: roles come from kernel names. A compiled module
-        (`torch.compile(model)`) is called as a module, and its pre-hook opens the phase."""
+        """torch.compile as before (its name and attributes kept), and also:
+        - the first call turns on the ranges inside compiled code (compiled.py): layers, blocks and
+          roles of every kernel inductor generates or leaves to a library, role_source `compiled`;
+        - a model's forward compiled as a function (`torch.compile(model.forward)`, or Hugging Face's
+          `torch.compile(model.__call__)` for a static cache's decode steps) is wrapped so that its
+          call, made eagerly, opens the forward's phase and decode step, from `input_ids` /
+          `inputs_embeds` or the first tensor argument: inside it dynamo traces the module hooks
+          away. A compiled module (`torch.compile(model)`) is called as a module: its pre-hook opens
+          the phase."""
         original = torch.compile
         annotator = self
 
+        @functools.wraps(original)
         def compile(model=None, *args, **kwargs):
             if model is None:  # @torch.compile(mode=...)
                 return lambda fn: compile(fn, *args, **kwargs)
+            annotator._annotate_compiled()
             compiled = original(model, *args, **kwargs)
             owner = getattr(model, "__self__", None)
             if not isinstance(owner, torch.nn.Module) or annotator.error is not None:
@@ -328,26 +341,39 @@ class Annotator:
             def compiled_forward(*call_args, **call_kwargs):
                 return annotator._compiled_forward(compiled, call_args, call_kwargs)
 
+            compiled_forward._smlens_compiled = True
             return compiled_forward
 
-        compile.__wrapped__ = original
-        compile.__doc__ = original.__doc__
         torch.compile = compile
         self._undo.append(lambda: setattr(torch, "compile", original))
 
+    def _annotate_compiled(self) -> None:
+        if self.compiled_annotation is None and self.domain is not None:
+            try:
+                self.compiled_annotation = _sibling("compiled").enable(self, self.vocab, self._layer_path)
+            except Exception as err:  # noqa: BLE001 - compiled forwards keep their phases alone
+                self.compiled_annotation = f"unavailable: {type(err).__name__}: {err}"
+            self.write_status()
+
     def _compiled_forward(self, compiled, args, kwargs):
         state = self._thread
-        if self._compiling() or self.error is not None or state.model is not None:
+        if self._compiling() or self.error is not None:
+            return compiled(*args, **kwargs)
+        given = [kwargs.get(k) for k in ("input_ids", "inputs_embeds")]
+        tensors = [t for t in given if t is not None] + list(args)
+        if state.model is not None:
+            # the model's own call opened the forward (a compiled `model.forward`); its keyword
+            # arguments, which the pre-hook does not see, give the phase
+            if state.pending is not None:
+                self._start_forward(state, tensors)
+            self._count_compiled(state.model.phase)
             return compiled(*args, **kwargs)
         record = _Record("")
         try:
             state.records.append(record)
             self._open_forward(state, record, ())
-            given = [kwargs.get(k) for k in ("input_ids", "inputs_embeds")]
-            phase = self._start_forward(state, [t for t in given if t is not None] + list(args))
-            if phase is not None:
-                with self._lock:
-                    self.compiled_forwards[phase] = self.compiled_forwards.get(phase, 0) + 1
+            self._start_forward(state, tensors)
+            self._count_compiled(record.phase)
         except Exception as err:  # noqa: BLE001
             self._fail(err)
         try:
@@ -355,9 +381,41 @@ class Annotator:
         finally:
             if self.error is None and state.records and state.records[-1] is record:
                 state.records.pop()
-                for _ in range(record.pushed):
-                    self.domain.pop_range()
+                self._pop_record(state, record)
                 self._close_forward(state, record)
+
+    def _count_compiled(self, phase: str | None) -> None:
+        if phase is not None:
+            with self._lock:
+                self.compiled_forwards[phase] = self.compiled_forwards.get(phase, 0) + 1
+
+    def compiled_site(self, ranges: tuple) -> None:
+        """Compiled code is about to launch a kernel of these ranges (compiled.py); () closes them.
+        They open inside the phase of the forward running, and only there."""
+        state = self._thread
+        model = state.model
+        if (self.error is not None or model is None or model.capturing or state.pending is not None
+                or ranges == state.site):
+            return
+        try:
+            self._close_site(state)
+            for message in ranges:
+                self._push(message)
+            state.site = ranges
+        except Exception as err:  # noqa: BLE001
+            self._fail(err)
+
+    def _close_site(self, state: "_Thread") -> None:
+        for _ in state.site:
+            self._pop()
+        state.site = ()
+
+    def _pop_record(self, state: "_Thread", record: "_Record") -> None:
+        """Pop what a module call pushed (a compiled site's ranges above it first)."""
+        self._close_site(state)
+        self._exit_mode(record)
+        for _ in range(record.pushed):
+            self._pop()
 
     def _wrap_cuda_graph(self, torch) -> None:
         """A CUDA graph captured around a model forward gets that forward's phase (and a decode step
@@ -378,7 +436,12 @@ class Annotator:
 
         def wrapped_replay(graph):
             phase = annotator._graph_phases.get(id(graph))
-            if phase is None or annotator._thread.model is not None:
+            model = annotator._thread.model
+            if model is not None and model.phase is not None:
+                # a graph replayed inside a forward (torch.compile's CUDA graphs): no layer ranges
+                with annotator._lock:
+                    annotator.graph_replays[model.phase] = annotator.graph_replays.get(model.phase, 0) + 1
+            if phase is None or model is not None:
                 return replay(graph)
             setup = annotator._close_setup()
             pushed = annotator._push_phase(phase)
@@ -386,7 +449,7 @@ class Annotator:
                 return replay(graph)
             finally:
                 for _ in range(pushed):
-                    annotator.domain.pop_range()
+                    annotator._pop()
                 if setup:
                     annotator._open_setup()
                 annotator._stop_if_done()
@@ -400,12 +463,36 @@ class Annotator:
     # --- ranges ------------------------------------------------------------------------------
 
     def _push(self, message: str) -> None:
+        self.domain.push_range(self._attributes_of(message))
+        self._thread.stack.append(message)
+
+    def _pop(self) -> None:
+        self.domain.pop_range()
+        if self._thread.stack:
+            self._thread.stack.pop()
+
+    def _attributes_of(self, message: str):
         attributes = self._attributes.get(message)
         if attributes is None:
             if len(self._attributes) > _MAX_MESSAGES:
                 self._attributes.clear()
             attributes = self._attributes[message] = self.domain.get_event_attributes(message=message)
-        self.domain.push_range(attributes)
+        return attributes
+
+    @contextlib.contextmanager
+    def ranges_suspended(self):
+        """No smlens range open on this thread for a while: inductor benchmarking the launch
+        configurations of a kernel it generated runs it (and flushes the L2) dozens of times at the
+        kernel's first call, inside its site's ranges; those launches are not the program's and no
+        include filter may match them (compiled.py)."""
+        stack = list(self._thread.stack) if self.domain is not None else []
+        for _ in stack:
+            self.domain.pop_range()
+        try:
+            yield
+        finally:
+            for message in stack:
+                self.domain.push_range(self._attributes_of(message))
 
     def _open_setup(self) -> None:
         main = threading.current_thread() is threading.main_thread()
@@ -417,7 +504,7 @@ class Annotator:
         """Close the setup range (phases are outermost, as ncu's include filters expect)."""
         if not self._thread.setup_open:
             return False
-        self.domain.pop_range()
+        self._pop()
         self._thread.setup_open = False
         return True
 
@@ -469,8 +556,10 @@ class Annotator:
             state.records.append(record)
             if info.kind == _OWNER:
                 if state.model is None:
+                    args = args or self._call_keywords(module)  # vLLM's runner calls its model by keyword
                     self._open_forward(state, record, args)
             elif state.model is not None and not state.model.capturing:
+                self._close_site(state)  # eager code between two compiled graphs
                 self._push_module(info, record, args, module)
         except Exception as err:  # noqa: BLE001
             self._fail(err)
@@ -487,8 +576,7 @@ class Annotator:
             if not state.records:
                 return None
             record = state.records.pop()
-            for _ in range(record.pushed):
-                self.domain.pop_range()
+            self._pop_record(state, record)
             if record.model:
                 self._close_forward(state, record)
         except Exception as err:  # noqa: BLE001
@@ -496,8 +584,13 @@ class Annotator:
         return None
 
     def _push_module(self, info: _Info, record: _Record, args, module) -> None:
+        if info.kind in (_EXPERTS, _ATTENTION) or info.kind == _BLOCK and info.word == "attention":
+            # where SDPA and the experts' GEMMs are called; only there, so that dynamo never finds
+            # the mode when it traces a compiled forward that an eager one calls (vLLM's)
+            record.mode = self._mode_class()
+            record.mode.__enter__()
         if info.kind == _EXPERTS:
-            # no range of its own: its GEMMs push theirs (_wrap_expert_gemms), its other kernels
+            # no range of its own: its GEMMs push theirs (_function_mode), its other kernels
             # (routing, gathers) are the MLP block's, roles from their names
             record.experts = []
             for name, role in info.params.items():
@@ -541,6 +634,9 @@ class Annotator:
         if tokens is None:
             return None
         record, state.pending = state.pending, None
+        if not record.capturing and self._start_up_forward():
+            record.capturing = True  # as in a capture: nothing inside it is pushed, nor counted
+            return None
         with self._lock:
             if tokens == 1:
                 phase = "decode"
@@ -551,10 +647,42 @@ class Annotator:
                 return phase
             self.forwards[phase] += 1
             first = self.forwards[phase] == 1
+        record.phase = phase
         record.pushed = self._push_phase(phase)
         if first:
             self.write_status()
         return phase
+
+    def _start_up_forward(self) -> bool:
+        """Whether the forward now starting is one an engine runs before any request (vLLM's memory
+        profiling and warm-up `_dummy_run`s): a function of vocab.START_UP_FORWARDS on the stack. It
+        gets no phase, so it is neither profiled nor counted as the cold prefill. Once per forward."""
+        import sys
+        names = self.vocab.START_UP_FORWARDS
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_name in names:
+                return True
+            frame = frame.f_back
+        return False
+
+    @staticmethod
+    def _call_keywords(module) -> tuple:
+        """The arguments a module was called with by keyword (`model(input_ids=..., positions=...)`),
+        ids or embeddings first: torch's global pre-hooks get only the positional ones, so they are
+        read from the frame of torch's Module._call_impl running the hooks; () where not found."""
+        import sys
+        frame = sys._getframe(2)
+        for _ in range(4):  # _call_impl is the hook's caller; a wrapper may sit in between
+            if frame is None:
+                break
+            local = frame.f_locals
+            kwargs = local.get("kwargs")
+            if local.get("self") is module and isinstance(kwargs, dict):
+                first = [kwargs[k] for k in ("input_ids", "inputs_embeds") if kwargs.get(k) is not None]
+                return (*first, *(v for k, v in kwargs.items() if k not in ("input_ids", "inputs_embeds")))
+            frame = frame.f_back
+        return ()
 
     def _tokens_per_sequence(self, args, capturing: bool) -> int | None:
         torch = self._torch
@@ -734,6 +862,12 @@ class Annotator:
             return int(weight.shape[0])
         return None
 
+    @staticmethod
+    def _exit_mode(record: _Record) -> None:
+        if record.mode is not None:
+            mode, record.mode = record.mode, None
+            mode.__exit__(None, None, None)
+
     # --- status and failure ----------------------------------------------------------------------
 
     def status(self) -> dict:
@@ -742,6 +876,8 @@ class Annotator:
                 "forwards": dict(self.forwards),
                 "decode_steps": self._decode_step, "models": list(self.models), "error": self.error,
                 "compiled_forwards": dict(self.compiled_forwards),
+                "compiled_annotation": self.compiled_annotation,
+                "graph_replays": dict(self.graph_replays),
                 "stopped_after": self.stopped}
 
     def write_status(self) -> None:
@@ -763,11 +899,31 @@ class Annotator:
 
     def _close_all(self) -> None:
         state = self._thread
-        pushed = sum(r.pushed for r in state.records) + state.setup_open
-        state.records, state.model, state.pending, state.setup_open = [], None, None, False
+        pushed = sum(r.pushed for r in state.records) + state.setup_open + len(state.site)
+        for record in state.records:
+            self._exit_mode(record)
+        state.records, state.model, state.pending, state.setup_open, state.site = [], None, None, False, ()
         if self.domain is not None:
             for _ in range(pushed):
-                self.domain.pop_range()
+                self._pop()
+
+
+def _sibling(name: str):
+    """Another file of this folder as a module: by package where this one was imported so (tests),
+    else by path under a private name, as boot/sitecustomize.py loads this one."""
+    import importlib
+    import importlib.util
+    import sys
+    if __package__:
+        return importlib.import_module(f"{__package__}.{name}")
+    full = f"{__name__}_{name}"
+    if full not in sys.modules:
+        spec = importlib.util.spec_from_file_location(full, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                         f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[full] = module
+        spec.loader.exec_module(module)
+    return sys.modules[full]
 
 
 def boot(vocab, environ=os.environ) -> None:
@@ -809,21 +965,29 @@ class _AfterImport:
 
     def __init__(self, name: str, then):
         self.name, self.then = name, then
+        self._searching = False
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != self.name:
+        if fullname != self.name or self._searching:
             return None
         import importlib.util
         import sys
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
+        # stays on the meta path until the module is executed: a program may look the module up
+        # without importing it (vLLM's importlib.util.find_spec("torch") before `import torch`)
+        self._searching = True
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._searching = False
         loader = spec.loader if spec is not None else None
         if loader is None or not hasattr(loader, "exec_module"):
             return spec
-        exec_module, then = loader.exec_module, self.then
+        exec_module, then, finder = loader.exec_module, self.then, self
 
         def exec_then(module):
             exec_module(module)
+            if finder in sys.meta_path:
+                sys.meta_path.remove(finder)
             try:
                 then(module)
             except Exception:  # noqa: BLE001 - the program runs on without annotation
