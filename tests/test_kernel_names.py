@@ -6,6 +6,8 @@ Names not in tests/data are written the way the libraries print them (cuBLAS leg
 from __future__ import annotations
 
 import pandas as pd
+from pathlib import Path
+
 import pytest
 
 from views import kernel_names
@@ -49,6 +51,20 @@ def test_kind_and_family_agree_on_every_name_of_the_bundled_captures(data_dir):
     assert kind_of("det_gemm_fma_kernel") == kind_of("det_gemv_fma_kernel") == "gemm"
     lean = next(n for n in names if "cudnn::lean_reduction_kernel" in n)
     assert kind_of(lean) == "attention"  # cuDNN SDPA's split-KV reduction
+
+
+def test_inductor_kernels_are_named_after_ops_they_do_not_run():
+    """An inductor pointwise or reduction kernel lists the ops fused into it, and an attention or a
+    GEMM may be among them (it prepares their inputs): it is elementwise work all the same. The name
+    is from the H200's compiled static-cache decode (tests/data/h200_compiled)."""
+    from profiler.ingest.capture import read_capture
+    capture = Path(__file__).parent / "data" / "h200_compiled" / "hf-llama-3.1-8b-static-b8-p512.csv.gz"
+    names = set(read_capture(capture).kernels["kernel_name"])
+    fused = next(n for n in names if n.startswith("triton_poi_fused__scaled_dot_product_cudnn_attention"))
+    assert kind_of(fused) == "elementwise"
+    assert kind_of("triton_red_fused__to_copy_addmm_mean_1") == "elementwise"
+    assert kind_of("triton_tem_fused_mm_0") == "gemm"  # a template kernel does the GEMM itself
+    assert kind_of(next(n for n in names if n.startswith("cudnn_generated_fort_native_sdpa"))) == "attention"
 
 
 def test_a_name_no_pattern_knows_takes_its_familys_kind():

@@ -26,6 +26,11 @@ FAMILIES = ("cublaslt_nvjet", "cublas", "cutlass", "cudnn_sdpa", "cudnn", "flash
 # decides, so the specific ones come first. cuDNN's `lean_reduction_kernel` is its SDPA's split-KV
 # reduction (it runs inside the attention range, seen on the H200).
 _KIND_PATTERNS = [
+    # inductor's generated pointwise and reduction kernels are named after the aten ops fused into
+    # them, which may include the attention or GEMM whose inputs they prepare
+    # (`triton_poi_fused__scaled_dot_product_cudnn_attention__to_copy_...`, seen on the H200)
+    ("elementwise", re.compile(r"^triton_(?:poi|red|per)_")),
+    ("gemm", re.compile(r"^triton_tem_fused_(?:\w+_)?(?:addmm|baddbmm|bmm|mm)(?:_|$)")),  # its template
     ("splitk_reduce", re.compile(r"splitkreduce|splitk_reduce|split_k_reduce|reduce_splitk|"
                                  r"execute_split_k_kernel", re.I)),
     # collectives between GPUs: NCCL's kernels, vLLM's custom all-reduce
