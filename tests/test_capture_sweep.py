@@ -7,16 +7,18 @@ import pytest
 
 from profiler.ingest.capture import read_capture
 from tests.conftest import DATA
-from views.registry import compute_views, figures
+from views.registry import REPLAY_NOISE_BELOW_NS, compute_views, figures
 
 
 @pytest.mark.parametrize("name", ["h200_runs/llama-3.1-8b-b1-p512.csv.gz", "h200_runs/gate-b4-r1.csv.gz",
                                   "h200_tp/llama-3.1-8b-tp2-b1-p512.csv.gz",
                                   "h200_fp8/fp8-llama-3.1-8b-b1-p512.csv.gz"])
 def test_a_group_figure_never_leaves_its_physical_range(name):
-    """Short decode kernels on the H200 read L2 hit rates of 146 to 823 %: each such kernel fails
-    V7 and keeps its raw value, and its group's hit rate is n/a, not the 408 % (Llama-3.1-8B
-    batch 1, decode elementwise) a time-weighted mean of impossible values gave."""
+    """Short decode kernels on the H200 read L2 hit rates of 146 to 823 %: each such kernel keeps
+    its raw value and its group's hit rate is n/a, not the 408 % (Llama-3.1-8B batch 1, decode
+    elementwise) a time-weighted mean of impossible values gave. All are under 8 us: replay noise
+    (issue 27 item 4), so V7 is n/a on them with that reason, not a failure (a long kernel's
+    impossible rate still fails: tests/test_views_checks.py)."""
     result = compute_views(read_capture(DATA / name).kernels)
     declared = figures()
     for frame in (result.groups, result.gap):
@@ -28,7 +30,9 @@ def test_a_group_figure_never_leaves_its_physical_range(name):
             assert not figure.outside(values).any(), (name, column, values[figure.outside(values)])
     kernels = result.kernels
     wrong = kernels["out_of_bounds"].astype(str).str.contains("l2_hit_pct")
-    assert wrong.any() and (kernels.loc[wrong, "validation_V7"] == "fail").all()
+    assert wrong.any() and (kernels.loc[wrong, "time_ns"] < REPLAY_NOISE_BELOW_NS).all()
+    assert (kernels.loc[wrong, "validation_V7"] == "n/a").all()
+    assert kernels.loc[wrong, "validation_detail_V7"].str.contains("accumulates it over its replay passes").all()
     assert (kernels.loc[wrong, "l2_hit_pct"] > 100.5).all()  # the raw value is kept on the kernel
 
 
