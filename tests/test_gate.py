@@ -66,8 +66,10 @@ def test_two_separate_ncu_runs_of_one_workload_pass_on_the_figures_both_hold(tar
 def test_figures_a_capture_lacks_make_the_gate_refuse_and_name_what_is_missing(targeted, sections_capture):
     from views.registry import compute_views
 
-    # without MemoryWorkloadAnalysis's DRAM rate (V7 derives the bytes from it): no DRAM bytes
-    sections = compute_views(sections_capture.kernels.drop(columns="dram__bytes.sum.per_second")).kernels
+    # without MemoryWorkloadAnalysis's DRAM rate and SpeedOfLight's DRAM throughput (the quantities
+    # table derives the bytes from either: rate x time, or DRAM % x the DRAM peak x time): no DRAM bytes
+    lacking = ["dram__bytes.sum.per_second", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"]
+    sections = compute_views(sections_capture.kernels.drop(columns=lacking)).kernels
     result = run_gate([Run("targeted", targeted)], [Run("sections", sections)])
     assert result.exit_code == 2 and result.verdict == "could not judge"
     text = "\n".join(result.problems)
