@@ -332,12 +332,19 @@ def test_phase_and_role_filter():
 
 
 def test_missing_metrics_are_dashes_not_zeros():
-    """sections_raw.csv lacks the tensor-op and FP32 counters: fill and V7 are n/a, never 0."""
+    """sections_raw.csv lacks the tensor-op and FP32 counters: fill and V7's FLOPs are n/a, never 0.
+    Its DRAM figures come from SpeedOfLight's gpu__dram_throughput and MemoryWorkloadAnalysis's
+    rate (issue 27), so V7 checks the DRAM peak they imply wherever DRAM is 1 % busy or more."""
     data = views_input(DATA / "sections_raw.csv", TARGETED_SHAPES, {"id": "s", "name": "sections"})
     page = Page(report.render_report(data))
     fill = page.table("v3")
     assert set(fill["useful MMA share"]) == {"\u2014"} and set(fill["useful tensor"]) == {"\u2014"}
-    assert "0 pass \u00b7 0 fail \u00b7 188 n/a" in dict(page.sections["v7"]["asides"])["V7"]
+    memory = page.table("v7")
+    for column in ("FLOPs executed", "FP32", "intensity"):
+        assert set(memory[column]) == {"\u2014"}, column
+    assert "\u2014" not in set(memory["DRAM"])
+    v7 = dict(page.sections["v7"]["asides"])["V7"]
+    assert "112 pass \u00b7 0 fail \u00b7 76 n/a" in v7 and "76 n/a: DRAM under 1 % busy" in v7
     assert "fig-v7" not in figures_of(report.render_report(data))
 
 
@@ -398,6 +405,11 @@ def test_every_na_says_why_and_what_to_do(targeted, tmp_path):
     fill = bare.raw_row("v3", 0, phase="decode", role="qkv_proj")["useful MMA share"]
     assert fill[0] == "\u2014" and "title=n/a: needs sm__pipe_tensor_cycles_active" in fill[1]
     assert "profile with smlens" in fill[1]
+    # V7 reads DRAM from SpeedOfLight's throughput and MemoryWorkloadAnalysis's rate: without
+    # both, it says what it needs and what to do
+    dramless = kernels.drop(columns=["dram__bytes.sum.per_second",
+                                     "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"])
+    bare = Page(report.render_report(report.from_views(compute_views(dramless), {"id": "s"}, dramless)))
     v7 = dict(bare.sections["v7"]["asides"])["V7"]
     assert "n/a: needs dram__bytes_read.sum" in v7 and "profile with smlens" in v7
 
