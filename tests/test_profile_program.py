@@ -207,7 +207,11 @@ def test_plan_profiles_one_layer_per_phase(program):
     assert (cold["cache_control"], warm["cache_control"]) == ("all", "none")
     assert cold["nvtx_include"] == ["smlens@cold_prefill/layer_0/"]
     assert warm["nvtx_include"] == ["smlens@warm_prefill/layer_0/", "smlens@decode/step_1/layer_0/"]
-    assert cold["env"] == {"PYTHONPATH": str(annotate.BOOT_DIR), "SMLENS_STOP_AFTER": "cold_prefill"}
+    # the compilers' caches are smlens's own (issue 26: a plain run's cache holds code without the sites)
+    caches = annotate.compile_caches(dict(os.environ))
+    assert set(caches) == {"TORCHINDUCTOR_CACHE_DIR", "VLLM_CACHE_ROOT"}
+    assert cold["env"] == {"PYTHONPATH": str(annotate.BOOT_DIR), **caches, "SMLENS_STOP_AFTER": "cold_prefill"}
+    assert {k: warm["env"][k] for k in caches} == caches
     assert warm["env"]["SMLENS_STOP_AFTER"] == "warm_prefill,decode:1"
     assert cold["command"][-3:] == ["python3", str(program), "--x"]
     notes = " ".join(plan["notes"])
