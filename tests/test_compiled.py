@@ -17,6 +17,7 @@ import pytest
 from profiler.ingest import nvtx
 from profiler.run import annotate
 from views import vocabulary
+from tests.test_profile_program import fake_env  # noqa: F401 - the fake ncu, the recording nvtx
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -121,7 +122,8 @@ def test_per_layer_dedup_filters_match_compiled_kernels(compiled_run):
     """ncu's include filter for dedup (`smlens@decode/step_1/layer_0/`) matches compiled kernels
     of that step and layer only: the decode step's every role, as in eager mode."""
     prefix = ("smlens:decode", "smlens:step_1", "smlens:layer_0")
-    matched = [stack for stack in compiled_run[3] if stack[:3] == prefix and len(stack) > 3]
+    matched = [stack for stack in compiled_run[3]
+               if stack[:3] == prefix and f" {vocabulary.COMPILED_KEY}=1 " in stack[-1]]
     roles = {nvtx.classify(list(stack), "k")["role"] for stack in matched}
     assert roles == set(vocabulary.ROLES)
     assert all("layer_1" not in entry for stack in matched for entry in stack)
@@ -134,3 +136,32 @@ def test_the_generated_code_runs_without_smlens(tmp_path):
     namespace = {}
     exec(compiled.HEADER.format(module="_no_such_smlens_module"), namespace)  # noqa: S102
     assert namespace[compiled.SITE]("layer_0", "qkv_proj M=1 N=2 K=3") is None
+
+
+# A program whose own code cannot compile: fullgraph=True around a graph break
+COMPILE_FAILS = '''
+import torch
+from torch import nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4)])
+    def forward(self, x):
+        torch._dynamo.graph_break()
+        return self.layers[0](x)
+model = Model()
+model.forward = torch.compile(model.forward, fullgraph=True)
+model(torch.ones(2, 3, 4))
+'''
+
+
+def test_a_compile_the_program_breaks_is_the_programs_failure(fake_env, tmp_path):
+    """dynamo refusing the program's own code under smlens is the program's failure (exit 6, its
+    last line), never smlens's (exit 70)."""
+    from tests.cli import smlens
+    script = tmp_path / "fails.py"
+    script.write_text(COMPILE_FAILS)
+    code, _, err = smlens("profile", "--store", fake_env / "store", "--quiet", "--", sys.executable, script)
+    assert code == 6, err
+    assert err.startswith("smlens: ") and len(err.strip().splitlines()) == 1
+    assert "graph_break" in err or "Unsupported" in err
