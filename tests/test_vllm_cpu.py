@@ -213,24 +213,37 @@ def test_plan_for_the_example_and_dedup_without_no_dedup(eager):
 
 @needs_vllm
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="compiled forwards are being annotated (issue 26 items 1-2, "
-                   "in progress): under vLLM's AOT compile the annotation's TorchFunctionMode, active "
-                   "while dynamo traces, cannot be pickled into the compile package (PackageError)")
 def test_compiled_vllm(tmp_path):
-    """With enforce_eager off vLLM compiles the model (dynamo and inductor on the CPU) during its own
-    warm-up forward (`profile_run`, left out): the warm-up request and the batch are still the cold
-    and warm prefill and the decode steps, and inside the compiled code each layer's kernels get
-    their roles from the modules they were traced in (role_source `compiled`)."""
+    """With enforce_eager off vLLM compiles its LlamaModel (dynamo and inductor on the CPU, its own
+    backend and AOT cache) during its own warm-up forward (`profile_run`, left out): the warm-up
+    request and the batch are still the cold and warm prefill and the decode steps, and inside the
+    compiled code each layer's kernels get their blocks and roles from the modules they were traced
+    in (role_source `compiled`): the GEMMs are vLLM's CPU library op (`_C.weight_packed_linear`) with
+    their projection's N and K (M is the symbolic token count, left out), attention is vLLM's own op
+    with its heads. A fresh cache of smlens's own, so the sites are written by this run."""
     proc, pushed, statuses = run_vllm(tmp_path, [str(EXAMPLE), "--compile"],
-                                      {"VLLM_CACHE_ROOT": str(tmp_path / "cache")}, timeout=600)
+                                      {"SMLENS_CACHE_DIR": str(tmp_path / "cache")}, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    (status,) = [s for s in statuses if s["torch_imported"]]
-    assert status["error"] is None
+    # inductor's compile workers import torch too, and run no model
+    (status,) = [s for s in statuses if s["torch_imported"] and s["models"]]
+    assert status["error"] is None and status["compiled_annotation"] == "on"
     assert status["forwards"] == {"cold_prefill": 1, "warm_prefill": 1, "decode": 6}
     assert [_words(s)[0] for s in pushed if len(s) == 1] == [
         "cold_prefill", "decode", "decode", "decode", "warm_prefill", "decode", "decode", "decode"]
+    assert all(_words(s)[0] in vocabulary.PHASES for s in pushed)
+    blocks = {"qkv_proj": "attention", "o_proj": "attention", "attention": "attention",
+              "gate_up_proj": "mlp", "down_proj": "mlp"}
     for phase in vocabulary.PHASES:
-        roles = {(layer, parsed["role"]) for s in pushed
-                 for parsed, layer in [(nvtx.classify(s, ""), next((w for w in _words(s) if w.startswith("layer_")), None))]
-                 if parsed["phase"] == phase and parsed["role_source"] == "compiled"}
+        compiled = [(parsed, next((w for w in _words(s) if w.startswith("layer_")), None)) for s in pushed
+                    for parsed in [nvtx.classify(s, "")] if parsed["phase"] == phase
+                    and parsed["role_source"] == "compiled"]
+        roles = {(layer, parsed["role"]) for parsed, layer in compiled}
         assert roles == {(f"layer_{i}", role) for i in (0, 1) for role in vocabulary.ROLES}, phase
+        for parsed, layer in compiled:
+            if parsed["role"] in blocks:
+                assert parsed["block"] == blocks[parsed["role"]], (phase, layer, parsed)
+            if parsed["role"] in SHAPES:
+                assert (parsed["shape_m"], parsed["shape_n"], parsed["shape_k"]) == (None, *SHAPES[parsed["role"]])
+        heads = {(p["attn_heads"], p["attn_kv_heads"], p["attn_head_dim"]) for p, _ in compiled
+                 if p["role"] == "attention" and p["attn_heads"]}
+        assert heads == {(HEADS, KV_HEADS, HEAD_DIM)}, phase

@@ -39,7 +39,11 @@ VIEW_OPS = {"view", "reshape", "_unsafe_view", "permute", "transpose", "t", "exp
             "select", "squeeze", "unsqueeze", "alias", "as_strided", "split", "split_with_sizes",
             "unbind", "narrow", "detach", "clone", "contiguous", "view_as", "expand_as", "unflatten"}
 GEMM_OPS = {"mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "_int_mm", "_grouped_mm", "linear"}
-ATTENTION_OPS = re.compile(r"scaled_dot_product|flash_attention|efficient_attention|cudnn_attention")
+# a library's own GEMM op, by its name (vLLM's CPU `_C.weight_packed_linear`, `_C.onednn_mm`, a
+# quantized `cutlass_scaled_mm` or `marlin_gemm`): its role and N K come from its module and tensors
+LIBRARY_GEMM = re.compile(r"(?:^|_)(?:mm|gemm|linear|matmul)(?:$|_)")
+# torch's SDPA kernels, and a library's attention op (vLLM's `unified_attention_with_output`)
+ATTENTION_OPS = re.compile(r"scaled_dot_product|attention")
 _INDEX = re.compile(r"\[['\"]?([^\]'\"]+)['\"]?\]")
 
 
@@ -98,27 +102,60 @@ def _argument(node, name: str, default=None):
     return default
 
 
+def is_gemm(op: str) -> bool:
+    return op in GEMM_OPS or bool(LIBRARY_GEMM.search(op))
+
+
 def gemm_shape(node) -> str:
-    """` M=.. N=.. K=..` of a GEMM node (M: rows of all batches), or '' when sizes are symbolic."""
+    """` M=.. N=.. K=..` of a GEMM node (M: rows of all batches); a size compiled symbolic (the
+    token count under dynamic shapes) is left out, so M goes and N K stay; '' when N or K are."""
     op = _op_name(node)
-    a_index = 1 if op in ("addmm", "baddbmm") else 0
-    a, b = _arg_shape(node, a_index), _arg_shape(node, a_index + 1)
-    if not a or not b or len(a) < 2 or None in a or None in b:
-        return ""
+    if op in GEMM_OPS:
+        a_index = 1 if op in ("addmm", "baddbmm") else 0
+        a, b = _arg_shape(node, a_index), _arg_shape(node, a_index + 1)
+        if not a or not b or len(a) < 2:
+            return ""
+        n = b[0] if op == "linear" else b[-1]
+    else:
+        a, out = _library_gemm_tensors(node)
+        if not a or not out:
+            return ""
+        n = out[-1]
     k = a[-1]
-    n = b[0] if op == "linear" else b[-1]
-    if not k:
+    if not k or not n:
         return ""
-    rows = 1
-    for size in a:
-        rows *= size
-    return f" M={rows // k} N={n} K={k}"
+    rows = None
+    if None not in a:
+        rows = 1
+        for size in a:
+            rows *= size
+    return (f" M={rows // k}" if rows is not None else "") + f" N={n} K={k}"
+
+
+def _library_gemm_tensors(node) -> tuple:
+    """(A's shape, the output's) of a library's GEMM op, read from its schema: the output is the
+    argument it writes (`weight_packed_linear(out, x, packed_weight, bias, ...)`) or else what it
+    returns; A the first tensor of two or more dimensions that it only reads (a packed weight's
+    layout is the library's own, so N comes from the output)."""
+    schema = getattr(getattr(node, "target", None), "_schema", None)
+    written = {i for i, argument in enumerate(getattr(schema, "arguments", ()))
+               if getattr(getattr(argument, "alias_info", None), "is_write", False)}
+    out = next((_arg_shape(node, i) for i in sorted(written)), None)
+    if out is None:
+        out = _shape(node.meta.get("val")) if isinstance(getattr(node, "meta", None), dict) else None
+    a = next((shape for i in range(len(getattr(node, "args", ()))) if i not in written
+              for shape in [_arg_shape(node, i)] if shape and len(shape) >= 2), None)
+    return a, (out if out and len(out) >= 2 else None)
 
 
 def attention_shape(node) -> str:
     """` B= H= KVH= Sq= Skv= D= causal=` of an attention node ([B, H, S, D] query and key); a size
-    compiled symbolic (the KV length of decode steps compiled for any length) is left out."""
+    compiled symbolic (the KV length of decode steps compiled for any length) is left out. A
+    library's op on flattened tokens ([T, H, D], T symbolic: vLLM's) gives ` H= KVH= D=`."""
     q, k = _arg_shape(node, 0), _arg_shape(node, 1)
+    if q and k and len(q) == len(k) == 3 and q[0] is None and k[0] is None:
+        return "".join(f" {key}={value}" for key, value in (("H", q[1]), ("KVH", k[1]), ("D", q[2]))
+                       if value is not None)
     if not q or not k or len(q) != 4 or len(k) != 4:
         return ""
     sizes = (("B", q[0]), ("H", q[1]), ("KVH", k[1]), ("Sq", q[2]), ("Skv", k[2]), ("D", q[3]),
@@ -168,12 +205,14 @@ def node_info(node, vocab, layer_path: re.Pattern) -> _NodeInfo:
 def site_ranges(kernel_name: str, nodes: list, vocab, layer_path: re.Pattern) -> tuple:
     """The ranges of one launch site: `layer_<i>`, `<block>_block`, the role's message.
 
-    A GEMM or attention node makes the kernel its role, with its shapes (an extern call inductor
-    leaves to cuBLAS keeps its projection's role and M N K). Otherwise the kernel is the one role
-    its nodes share, and `elementwise` when they span several (a norm fused with the residual add)
-    or none. Its layer is the last layer among its nodes (the residual add of layer i fused into
-    layer i+1's norm belongs to layer i+1: each layer owns one such kernel); its block is the one
-    block all its nodes share."""
+    A GEMM or attention node makes the kernel its role, layer and block, with its shapes (an
+    extern call inductor leaves to cuBLAS, or a library's own op, keeps its projection's role and
+    M N K; its record may list the nodes of its input's kernel too, vLLM's norm before qkv_proj).
+    Otherwise the kernel is the one role its nodes share, and `elementwise` when they span several
+    (a norm fused with the residual add) or none. Its layer is the last layer among its nodes (the
+    residual add of layer i fused into layer i+1's norm belongs to layer i+1: each layer owns one
+    such kernel); its block is the one block all its nodes share. The graph's inputs are no work."""
+    nodes = [n for n in nodes if getattr(n, "op", None) not in ("placeholder", "get_attr", "output")]
     infos = [node_info(n, vocab, layer_path) for n in nodes]
     working = [i for i in infos if i.op not in VIEW_OPS] or infos
     if not working:
@@ -186,12 +225,14 @@ def site_ranges(kernel_name: str, nodes: list, vocab, layer_path: re.Pattern) ->
     # a library call or a template kernel does its GEMM's or attention's work; a fused kernel that
     # merely lists one among its nodes computes its inputs (the rotary embedding before attention)
     does_work = label != kernel_name or "_tem_" in kernel_name
-    primary = next((i for i in working if i.op in GEMM_OPS or ATTENTION_OPS.search(i.op)), None) \
+    primary = next((i for i in working if is_gemm(i.op) or ATTENTION_OPS.search(i.op)), None) \
         if does_work else None
     shape = ""
     if primary is not None:
         node = nodes[infos.index(primary)]
         role = primary.role
+        layer = primary.layer if primary.layer is not None else layer
+        block = primary.block
         if role == "attention":
             shape = attention_shape(node)
         elif role in vocab.GEMM_ROLES:
