@@ -227,8 +227,11 @@ def runs(store: Optional[str] = StoreOpt, format: Format = typer.Option(Format.t
     typer.echo(runs_json(table)) if format == Format.json else print_runs(table)
 
 
+RUN_HELP = "Run id, id prefix (4 characters or more), name or 'latest'."
+
+
 @command
-def show(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name or 'latest'."),
+def show(run: Optional[str] = typer.Argument(None, help=RUN_HELP),
          store: Optional[str] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
     """One run: where it came from, and its kernels by phase and role."""
     import json
@@ -245,23 +248,31 @@ def show(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name
 
 
 @command
-def rm(run: List[str] = typer.Argument(..., help="Run id, id prefix or name; several remove several."),
-       yes: bool = typer.Option(False, "--yes", "-y", help="Remove several runs without asking."),
+def rm(run: List[str] = typer.Argument(..., help="Run id, id prefix (4 characters or more) or name; "
+                                                 "several remove several."),
+       yes: bool = typer.Option(False, "--yes", "-y", help="Remove without asking; needed when standard "
+                                                           "input is not a terminal."),
        store: Optional[str] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
-    """Remove runs from the store (all of them, or none when one reference is unknown or ambiguous)."""
+    """Remove runs from the store (all of them, or none when one reference is unknown or ambiguous).
+    At a terminal it asks first; a script passes --yes."""
     import json
     from profiler.errors import BadInput
     from profiler.ingest.store import Store
     from reports.runs import run_record
 
     the_store = Store(store_path(store), create=False)
-    if len(run) > 1 and not yes and _stdin_is_terminal():
+    if not yes:
         runs = the_store.runs()
-        ids = [the_store.resolve(ref, unique=True, runs=runs) for ref in run]
+        ids = list(dict.fromkeys(the_store.resolve(ref, unique=True, runs=runs) for ref in run))
+        if not _stdin_is_terminal():
+            raise BadInput(f"nothing removed: standard input is not a terminal, so removing "
+                           f"{'this run' if len(ids) == 1 else f'these {len(ids)} runs'} cannot be "
+                           f"confirmed; pass --yes to remove without asking")
         names = runs.set_index("id").loc[ids, "name"]
         typer.echo("\n".join(f"  {run_id} {name}" for run_id, name in names.items()), err=True)
         try:
-            confirmed = typer.confirm(f"remove these {len(ids)} runs?", err=True)
+            confirmed = typer.confirm("remove this run?" if len(ids) == 1 else f"remove these {len(ids)} runs?",
+                                      err=True)
         except typer.Abort as err:  # click's "Aborted!" and exit 1 for Ctrl-C or Ctrl-D at the question
             if isinstance(err.__context__, KeyboardInterrupt):
                 raise KeyboardInterrupt from None
@@ -326,8 +337,9 @@ def _gate_runs(refs: Optional[List[str]], side: str, store: Path, shapes: Option
 
 @command
 def gate(baseline: Optional[List[str]] = typer.Option(
-             None, "--baseline", "-b", help="Baseline run(s): a capture file, a stored run (id, name, "
-             "'latest'), or tag:KEY=VALUE[~N]. Repeat the option or separate with commas."),
+             None, "--baseline", "-b", help="Baseline run(s): a capture file, a stored run (id, id prefix "
+             "of 4 characters or more, name, 'latest'), or tag:KEY=VALUE[~N]. Repeat the option or "
+             "separate with commas."),
          current: Optional[List[str]] = typer.Option(
              None, "--current", "-c", help="Current run(s), the same forms as --baseline."),
          rules: Optional[Path] = typer.Option(None, "--rules", help="gate.toml (default: built-in rules)."),
@@ -448,7 +460,7 @@ class ViewsFormat(str, Enum):
 
 
 @command
-def views(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name or 'latest'."),
+def views(run: Optional[str] = typer.Argument(None, help=RUN_HELP),
           phase: Optional[List[str]] = typer.Option(None, "--phase", help="Only this phase (repeatable; "
                                                     "time shares become shares of it)."),
           role: Optional[List[str]] = typer.Option(None, "--role", help="Only this role (repeatable)."),
@@ -503,7 +515,7 @@ ReportOut = typer.Option(Path("smlens-report.html"), "--output", "-o", help="HTM
 
 
 @command
-def report(run: Optional[str] = typer.Argument(None, help="Run id, id prefix, name or 'latest'."),
+def report(run: Optional[str] = typer.Argument(None, help=RUN_HELP),
            baseline: Optional[str] = typer.Option(None, "--baseline",
                                                   help="Compare with this run: figures as value (Δ %)."),
            phase: Optional[str] = typer.Option(None, help="Only this phase (time shares become "

@@ -397,7 +397,7 @@ DAMAGE = {  # what is done to the store -> words of the one line, and whether th
 }
 READERS = {
     "runs": ["runs"], "show": ["show", "d12"], "views": ["views", "d12"],
-    "report": ["report", "d12", "-o", "{tmp}/r.html"], "rm": ["rm", "d12"],
+    "report": ["report", "d12", "-o", "{tmp}/r.html"], "rm": ["rm", "d12", "--yes"],
     "ingest": ["ingest", DATA / "h200_runs" / "gate-b1-r1.csv.gz"],
 }
 USES_THE_RUN = {"show", "views", "report"}  # `runs`, `rm`, `ingest` read the runs table only

@@ -223,7 +223,7 @@ def test_rm_of_several_runs_in_a_script_removes_them_all_or_none(three_runs):
     before = snapshot(three_runs)
     assert_refused(*smlens("rm", ids[0], "nope", "--store", three_runs), "no run 'nope'")
     assert snapshot(three_runs) == before
-    code, out, err = smlens("rm", ids[0], ids[1], "--store", three_runs, "--format", "json")
+    code, out, err = smlens("rm", ids[0], ids[1], "--store", three_runs, "--format", "json", "--yes")
     assert code == 0 and [r["id"] for r in json.loads(out)] == ids[:2]
     assert list(Store(three_runs).runs()["id"]) == ids[2:]
     assert not list((three_runs / ".staging").iterdir())

@@ -69,10 +69,82 @@ def test_runs_show_rm_json(store):
     assert shown["ncu_version"] is None  # not known for an imported file: null, not a guess
     code, out, _ = smlens("show", "latest", "--store", store)
     assert code == 0 and "d12" in out and "gate_up_proj" in out
-    code, out, _ = smlens("rm", d12["id"][:4], "--store", store)
+    code, out, _ = smlens("rm", d12["id"][:4], "--store", store, "--yes")
     assert code == 0 and "removed" in out
     assert not (store / "runs" / f"run={d12['id']}").exists()
     assert len(Store(store).runs()) == 1
+
+
+def _one_line_refusal(code: int, out: str, err: str, *words: str) -> str:
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("smlens: "), (code, out, err)
+    assert all(w in lines[0] for w in words), lines[0]
+    return lines[0]
+
+
+def test_rm_without_a_terminal_removes_nothing_without_yes(store, tmp_path):
+    """Issue 29 item 5: `echo n | smlens rm A B` removed both runs (exit 0): without a terminal
+    the question was skipped and the answer ignored."""
+    assert smlens("ingest", DATA / "decode12_raw.csv", "--store", store, "--name", "d12")[0] == 0
+    ids = list(Store(store).runs()["id"])
+    before = snapshot(store)
+    for answer in ("n\n", "y\n", None):  # whatever a pipe says, it is no terminal's yes
+        for refs in (ids, ids[:1], ["d12"]):
+            line = _one_line_refusal(*smlens("rm", *refs, "--store", store, input=answer),
+                                     "nothing removed", "not a terminal", "--yes")
+            assert "Traceback" not in line
+            assert snapshot(store) == before
+    # the command line a user types, with a real pipe for its standard input
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "profiler.cli", "rm", *ids, "--store", str(store)],
+                          input="n\n", capture_output=True, text=True, timeout=120)
+    _one_line_refusal(done.returncode, done.stdout, done.stderr, "nothing removed", "--yes")
+    assert snapshot(store) == before
+    code, out, err = smlens("rm", "d12", "--store", store, "--yes")
+    assert code == 0 and f"removed run {ids[1]} (d12)" in out, err
+    assert list(Store(store).runs()["id"]) == ids[:1]
+
+
+def test_rm_at_a_terminal_removes_only_after_an_explicit_yes(store, monkeypatch):
+    from profiler import cli
+
+    monkeypatch.setattr(cli, "_stdin_is_terminal", lambda: True)
+    run_id = Store(store).runs()["id"].iloc[0]
+    before = snapshot(store)
+    for answer in ("n\n", "\n", "maybe\nno\n"):  # no, the default, anything but yes
+        code, _, err = smlens("rm", run_id, "--store", store, input=answer)
+        assert code == 2 and "remove this run?" in err and "nothing removed" in err, err
+        assert snapshot(store) == before
+    code, out, err = smlens("rm", run_id, "--store", store, input="y\n")
+    assert code == 0 and f"removed run {run_id}" in out, err
+    assert not len(Store(store).runs())
+
+
+def test_a_run_id_prefix_needs_four_characters_in_every_command(store, tmp_path):
+    """`smlens rm 0` removed a run by a one-character prefix; show, views, report and gate
+    resolve runs the same way (Store.resolve)."""
+    code, out, _ = smlens("ingest", DATA / "decode12_raw.csv", "--store", store, "--name", "d12",
+                          "--format", "json")
+    run_id = json.loads(out)[0]["id"]
+    before = snapshot(store)
+    report = tmp_path / "r.html"
+    commands = {"rm": ["rm", "{ref}", "--yes"], "show": ["show", "{ref}"],
+                "views": ["views", "{ref}", "--view", "V1"], "report": ["report", "{ref}", "-o", report],
+                "gate": ["gate", "--baseline", "{ref}", "--current", "{ref}"]}
+    for short in (run_id[:1], run_id[:3]):
+        for name, args in commands.items():
+            args = [str(a).format(ref=short) for a in args]
+            line = _one_line_refusal(*smlens(*args, "--store", store), repr(short), "at least 4 characters")
+            assert name and "Traceback" not in line
+            assert snapshot(store) == before and not report.exists()
+    with pytest.raises(BadInput, match="at least 4 characters"):
+        Store(store).resolve(run_id[:2])
+    assert Store(store).resolve(run_id[:4]) == run_id  # 4 characters name it
+    code, out, err = smlens("show", run_id[:4], "--store", store, "--format", "json")
+    assert code == 0 and json.loads(out)["id"] == run_id, err
+    code, out, err = smlens("rm", run_id[:4], "--store", store, "--yes")
+    assert code == 0 and f"removed run {run_id} (d12)" in out, err
 
 
 def _bad_files(tmp: Path) -> dict[str, tuple[Path, str]]:

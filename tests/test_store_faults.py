@@ -263,7 +263,7 @@ def test_a_read_only_store_is_read_and_never_written(tmp_path):
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
         before = snapshot(store)
         assert_refused(*smlens("ingest", DATA / "targeted_raw.csv", "--store", store), "read-only")
-        assert_refused(*smlens("rm", "d12", "--store", store), "read-only", "nothing was removed")
+        assert_refused(*smlens("rm", "d12", "--yes", "--store", store), "read-only", "nothing was removed")
         assert_refused(*smlens("ingest", RAW, "--store", disk / "new"), "new", "read-only")
         for args in (["runs"], ["show", "d12"], ["views", "d12", "--view", "V1"], ["store", "check"]):
             code, out, err = smlens(*args, "--store", store)

@@ -78,7 +78,7 @@ def test_every_store_command_on_s3(s3_store, tmp_path):
     report = tmp_path / "r.html"
     code, _, err = smlens("report", first["id"], "--store", s3_store, "-o", report)
     assert code == 0 and report.stat().st_size > 100_000, err
-    code, out, _ = smlens("rm", "d12", "--store", s3_store)
+    code, out, _ = smlens("rm", "d12", "--store", s3_store, "--yes")
     assert code == 0 and "removed" in out
     keys = objects_of(s3_store)
     assert f"runs/run={first['id']}/kernels.parquet" in keys

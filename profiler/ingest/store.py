@@ -97,6 +97,7 @@ def _utf8(text: str) -> bool:
 
 
 NAME_MAX_CHARS = 200  # a name is shown in tables and report titles
+MIN_ID_PREFIX = 4  # a shorter prefix names no run: `smlens rm 0` must not pick one by chance
 
 
 def parse_tags(pairs: list[str] | None) -> dict[str, str]:
@@ -550,8 +551,10 @@ class Store:
         return same.iloc[0].to_dict() if len(same) else None
 
     def resolve(self, ref: str | None, unique: bool = False, runs: pd.DataFrame | None = None) -> str:
-        """A run id from an id, a unique id prefix, a name (the newest run of that name), or
-        `latest` / nothing (the newest run). `unique`: a name several runs share is refused."""
+        """A run id from an id, an id prefix of at least MIN_ID_PREFIX characters that one run's id
+        begins with, a name (the newest run of that name), or `latest` / nothing (the newest run).
+        `unique`: a name several runs share is refused. Every command that names a stored run
+        (show, rm, views, report, gate) comes here."""
         if ref is not None and not str(ref).strip():
             raise BadInput("an empty run reference (an unset shell variable?): give a run id, id "
                            "prefix, name or 'latest'")
@@ -572,6 +575,10 @@ class Store:
         if len(by_name):
             return by_name["id"].iloc[-1]
         by_prefix = runs[runs["id"].str.startswith(ref)]
+        if len(by_prefix) and len(ref) < MIN_ID_PREFIX:
+            matching = "one run's id begins" if len(by_prefix) == 1 else f"{len(by_prefix)} runs' ids begin"
+            raise BadInput(f"run {ref!r} is too short an id prefix: give at least {MIN_ID_PREFIX} "
+                           f"characters, or the run's name ({matching} with {ref!r}; see `smlens runs`)")
         if len(by_prefix) == 1:
             return by_prefix["id"].iloc[0]
         if len(by_prefix) > 1:
