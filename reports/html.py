@@ -154,13 +154,15 @@ def _verdict(data: ReportInput) -> Verdict:
 
 # --- the page -------------------------------------------------------------------------------------
 
-CSS = """
+# Raw: its CSS escapes (`\25b2`, the sort arrow) must reach the page as written, not as Python's.
+CSS = r"""
 :root{--fg:#1d1d1f;--mute:#6e6e73;--line:#e5e5ea;--ok:#1e7b34;--bad:#b3261e;--na:#8e8e93;--head:#f5f5f7}
 *{box-sizing:border-box}body{margin:0;font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;color:var(--fg);background:#fafafa}
 header{padding:18px 28px;background:#fff;border-bottom:1px solid var(--line)}h1{font-size:20px;margin:0 0 4px}
 .meta{color:var(--mute);font-size:13px}.meta b{color:var(--fg);font-weight:600}
 nav{padding:8px 28px;background:#fff;border-bottom:1px solid var(--line);font-size:13px;position:sticky;top:0;z-index:9}
-nav a{margin-right:14px;color:#0b57d0;text-decoration:none}
+nav a{margin-right:14px;color:#0b57d0;text-decoration:none}@media(max-width:1000px){nav{white-space:nowrap;overflow-x:auto}}
+section[id]{scroll-margin-top:64px}
 main{padding:8px 28px 40px;max-width:1600px}
 section{background:#fff;border:1px solid var(--line);border-radius:8px;margin:16px 0;padding:14px 18px;min-width:0}
 section h2{font-size:17px;margin:0 0 4px}section h3{font-size:15px;margin:14px 0 2px}.lead{color:var(--mute);margin:0 0 10px;max-width:120ch}

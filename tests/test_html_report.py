@@ -450,3 +450,46 @@ def test_a_groups_top_stall_and_bound_sit_in_their_views_tables(targeted):
     memory = page.table("v7")
     gate_up = memory[(memory["phase"] == "decode") & (memory["role"] == "gate_up_proj")].iloc[0]
     assert gate_up["bound"] == "memory" and gate_up["DRAM"] == "67.9 %"
+
+
+def _css_rules(text: str) -> list[tuple[list[str], dict]]:
+    """The page's <style> as (selectors, declarations) per rule; @media blocks flattened."""
+    css = re.search(r"<style>(.*?)</style>", text, re.S).group(1)
+    css = re.sub(r"@media[^{]*\{((?:[^{}]*\{[^{}]*\})*)\s*\}", r"\1", css)
+    rules = []
+    for selectors, body in re.findall(r"([^{}]+)\{([^{}]*)\}", css):
+        declarations = dict(part.split(":", 1) for part in body.split(";") if ":" in part)
+        rules.append(([s.strip() for s in selectors.split(",")],
+                      {k.strip(): v.strip() for k, v in declarations.items()}))
+    return rules
+
+
+def test_the_sort_arrows_reach_the_page_as_css_escapes(targeted):
+    """Issue 29: the CSS was no raw string, so Python read "\\25b2" as byte 0x15 then "b2": a
+    sorted heading showed "▯b2" / "▯bc" instead of ▲ / ▼."""
+    _, text, _ = targeted
+    css = re.search(r"<style>(.*?)</style>", text, re.S).group(1)
+    assert not [c for c in css if ord(c) < 0x20 and c not in "\n\t"], "a control character in the CSS"
+    after = {s: d["content"] for selectors, d in _css_rules(text) for s in selectors if "content" in d}
+    # CSS reads \25b2 as U+25B2 (▲) and \25bc as U+25BC (▼)
+    assert after["th[aria-sort=ascending]::after"] == '" \\25b2"'
+    assert after["th[aria-sort=descending]::after"] == '" \\25bc"'
+
+
+def test_headings_the_navigation_links_to_land_below_the_sticky_navigation(targeted):
+    """Issue 29: with no scroll-margin-top a followed link put its heading under the sticky nav
+    (two lines, 55 px, at 1440 px)."""
+    _, text, page = targeted
+    rules = _css_rules(text)
+    nav = {k: v for selectors, d in rules if "nav" in selectors for k, v in d.items()}
+    assert nav["position"] == "sticky" and nav["top"] == "0"
+    links = re.search(r"<nav>(.*?)</nav>", text, re.S).group(1)
+    targets = re.findall(r'href="#([^"]+)"', links)
+    assert len(targets) == len(SECTIONS) and set(targets) == set(SECTIONS)
+    tags = {attrs["id"]: tag for tag, attrs in page.tags if attrs.get("id") in targets}
+    for target in targets:
+        tag = tags[target]
+        margins = [d["scroll-margin-top"] for selectors, d in rules if "scroll-margin-top" in d
+                   and {f"#{target}", tag, f"{tag}[id]", "[id]"} & set(selectors)]
+        assert margins, f"nothing keeps #{target} ({tag}) clear of the sticky navigation"
+        assert all(m.endswith("px") and float(m[:-2]) >= 56 for m in margins), (target, margins)
