@@ -23,6 +23,8 @@ from reports.terminal import Column, Prose, Rows, fit
 # lines (JSON and JUnit keep every comparison)
 SHOWN = ("regression", "noise", "improved")
 _ORDER = {status: i for i, status in enumerate(SHOWN)}
+# the outcomes of a comparison made, in the Markdown summary's columns
+COMPARED = ("regression", "cannot judge", "noise", "improved", "pass")
 _STYLE = {"regression": "bold red", "cannot judge": "bold yellow", "improved": "green",
           "noise": "dim", "appeared": "cyan", "disappeared": "cyan", "pass": "green",
           "could not judge": "bold yellow"}
@@ -148,16 +150,19 @@ def to_markdown(result: GateResult) -> str:
     by_rule: dict[str, Counter] = {}
     for comp in result.comparisons:
         by_rule.setdefault(comp.rule.label, Counter())[comp.status] += 1
-    lines += ["| rule | threshold | compared | regression | cannot judge | within noise | improved | n/a or small |",
-              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    # "compared" is the sum of the five outcomes after it, each counted as the terminal's summary
+    # line counts it (summary_line), so the pass column sums to its "N pass"
+    lines += ["| rule | threshold | compared | regression | cannot judge | within noise | improved | pass "
+              "| n/a or small |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     rule_thresholds = {c.rule.label: threshold_text(c) for c in result.comparisons}
     for label, counts in by_rule.items():
-        compared = sum(counts[s] for s in ("regression", "noise", "improved", "pass", "cannot judge"))
+        compared = sum(counts[s] for s in COMPARED)
         lines.append(f"| {_cell(label)} | {_cell(rule_thresholds[label])} | {compared} | "
-                     f"{counts['regression']} | {counts['cannot judge']} | {counts['noise']} | "
-                     f"{counts['improved']} | {counts['n/a'] + counts['small']} |")
+                     + " | ".join(str(counts[s]) for s in COMPARED)
+                     + f" | {counts['n/a'] + counts['small']} |")
     if not by_rule:
-        lines.append("| (none) | | 0 | 0 | 0 | 0 | 0 | 0 |")
+        lines.append("| (none) | | 0 | 0 | 0 | 0 | 0 | 0 | 0 |")
     rows = shown(result)
     if rows:
         columns = [Column("status", [c.status for c in rows], "left"),

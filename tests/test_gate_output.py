@@ -149,6 +149,34 @@ def test_markdown_renders_a_summary_table_and_the_findings(results):
     assert "**Kernels appeared**" in text and "`cublasLt::splitKreduce_kernel`" in text
 
 
+@pytest.mark.parametrize("case", ["gate-b4-r1 against gate-b4-r2", "pass", "regression"])
+def test_markdown_summary_counts_the_passes_the_terminal_counts(results, data_dir, case):
+    """Issue 29: the summary table had no pass column, so in the H200 run-to-run case a rule read
+    `compared 8` with every outcome 0 while the terminal said 45 pass."""
+    if case in results:
+        result = results[case]
+    else:
+        runs = data_dir / "h200_runs"
+        result = run_gate([Run("gate-b4-r1", capture_figures(runs / "gate-b4-r1.csv.gz"))],
+                          [Run("gate-b4-r2", capture_figures(runs / "gate-b4-r2.csv.gz"))])
+        assert sum(c.status == "pass" for c in result.comparisons) == 45
+    summary = markdown_tables(to_markdown(result))[0]
+    heading = summary[0]
+    assert heading[2:] == ["compared", "regression", "cannot judge", "within noise", "improved", "pass",
+                           "n/a or small"]
+    rows = [dict(zip(heading, row)) for row in summary[1:]]
+    for row in rows:  # every comparison made is in one outcome's column
+        outcomes = ("regression", "cannot judge", "within noise", "improved", "pass")
+        assert int(row["compared"]) == sum(int(row[o]) for o in outcomes), row
+    passes = sum(c.status == "pass" for c in result.comparisons)
+    assert passes and sum(int(row["pass"]) for row in rows) == passes
+    console = Console(width=200, record=True)
+    console.print(render_table(result, width=200))
+    assert f"{passes} pass" in console.export_text()  # the terminal's count, the same
+    same = {c.rule.label for c in result.comparisons if c.status == "pass"}
+    assert {row["rule"] for row in rows if int(row["pass"])} == same
+
+
 def test_markdown_of_a_pass_and_a_refusal_still_renders_a_table(results):
     for verdict in ("pass", "could not judge", "broken input"):
         text = to_markdown(results[verdict])
