@@ -2,8 +2,9 @@
 
 `boot/sitecustomize.py` loads this file into the profiled program before the program's own code
 runs; once the program imports torch, `Annotator.install` adds one global forward pre-hook and one
-forward hook (torch.nn.modules.module.register_module_forward_*_hook) and wraps
-`torch.nn.functional.scaled_dot_product_attention`. The ranges, in the `smlens` NVTX domain, have
+forward hook (torch.nn.modules.module.register_module_forward_*_hook); inside attention and
+experts modules a TorchFunctionMode reads the calls no hook sees (`_function_mode`), and code that
+torch.compile generates opens the same ranges itself (compiled.py). The ranges, in the `smlens` NVTX domain, have
 the built-in decoder's structure (profiler/workloads/decoder.py), so the same ncu include filters
 (`smlens@cold_prefill/layer_0/`) and the same ingest (profiler/ingest/nvtx.py) serve both:
 
@@ -30,8 +31,9 @@ does not get them).
 
 No harm: the hooks never change a module's inputs or outputs, read only tensor shapes (never values,
 except the positions of a flattened batch, see `_tokens_per_sequence`), push nothing inside
-torch.compile's tracing or a CUDA-graph capture's forward, and turn themselves off on any internal
-error. With no NVTX tool attached (`domain` None) nothing is installed at all.
+torch.compile's tracing or a CUDA-graph capture's forward, replace no torch function (inductor
+names its extern kernels after the functions it finds there), and turn themselves off on any
+internal error. With no NVTX tool attached (`domain` None) nothing is installed at all.
 
 This file imports nothing of smlens by package name: the profiled program may have a `profiler`
 package of its own. The module-role table comes in as `vocab` (views/vocabulary.py).
@@ -341,7 +343,6 @@ class Annotator:
             def compiled_forward(*call_args, **call_kwargs):
                 return annotator._compiled_forward(compiled, call_args, call_kwargs)
 
-            compiled_forward._smlens_compiled = True
             return compiled_forward
 
         torch.compile = compile
