@@ -21,6 +21,13 @@ import pytest
 DATA = Path(__file__).parent / "data"
 TESTS = Path(__file__).parent
 
+# An output width is a terminal's: pytest-xdist's workers start with COLUMNS=80 and LINES=24 in their
+# environment where pytest was started without them, and smlens takes an exported COLUMNS as the user's
+# width, so under `-n 2` piped output was cut to 80 columns (test_views_cli, test_gate_cli). The
+# tests that want a width set it themselves (monkeypatch.setenv("COLUMNS", ...)).
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
+
 # Whole files that are slow, and why; then single tests (every parameter of each).
 SLOW_FILES = {
     "test_browser.py": "a headless Chromium, 10-20 s a test",
