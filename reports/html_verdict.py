@@ -7,17 +7,20 @@ from typing import Any, Optional
 
 from reports.html_tables import _table, change_span, kernels_link
 from reports.html_text import esc, fmt, fmt_time_ns, is_missing, prose
-from views.verdict import BOUND_WORDS, LATENCY_BELOW_PCT, Verdict
+from views.v7_memory import BOUND_FLOOR_PCT
+from views.verdict import BOUND_WORDS, Verdict
 
 PHASE_COLUMNS = (
     ("share", "the phase's share of the workload's kernel time (setup left out)"),
     ("time", "gpu__time_duration.sum over the phase's kernels"),
-    ("bound (share of its time)", f"what holds each phase and role back: the unit nearest its peak when it "
-                                  f"runs at {LATENCY_BELOW_PCT:.0f} % of it or more (memory: DRAM; tensor: the "
-                                  "tensor pipe; fp32: the FP32 pipes), else latency"),
+    ("bound (share of its time)", f"what holds each phase back, as V7 says for each of its kernels: the unit "
+                                  f"nearest its peak when it runs at {BOUND_FLOOR_PCT:.0f} % of it or more "
+                                  "(memory: DRAM; tensor: the tensor pipe; fp32: the FP32 pipes), else latency; "
+                                  "the share of the phase's time each bound holds"),
     ("DRAM", "dram__throughput.avg.pct_of_peak_sustained_elapsed, time-weighted"),
     ("tensor pipe", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed, time-weighted"),
-    ("FP32", "FP32 FLOP/s (2 x FFMA + FADD + FMUL) against the device's FP32 peak, time-weighted"),
+    ("FP32", "FP32 FLOPs (2 x FFMA + FADD + FMUL) against the FP32 peak over the elapsed cycles (V7 fp32_pct), "
+             "time-weighted"),
     ("SM active", "100 x sm__cycles_active.avg / sm__cycles_elapsed.avg, time-weighted"),
 )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import pandas as pd
 import pytest
 
 from tests.cli import smlens
@@ -161,3 +162,46 @@ def test_a_unit_not_measured_is_never_read_as_latency(judged):
     assert phases["decode"].bound is None and 10 < phases["decode"].bounds["memory"] < 20
     assert "what bounds most of it is unknown (the tensor pipe and the FP32 pipes not measured)" in full.summary
     assert all(o.bound == "memory" for o in full.opportunities)
+
+
+# Every committed H200 capture: the verdict and the gap table name the same bound, V7's.
+_CAPTURES = sorted(str(p.relative_to(DATA)) for d in ("h200_runs", "h200_hf", "h200_compiled", "h200_tp")
+                   for p in (DATA / d).rglob("*.csv.gz"))
+
+
+@pytest.mark.parametrize("name", _CAPTURES)
+def test_the_verdict_and_the_gap_table_name_the_same_bound(name):
+    """One rule, V7's: a group's bound is the bound holding the most of its kernels' time (never the
+    group's averaged units against the floor: a batch-8 decode with 57 % of its time in GEMMs at
+    79 % of the DRAM peak averages 51 % DRAM and read "latency 51 %" in the gap's phase row while
+    the verdict said "memory"). Each group's bound and each phase's agree; a tensor-parallel run's
+    gap phase rows are per rank, the verdict's phases over all ranks: there its groups agree."""
+    from profiler.ingest.capture import read_capture
+    from views.grouping import ALL
+
+    try:
+        kernels = read_capture(DATA / name).kernels
+    except Exception as error:  # a capture ncu cut short may not read
+        pytest.skip(f"{name} does not read: {error}")
+    result = compute_views(kernels)
+    judged = verdict(result)
+    gap = result.gap
+    ranked = "rank" in gap.columns and gap["rank"].notna().any()
+
+    def bound(value):
+        return value if isinstance(value, str) else None
+
+    rows = {(r["phase"], r["role"], None if not ranked or pd.isna(r["rank"]) else int(r["rank"])): bound(r["bound"])
+            for _, r in gap.iterrows()}
+    groups = [g for g in judged.groups if g.bound != "communication"]
+    assert groups
+    for g in groups:
+        assert g.bound == rows[(g.phase, g.role, g.rank)], g.label
+    if not ranked:
+        assert judged.phases
+        for p in judged.phases:
+            assert p.bound == rows[(p.phase, ALL, None)], p.phase
+            # the shares the verdict prints are the gap row's
+            row = gap[(gap["phase"] == p.phase) & (gap["role"] == ALL)].iloc[0]
+            if p.bound is not None:
+                assert p.bound_share_pct == pytest.approx(100 * row["bound_time_share"], abs=1e-6)

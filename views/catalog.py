@@ -50,6 +50,14 @@ class Figure:
     # MODE: a value a group shows only when none of its kernels has another (mma_path's `none`: a
     # GEMM's range runs gmma even where its elementwise kernels take longer)
     mode_fallback: str | None = None
+    # MODE: (kernel figure, group column): the group column receives that figure's time-weighted
+    # mean over the kernels holding the group's value (a bound's `bound_pct`: the bounding unit's
+    # share of its peak in the kernels it bounds)
+    mode_value: tuple[str, str] | None = None
+    # MODE: each value's share of the group's time as `<column>_<value>_time_share`, and the value
+    # the group's only where it holds no less time than its kernels without one (a bound: a phase
+    # whose kernels are mostly of unknown bound is not "mostly memory-bound")
+    mode_shares: bool = False
     # ARGMAX: (value, figure column) pairs; the text is the value whose column is largest
     argmax_of: tuple[tuple[str, str], ...] = ()
     # ARGMAX: (floor, value): the text when even the largest is below the floor (a bound's `latency`)
@@ -87,6 +95,8 @@ class Figure:
             raise ValueError(f"figure {self.column}: an ARGMAX figure and only one names its argmax_of")
         if self.mode_fallback is not None and self.aggregate != MODE:
             raise ValueError(f"figure {self.column}: only a MODE figure has a mode_fallback")
+        if (self.mode_value is not None or self.mode_shares) and self.aggregate != MODE:
+            raise ValueError(f"figure {self.column}: only a MODE figure has a mode_value or mode_shares")
 
     def outside(self, values):
         """Where `values` lie outside the physical bounds by more than rounding (a boolean array)."""

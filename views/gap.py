@@ -11,8 +11,10 @@ and tail, balance: V5), tensor issue (occupancy V4, stalls V6, the kernel's othe
 path (an older path's rate against the device's best for the type, and non-MMA work on the pipe:
 V2, V8), the useful MMA share (padding: V3). The headline, `sm__throughput`, is shown beside and is
 no step: it is the busiest of many SM units and can sit above or below SM active. The memory side
-says whether a low tensor share is headroom at all: DRAM's share of its peak and the bound (V7),
-e.g. a decode GEMM memory-bound at 80 % of the DRAM peak.
+says whether a low tensor share is headroom at all: DRAM's share of its peak and the bound (V7's,
+the verdict's too: the bound holding the most of the group's kernel time, `bound_time_share`, and
+`bound_pct` its unit's share of its peak in those kernels), e.g. a decode GEMM memory-bound at 80 %
+of the DRAM peak.
 
 A group's figures are time-weighted means of its kernels' (each a share of the kernel's elapsed
 time), so they are shares of the group's elapsed time and the factors multiply out exactly.
@@ -55,7 +57,7 @@ EXPLAINERS = ("sm_coverage", "wave_efficiency", "sm_imbalance", "achieved_occupa
               "theoretical_occupancy_pct", "issue_active_pct", "top_stall", "mma_path",
               "tensor_dtype", "fill")
 COLUMNS = (["phase", "role", "role_source", "kernels", "time_ns", "time_share_pct", HEADLINE]
-           + list(STEPS) + list(FACTORS) + list(MEMORY) + list(EXPLAINERS))
+           + list(STEPS) + list(FACTORS) + list(MEMORY) + ["bound_time_share"] + list(EXPLAINERS))
 TEXT = ("top_stall", "mma_path", "tensor_dtype", "bound", "role_source")
 
 
@@ -74,11 +76,14 @@ def gap(groups: pd.DataFrame) -> pd.DataFrame:
 
 
 def sentence(row) -> str | None:
-    """What bounds the group, in words: `memory-bound at 80 % of DRAM peak`."""
-    bound, pct = row.get("bound"), row.get("bound_pct")
+    """What bounds the group, in words: `memory-bound at 80 % of DRAM peak`, and `in 57 % of its
+    time` where its kernels are bound by more than one."""
+    bound, pct, share = row.get("bound"), row.get("bound_pct"), row.get("bound_time_share")
     if not isinstance(bound, str) or pd.isna(pct):
         return None
+    part = f" in {100 * share:.0f} % of its time" if share is not None and not pd.isna(share) \
+        and share < 0.995 else ""
     if bound == "latency":
-        return f"latency-bound: no unit above {pct:.0f} % of its peak"
+        return f"latency-bound{part}: no unit above {pct:.0f} % of its peak"
     unit = {"memory": "DRAM", "tensor": "tensor pipe", "fp32": "FP32"}.get(bound, bound)
-    return f"{bound}-bound at {pct:.0f} % of {unit} peak"
+    return f"{bound}-bound{part} at {pct:.0f} % of {unit} peak"

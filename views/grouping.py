@@ -2,7 +2,8 @@
 
 How each figure combines is its catalog declaration's (views/catalog.py): a time-weighted mean,
 a sum, a ratio of sums, or for a text figure the value that holds the most kernel time (with the
-share of the group's time it holds, `<figure>_time_share`).
+share of the group's time it holds, `<figure>_time_share`; for a bound, each value's share and the
+bounding unit's mean over the kernels it bounds: see `prevailing`).
 A group's figure is missing (NaN) when any of its kernels lacks it: a mean over the kernels that
 happen to have a value would pass a part for the whole (the attention range's fill would be its
 reduction kernel's). Sums follow the same rule; ratios (fill, intensity) are ratios of sums, over
@@ -43,6 +44,11 @@ class GroupSpec:
     ratios: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (numerator, denominator)
     # text: the value holding the most time; name -> a value that counts only where no other occurs
     modes: dict[str, str | None] = field(default_factory=dict)
+    # text: name -> (kernel figure, group column): the figure's mean over the kernels holding the
+    # group's value (catalog.Figure.mode_value)
+    mode_values: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # text: every value's share of the group's time, the value held against the kernels with none
+    mode_shares: list[str] = field(default_factory=list)
     # text: the largest of several means; name -> ((value, mean column), ...), floor, value column
     argmaxes: dict[str, tuple] = field(default_factory=dict)
 
@@ -99,6 +105,13 @@ def partials(kernels: pd.DataFrame, spec: GroupSpec, view_ids: list[str], keys: 
                             minlength=size * width).reshape(size, width)
         for index, value in enumerate(categories):
             out[f"{name}={value}__time"] = times[:, index]
+        source = spec.mode_values.get(name, (None,))[0]
+        if source in kernels.columns:  # Σ time x figure per (group, value)
+            timed = weight[known] * kernels[source].to_numpy(dtype=float)[known]
+            sums = np.bincount(codes[known] * width + value_codes[known], weights=timed,
+                               minlength=size * width).reshape(size, width)
+            for index, value in enumerate(categories):
+                out[f"{name}={value}__value"] = sums[:, index]
     for view in view_ids:
         column = f"validation_{view}"
         if column in kernels.columns:
@@ -123,10 +136,27 @@ def rollup(parts: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return _with(labels, out)
 
 
+def prevailing(times: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """Per row of `times` (time per value, one column a value), the column of the value holding the
+    most time, or -1 where no value holds any or the time `total` leaves without a value is larger
+    (a group mostly of kernels whose bound is unknown has no bound). The one rule for a bound of a
+    group of kernels: the verdict's phases over ranks apply it to their groups' times."""
+    times = np.atleast_2d(np.asarray(times, dtype=float))
+    if times.shape[1] == 0:
+        return np.full(len(times), -1)
+    best = times.argmax(axis=1)
+    top = times[np.arange(len(times)), best]
+    unknown = np.asarray(total, dtype=float) - times.sum(axis=1)
+    # a relative margin: the values' times summed against the group's time, both in float
+    return np.where((top > 0) & (top >= unknown - 1e-9 * np.abs(total)), best, -1)
+
+
 def finish(parts: pd.DataFrame, total_time: float, modes: dict[str, str | None],
-           argmaxes: dict[str, tuple] | None = None) -> pd.DataFrame:
-    """Partials -> figures: means, shares, ratios, the text value holding the most time, and the
-    text naming the largest of several means (with that mean)."""
+           argmaxes: dict[str, tuple] | None = None, mode_values: dict[str, tuple[str, str]] | None = None,
+           mode_shares: list[str] | tuple = ()) -> pd.DataFrame:
+    """Partials -> figures: means, shares, ratios, the text value holding the most time (with a
+    figure's mean over its kernels, and every value's share), and the text naming the largest of
+    several means (with that mean)."""
     time_ns = parts["time_ns"].to_numpy(dtype=float)
     positive = np.where(time_ns > 0, time_ns, np.nan)
     out = {"time_share_pct": 100 * time_ns / total_time if total_time and total_time > 0
@@ -150,8 +180,21 @@ def finish(parts: pd.DataFrame, total_time: float, modes: dict[str, str | None],
         if fallback in values:  # any other value with some time outranks the fallback
             ranked = np.where(values == fallback, times, times + np.where(times > 0, 1e30, 0.0))
         best = ranked.argmax(axis=1)
+        if name in mode_shares:
+            best = prevailing(times, time_ns)
+            found = best >= 0
+            best = np.maximum(best, 0)
+            for index, value in enumerate(values):
+                out[f"{name}_{value}_time_share"] = times[:, index] / positive
+        rows = np.arange(len(times))
         out[name] = np.where(found, values[best], None)
-        out[f"{name}_time_share"] = np.where(found, times[np.arange(len(times)), best] / positive, np.nan)
+        out[f"{name}_time_share"] = np.where(found, times[rows, best] / positive, np.nan)
+        source, target = (mode_values or {}).get(name, (None, None))
+        sums = [f"{name}={value}__value" for value in values]
+        if target and all(c in parts.columns for c in sums):
+            at = parts[sums].to_numpy(dtype=float)[rows, best]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out[target] = np.where(found, at / times[rows, best], np.nan)
     for name, (candidates, floor, value_column) in (argmaxes or {}).items():
         columns = [(label, out[column]) for label, column in candidates if column in out]
         if not columns:
@@ -188,8 +231,8 @@ def groups_and_phases(kernels: pd.DataFrame, spec: GroupSpec, view_ids: list[str
     parts = partials(kernels, spec, view_ids, keys)
     per_phase = rollup(parts, [k for k in keys if k != "role"])
     per_phase.insert(1, "role", ALL)
-    groups = finish(parts, total_time_ns, spec.modes, spec.argmaxes)
-    phases = finish(per_phase, total_time_ns, spec.modes, spec.argmaxes)
+    groups = finish(parts, total_time_ns, spec.modes, spec.argmaxes, spec.mode_values, spec.mode_shares)
+    phases = finish(per_phase, total_time_ns, spec.modes, spec.argmaxes, spec.mode_values, spec.mode_shares)
     if RANK in keys and rank_time_ns:
         for frame in (groups, phases):
             base = frame[RANK].map(rank_time_ns).to_numpy(dtype=float, na_value=np.nan)

@@ -365,7 +365,10 @@ def _group_spec(ids: list[str]) -> grouping.GroupSpec:
                               ratios={f.column: f.ratio_of for f in shown if f.aggregate == RATIO},
                               modes={**{f.column: f.mode_fallback for f in shown if f.aggregate == MODE},
                                      **{c: None for c in GROUP_TEXT_IDENTITY}},
-                              argmaxes=argmaxes)
+                              argmaxes=argmaxes,
+                              mode_values={f.column: f.mode_value for f in shown
+                                           if f.aggregate == MODE and f.mode_value},
+                              mode_shares=[f.column for f in shown if f.aggregate == MODE and f.mode_shares])
 
 
 def _assemble(kernels: pd.DataFrame, ids: list[str], devices: pd.DataFrame,

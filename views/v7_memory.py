@@ -11,6 +11,15 @@ the tensor pipe (busy share of elapsed) and FP32, or `latency` when none reaches
 speed-of-light guidance: below that no unit is saturated, and the kernel waits on latency). A
 decode GEMM that keeps DRAM 80 % busy is memory-bound, not a tensor pipe with headroom.
 
+A group's bound (a phase and role, a phase) is its kernels' bounds weighted by their time: the
+bound holding the most of its time, with that share and each bound's, and `bound_pct` the
+bounding unit's mean over the kernels it bounds. Not the units of the group's time-weighted means
+against the floor: a bound is a kernel's, and averaging the units of kernels bound by different
+ones reads none at its peak. A batch-8 decode spends 59 % of its time in GEMMs with DRAM at 85 %
+and 41 % in small elementwise kernels; its mean DRAM share is 51 %, which would call the phase
+latency-bound though most of its time is memory-bound. The verdict, the gap table, the report and
+the gate read these; nothing else decides a bound.
+
 The DRAM peak is the device's: memory clock × bus width × 2 from its attributes, else the
 product's published peak. Validations: (a) the peak each kernel's counters imply (bytes / time /
 dram__throughput share) agrees with it within 5 %; (b) a GEMM with a known shape reads at least
@@ -22,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from views import device, v1_time, v2_tensor, v3_fill
-from views.catalog import ARGMAX, HIGHER, KERNEL, LOWER, MEAN, NEITHER, RATIO, SUM, Figure
+from views.catalog import HIGHER, KERNEL, LOWER, MEAN, MODE, NEITHER, RATIO, SUM, Figure
 from views import quantities as q
 from views.common import Checks, argmax_label, categorical, combine, safe_div
 from views.context import Context, kind_is, shapes
@@ -41,6 +50,11 @@ QUANTITIES = ("dram_bytes", "dram_read_bytes", "dram_write_bytes", "dram_pct", "
               "global_memory_bus_width", "display_name", *FP32_QUANTITIES, *v2_tensor.OPS_QUANTITIES)
 # Below this share of its peak no unit limits the kernel: it is latency-bound.
 BOUND_FLOOR_PCT = 60.0
+# The units a kernel can be bound by, each with the figure that is its share of its peak (all three
+# of the kernel's elapsed time), and the bounds: the units, and latency.
+UNITS = (("memory", "dram_pct"), ("tensor", "tensor_pipe_elapsed_pct"), ("fp32", "fp32_pct"))
+LATENCY = "latency"
+BOUNDS = (*(unit for unit, _ in UNITS), LATENCY)
 FIGURES = (
     Figure("dram_bytes", "DRAM bytes", "bytes", LOWER, SUM,
            f"{DRAM_READ} + {DRAM_WRITE} (else {DRAM_TOTAL}, else dram__bytes.sum.per_second x "
@@ -76,14 +90,16 @@ FIGURES = (
     Figure("ridge_device_flops_per_byte", "ridge on the best path", "FLOP/byte", NEITHER, KERNEL,
            "peak FLOP/s on the device's best path for the kernel's input type / the DRAM peak",
            rests_on=("V2",)),
-    Figure("bound", "bound", "text", NEITHER, ARGMAX,
+    Figure("bound", "bound", "text", NEITHER, MODE,
            "the unit nearest its peak: memory (DRAM %), tensor (tensor pipe busy share of elapsed "
-           "cycles), fp32 (FP32 %); latency when none reaches 60 %", summary=True,
-           argmax_of=(("memory", "dram_pct"), ("tensor", "tensor_pipe_elapsed_pct"), ("fp32", "fp32_pct")),
-           argmax_floor=(BOUND_FLOOR_PCT, "latency"), argmax_value="bound_pct", rests_on=("V2",),
+           f"cycles), fp32 (FP32 %); latency when none reaches {BOUND_FLOOR_PCT:.0f} %. A group's: the "
+           "bound holding the most of its kernels' time (`bound_time_share`; each bound's share in "
+           "`bound_<bound>_time_share`), unknown where its kernels of unknown bound hold more",
+           summary=True, mode_value=("bound_pct", "bound_pct"), mode_shares=True, rests_on=("V2",),
            reads=("dram_pct", "tensor_pipe_active_pct"), reads_any=tuple(FP32_QUANTITIES)),
     Figure("bound_pct", "bound at", "%", NEITHER, KERNEL,
-           "the bounding unit's share of its peak (for latency: the highest of the three)",
+           "the bounding unit's share of its peak (for latency: the highest of the three); a "
+           "group's: its time-weighted mean over the kernels holding the group's bound",
            bounds=(0, 100)),
     Figure("roofline_pct", "of roofline", "%", HIGHER, KERNEL,
            "100 x max(FLOP/s executed / peak FLOP/s on the kernel's path, DRAM bytes/s / DRAM "
@@ -179,8 +195,9 @@ def compute(ctx: Context) -> pd.DataFrame:
     path_peak = _peak_flops(ctx, safe_div(with_ops, v2_tensor.path_busy_cycles(ctx)))
     best_peak = _peak_flops(ctx, safe_div(with_ops, v2_tensor.best_busy_cycles(ctx)))
     tensor = v2_tensor.tensor_pipe_elapsed_pct(ctx)
-    bound, bound_pct = argmax_label([dram_pct, tensor, fp32_pct], ["memory", "tensor", "fp32"],
-                                    (BOUND_FLOOR_PCT, "latency"))
+    shares = {"dram_pct": dram_pct, "tensor_pipe_elapsed_pct": tensor, "fp32_pct": fp32_pct}
+    bound, bound_pct = argmax_label([shares[column] for _, column in UNITS], [unit for unit, _ in UNITS],
+                                    (BOUND_FLOOR_PCT, LATENCY))
     memory_share = safe_div(bytes_ / seconds, dram_peak)
     roofline = np.maximum(safe_div(flops / seconds, path_peak), memory_share)
     useful_rate = np.where(np.isnan(useful), flops, useful) / seconds

@@ -1,27 +1,25 @@
 """The verdict: what a run spends its time on, what bounds each part, and where time can be won.
 
 Per phase: its share of the workload's time and what bounds it. Per phase and role (a group): the
-unit nearest its peak (DRAM, the tensor pipe, the FP32 pipes), on one basis for all three, the
-share of elapsed cycles:
+units' shares of their peaks, on one basis for all three, the share of elapsed cycles:
 
     memory   dram__throughput % of peak                 (V7 `dram_pct`)
     tensor   the tensor pipe's busy share of elapsed    (V2 `tensor_pipe_elapsed_pct`)
-    fp32     FP32 FLOP/s against the device's FP32 peak (V7's FP32 counters, device.ARCH)
+    fp32     FP32 FLOPs against the FP32 peak           (V7 `fp32_pct`)
 
-A group is bound by that unit when it runs at LATENCY_BELOW_PCT of its peak or more; below that on
-every unit nothing is saturated and latency bounds it (Nsight Compute reads its Speed of Light the
-same way); below it on the units a capture measures, with another unit not measured, the bound is
-unknown, and so is the headroom. The headroom of a group is the time it would not need if its bound unit ran at its peak
-(for the tensor pipe: the useful part of it, fill included), and the opportunities are the groups
-ranked by that time: time x headroom.
+What bounds a group or a phase is V7's and read from it, never decided here: each kernel's bound
+(the unit at BOUND_FLOOR_PCT of its peak or more, else latency; unknown where an unmeasured unit
+could be larger), and a group's the bound holding the most of its kernels' time, with each
+bound's share (`bound_<bound>_time_share`). A phase's shares are its groups' summed by time, so
+a phase's bound is the gap table's phase row's. The headroom of a group is the time it would not
+need if its bound unit ran at its peak (for the tensor pipe: the useful part of it, fill
+included), and the opportunities are the groups ranked by that time: time x headroom.
 
 Kernels outside any phase range (phase `other`: weight initialisation, warm-up; or `setup`, a
 profiled program's kernels outside its forwards) are setup: shown apart, left out of the shares,
 unless the run has no phase at all. After a phase filter (the result's `phase_time_ns`), shares are
 of the selected phases' whole time, as the gap's.
 
-A group figure a later view adds for the same thing is read in place of these when present: a
-group `bound` column whose values are this module's BOUNDS.
 """
 from __future__ import annotations
 
@@ -31,20 +29,19 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from views import device
-from views.grouping import ALL
+from views.grouping import ALL, prevailing
+from views.v7_memory import BOUND_FLOOR_PCT, BOUNDS, LATENCY
 from views.vocabulary import COLLECTIVE_ROLES, PHASE_ORDER, SETUP_PHASE as PROGRAM_SETUP
 
 SETUP_PHASES = ("other", PROGRAM_SETUP)
-BOUNDS = ("memory", "tensor", "fp32", "latency")
 # A collective timed without replay (tensor parallel) has no counters: its time is communication.
 COMMUNICATION = "communication"
 BOUND_WORDS = {"memory": "memory-bound", "tensor": "tensor-bound", "fp32": "FP32-bound",
                "latency": "latency-bound", COMMUNICATION: "in collectives"}
 UNIT_WORDS = {"memory": "DRAM", "tensor": "the tensor pipe", "fp32": "the FP32 pipes"}
 # Below this share of peak on every unit, nothing is saturated: latency (dependent instructions,
-# too few warps or blocks, short kernels) bounds the group.
-LATENCY_BELOW_PCT = 60.0
+# too few warps or blocks, short kernels) bounds the kernel (V7's floor, named for the sentences).
+LATENCY_BELOW_PCT = BOUND_FLOOR_PCT
 # A kernel this short spends a visible part of its time ramping up and draining, and launching it
 # costs a few microseconds of its own.
 SHORT_KERNEL_NS = 10_000.0
@@ -63,7 +60,7 @@ class Group:
     kernels: int
     time_ns: float
     share_pct: float  # of the workload's time (setup left out)
-    bound: str | None  # BOUNDS; None when the capture lacks the counters
+    bound: str | None  # V7's BOUNDS (or communication); None when the capture lacks the counters
     busiest: str | None  # the unit nearest its peak: memory, tensor or fp32
     busiest_pct: float  # its share of peak
     dram_pct: float
@@ -75,6 +72,8 @@ class Group:
     hints: tuple[str, ...]
     text: str
     rank: int | None = None  # tensor parallel: each rank's groups are its own
+    bounds: dict = field(default_factory=dict)  # bound -> share of the group's time (V7's)
+    bound_pct: float = float("nan")  # V7's: the bound unit's share of its peak in the kernels it bounds
 
     @property
     def label(self) -> str:
@@ -88,7 +87,7 @@ class Phase:
     kernels: int
     time_ns: float
     share_pct: float  # of the workload's time
-    bound: str | None  # the bound holding most of the phase's time
+    bound: str | None  # the bound holding most of the phase's time (V7's rule, as its groups')
     bound_share_pct: float  # that share
     bounds: dict  # bound -> share of the phase's time
     dram_pct: float
@@ -169,78 +168,20 @@ def _text(row, column: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-# --- FP32 ---------------------------------------------------------------------------------------
-
-def fp32_pct(kernels: pd.DataFrame, devices: pd.DataFrame) -> np.ndarray:
-    """Per kernel: FP32 FLOP/s (FLOPs less tensor ops) against the device's FP32 peak, in %."""
-    n = len(kernels)
-    if n == 0 or "flops" not in kernels or "tensor_ops" not in kernels or devices is None or devices.empty:
-        return np.full(n, np.nan)
-    peaks = {}
-    for _, d in devices.iterrows():
-        rate = device.ARCH.get(str(d.get("cc")), {}).get("fp32_flops_per_cycle_per_sm", np.nan)
-        peaks[str(d.get("cc"))] = float(rate) * _get(d, "sm_count") * _get(d, "max_clock_hz")
-    cc = kernels["cc"].astype(object).map(lambda c: peaks.get(str(c), np.nan)) if "cc" in kernels \
-        else pd.Series(np.nanmedian(list(peaks.values())) if np.isfinite(list(peaks.values())).any() else np.nan,
-                       index=kernels.index)
-    flops = pd.to_numeric(kernels["flops"], errors="coerce").to_numpy(dtype=float)
-    tensor = pd.to_numeric(kernels["tensor_ops"], errors="coerce").to_numpy(dtype=float)
-    seconds = pd.to_numeric(kernels["time_ns"], errors="coerce").to_numpy(dtype=float) * 1e-9
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = 100 * (flops - np.nan_to_num(tensor)) / seconds / cc.to_numpy(dtype=float)
-    out[~np.isfinite(out)] = np.nan
-    return out
-
-
-def _key(row) -> tuple:
-    """A group's (phase, role, rank); rank None outside a tensor-parallel run."""
-    rank = row.get("rank")
-    return row["phase"], row["role"], None if pd.isna(rank) else int(rank)
-
-
-def _group_fp32(kernels: pd.DataFrame, devices: pd.DataFrame) -> dict:
-    """(phase, role, rank) -> time-weighted FP32 % (NaN when any kernel lacks it)."""
-    if kernels.empty:
-        return {}
-    frame = pd.DataFrame({"phase": kernels["phase"].astype(object), "role": kernels["role"].astype(object),
-                          "rank": kernels["rank"] if "rank" in kernels.columns else None,
-                          "t": pd.to_numeric(kernels["time_ns"], errors="coerce"),
-                          "v": fp32_pct(kernels, devices)})
-    frame["tv"] = frame["t"] * frame["v"]
-    sums = frame.groupby(["phase", "role", "rank"], sort=False, dropna=False).agg(
-        t=("t", "sum"), tv=("tv", lambda s: s.sum(min_count=len(s))))
-    return {_key(dict(zip(("phase", "role", "rank"), key))): (row.tv / row.t if row.t > 0 else np.nan)
-            for key, row in sums.iterrows()}
-
-
 # --- groups -------------------------------------------------------------------------------------
 
-def _declares_bounds(groups: pd.DataFrame) -> bool:
-    """The groups' `bound` column speaks this module's words (V7's: the largest of the group's
-    time-weighted DRAM, tensor and FP32 shares, latency below LATENCY_BELOW_PCT)."""
-    if "bound" not in groups.columns:
-        return False
-    values = set(groups["bound"].dropna().astype(str))
-    return bool(values) and values <= set(BOUNDS)
-
-
-def _bound(row, fp32: float, declared_ok: bool) -> tuple[str | None, str | None, float]:
-    """(bound, busiest unit, its % of peak)."""
+def _bound(row) -> tuple[str | None, str | None, float, dict]:
+    """(bound, busiest unit, its % of peak, each bound's share of the group's time): V7's."""
     if row["role"] in COLLECTIVE_ROLES:
-        return COMMUNICATION, None, float("nan")
-    units = {"memory": _get(row, "dram_pct"), "tensor": _get(row, "tensor_pipe_elapsed_pct"), "fp32": fp32}
+        return COMMUNICATION, None, float("nan"), {COMMUNICATION: 100.0}
+    units = {"memory": _get(row, "dram_pct"), "tensor": _get(row, "tensor_pipe_elapsed_pct"),
+             "fp32": _get(row, "fp32_pct")}
     known = {u: v for u, v in units.items() if math.isfinite(v)}
-    declared = _text(row, "bound") if declared_ok else None
-    if not known:
-        return (declared if declared in BOUNDS else None), None, float("nan")
-    busiest = max(known, key=known.get)
-    if declared in BOUNDS:  # a view that decides the bound itself
-        return declared, busiest, known[busiest]
-    if known[busiest] >= LATENCY_BELOW_PCT:
-        return busiest, busiest, known[busiest]
-    # latency only when every unit was measured below the floor (V7's rule): a details-page export
-    # of `--set full` has DRAM at 21 % and no tensor-pipe counter on GEMMs whose pipe is 88 % busy
-    return ("latency" if len(known) == len(units) else None), busiest, known[busiest]
+    busiest = max(known, key=known.get) if known else None
+    bound = _text(row, "bound")
+    shares = {b: 100 * _get(row, f"bound_{b}_time_share") for b in BOUNDS}
+    shares = {b: v for b, v in shares.items() if math.isfinite(v) and v > 0}
+    return (bound if bound in BOUNDS else None), busiest, known.get(busiest, float("nan")), shares
 
 
 def _hints(row, bound: str | None) -> tuple[str, ...]:
@@ -273,9 +214,10 @@ def _limiter_words(limiter: str) -> str:
     return " and ".join({"shared_mem": "shared memory"}.get(p, p.replace("_", " ")) for p in limiter.split("+"))
 
 
-def _group(row, fp32: float, workload_ns: float, declared_ok: bool) -> Group:
+def _group(row, workload_ns: float) -> Group:
     time_ns = _get(row, "time_ns")
-    bound, busiest, busiest_pct = _bound(row, fp32, declared_ok)
+    fp32 = _get(row, "fp32_pct")
+    bound, busiest, busiest_pct, bounds = _bound(row)
     tensor = _get(row, "tensor_pipe_elapsed_pct")
     fill = _get(row, "fill")
     # V3's useful share (at the device's best rate for the type), else the pipe's share x fill
@@ -287,7 +229,7 @@ def _group(row, fp32: float, workload_ns: float, declared_ok: bool) -> Group:
         attained = useful if math.isfinite(useful) else tensor
     elif bound in ("memory", "fp32"):
         attained = {"memory": _get(row, "dram_pct"), "fp32": fp32}[bound]
-    elif bound == "latency":
+    elif bound == LATENCY:
         attained = busiest_pct
     else:  # unknown bound: no headroom to claim
         attained = float("nan")
@@ -299,7 +241,8 @@ def _group(row, fp32: float, workload_ns: float, declared_ok: bool) -> Group:
                   time_ns=time_ns, share_pct=share, bound=bound, busiest=busiest, busiest_pct=busiest_pct,
                   dram_pct=_get(row, "dram_pct"), tensor_pct=tensor, useful_tensor_pct=useful,
                   fp32_pct=fp32, sm_active_pct=_get(row, "sm_active_pct"), saving_ns=saving,
-                  hints=hints, text="", rank=None if pd.isna(rank) else int(rank))
+                  hints=hints, text="", rank=None if pd.isna(rank) else int(rank), bounds=bounds,
+                  bound_pct=_get(row, "bound_pct"))
     return _with_text(group)
 
 
@@ -318,17 +261,26 @@ def _bound_text(g: Group) -> str:
                 f"the busiest measured, {UNIT_WORDS[g.busiest]}, at {_pct(g.busiest_pct)}")
     if g.bound == COMMUNICATION:
         return "in collectives (timed without replay: no counters)"
-    if g.bound == "latency":
+    share = g.bounds.get(g.bound, 100.0)
+    # a group whose kernels V7 finds bound by more than one: the bound's share, and its unit's in them
+    mixed = share < 99.5 and math.isfinite(g.bound_pct)
+    part = f" in {_pct(share)} of its time" if mixed else ""
+    if g.bound == LATENCY:
         if g.busiest is None:
-            return "latency-bound"
+            return "latency-bound" + part
+        if mixed:
+            return (f"latency-bound{part}: no unit reaches {LATENCY_BELOW_PCT:.0f} % of its peak there "
+                    f"(the busiest at {_pct(g.bound_pct)})")
         return (f"latency-bound: no unit reaches {LATENCY_BELOW_PCT:.0f} % of its peak (busiest: "
                 f"{UNIT_WORDS[g.busiest]} at {_pct(g.busiest_pct)})")
     if g.bound == "memory":
-        return f"memory-bound at {_pct(g.dram_pct)} of DRAM peak"
+        return f"memory-bound{part} at {_pct(g.bound_pct if mixed else g.dram_pct)} of DRAM peak"
     if g.bound == "tensor":
+        if mixed:
+            return f"tensor-bound{part}: the tensor pipe busy {_pct(g.bound_pct)} of that time"
         useful = f", {_pct(g.useful_tensor_pct)} useful" if math.isfinite(g.useful_tensor_pct) else ""
         return f"tensor-bound: the tensor pipe busy {_pct(g.tensor_pct)} of the time{useful}"
-    return f"FP32-bound at {_pct(g.fp32_pct)} of the FP32 peak"
+    return f"FP32-bound{part} at {_pct(g.bound_pct if mixed else g.fp32_pct)} of the FP32 peak"
 
 
 def _with_text(g: Group) -> Group:
@@ -340,7 +292,7 @@ def _with_text(g: Group) -> Group:
     joined = "; ".join(g.hints)
     hints = f" {joined[:1].upper()}{joined[1:]}." if g.hints else ""
     text = f"{g.label}: {head}. {bound[:1].upper()}{bound[1:]}.{hints}"
-    return Group(**{**asdict(g), "hints": g.hints, "text": text})
+    return Group(**{**asdict(g), "hints": g.hints, "bounds": g.bounds, "text": text})
 
 
 # --- phases -------------------------------------------------------------------------------------
@@ -357,15 +309,16 @@ def _weighted(groups: list[Group], attr: str) -> float:
 
 def _phase(name: str, groups: list[Group], workload_ns: float) -> Phase:
     time_ns = sum(g.time_ns for g in groups)
-    bounds: dict[str, float] = {}
+    # each bound's time in the phase: its groups' shares (V7's, of their kernels' time) summed
+    times: dict[str, float] = {}
     for g in groups:
-        if g.bound is not None and time_ns > 0:
-            bounds[g.bound] = bounds.get(g.bound, 0.0) + 100 * g.time_ns / time_ns
-    bounds = dict(sorted(bounds.items(), key=lambda kv: -kv[1]))
-    bound = next(iter(bounds), None)
-    # a phase is not "mostly" bound by what holds less of its time than its groups of unknown bound
-    if bound is not None and bounds[bound] < 100 - sum(bounds.values()):
-        bound = None
+        for b, share in g.bounds.items():
+            times[b] = times.get(b, 0.0) + g.time_ns * share / 100
+    names = sorted(times, key=lambda b: -times[b])
+    bounds = {b: 100 * times[b] / time_ns for b in names} if time_ns > 0 else {}
+    # V7's rule for a group of kernels: the bound holding the most time, unless more is unknown
+    best = int(prevailing([[times[b] for b in names]], [time_ns])[0]) if names and time_ns > 0 else -1
+    bound = names[best] if best >= 0 else None
     phase = Phase(phase=name, kernels=sum(g.kernels for g in groups), time_ns=time_ns,
                   share_pct=100 * time_ns / workload_ns if workload_ns > 0 else float("nan"),
                   bound=bound, bound_share_pct=bounds.get(bound, float("nan")) if bound else float("nan"),
@@ -418,12 +371,7 @@ def verdict(result, top: int = TOP) -> Verdict:
     basis = getattr(result, "phase_time_ns", None)  # a phase filter (registry.share_basis)
     if basis:  # shares of the selected phases' whole time, whatever roles or kernels are shown
         workload_ns = sum(t for p, t in basis.items() if not (has_setup and p in SETUP_PHASES))
-    fp32 = _group_fp32(result.kernels, getattr(result, "devices", None))
-    if "fp32_pct" in rows.columns:  # V7's, on the elapsed cycles as DRAM's and the tensor pipe's
-        fp32 = {_key(row): _get(row, "fp32_pct") for _, row in rows.iterrows()}
-    declared_ok = _declares_bounds(rows)
-    made = [_group(row, fp32.get(_key(row), float("nan")), workload_ns, declared_ok)
-            for _, row in story.iterrows()]
+    made = [_group(row, workload_ns) for _, row in story.iterrows()]
     by_phase: dict[str, list[Group]] = {}
     for g in made:
         by_phase.setdefault(g.phase, []).append(g)
