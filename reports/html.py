@@ -365,8 +365,10 @@ def _view_section(view: str, data: ReportInput, base: Optional[ReportInput], rea
     against the baseline), each text figure's share of the time, and its validation."""
     groups = data.groups
     figures = registry.view_figures(view)
-    # a group's own value (ARGMAX: its top stall, its bound) sits in the table with its numbers
-    numeric = [f for f in figures if f.aggregate in (MEAN, SUM, RATIO, ARGMAX) and f.column in groups.columns]
+    # a group's own value (ARGMAX: its top stall; V7's bound, each bound's share beside) sits in the
+    # table with its numbers
+    numeric = [f for f in figures if (f.aggregate in (MEAN, SUM, RATIO, ARGMAX) or f.mode_shares)
+               and f.column in groups.columns]
     texts = [f for f in figures if f.aggregate == MODE]
     per_token = " per token" if data.tokens else ""
     body = group_table(groups, columns_of(numeric, lambda f: per_token if f.aggregate == SUM else ""),
