@@ -1,0 +1,35 @@
+#!/bin/bash
+# Issue 27 item 5 on the H200 (written in the tenth round, not yet run: that round's device time went
+# to issue 26): the built-in decoder (Llama-3.1-8B, 2 layers, batch 8, prompt 512, 2 decode steps)
+# captured with smlens's own metric list (`smlens profile`), and the same workload and the same
+# dedup filters (layer 0 of each prefill, layer 0 of decode step 1) under ncu's standard sets
+# `--set basic`, `--set full` and `--set roofline`, each kept as a .ncu-rep and exported to the raw
+# page (CSV). One ncu run per set over the three phases (caches as the program leaves them).
+# Run from the repository root on the device:  OUT=... bash benchmarks/h200/set_captures.sh
+# Locally (no GPU): SKIP_WHEELS=1 TINY=1 OUT=/tmp/os PATH=tests/fakes:$PATH \
+#   FAKE_NCU_CSV=tests/data/h200_runs/dedup-reference-all-layers.csv.gz bash benchmarks/h200/set_captures.sh
+[ -n "$SKIP_WHEELS" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site ${WHL:-.whl}/nvtx-*.whl || exit 1
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+: "${OUT:?set OUT}"
+W=${W:-/tmp/sets}; rm -rf $W; mkdir -p $W/c
+PY=${PY:-python3}
+SETS=${SETS:-basic roofline full}
+if [ -n "$TINY" ]; then SHAPE="--model llama-3.1-8b --layers 2 --batch 1 --prompt 16"; else SHAPE="--model llama-3.1-8b --layers 2 --batch 8 --prompt 512"; fi
+t() { local s=$(date +%s%N); "$@"; local rc=$?; echo "TIME $(( ($(date +%s%N) - s) / 1000000 )) ms rc=$rc :: $*" | cut -c1-250 | tee -a $OUT/times.txt >&2; return $rc; }
+# a --set full report of these ~52 kernels is some 65 MB: too large to bring back whole (16 MB a file);
+# its CSV exports come back, and the report is split into 15 MB parts
+pack() { (cd $W && tar czf - c | split -b 15m - $OUT/sets.tgz.part-); }
+{ date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; ncu --version | tail -1; } 2>&1 | tee $OUT/env.txt
+N=decoder-llama-3.1-8b-smlens
+t $PY -m profiler.cli profile --quiet --store $W/store --format json --keep $W/c/$N --name $N $SHAPE --decode-steps 2 > $W/c/$N.json
+pack
+FILTERS="--nvtx --nvtx-include smlens@cold_prefill/layer_0/ --nvtx-include smlens@warm_prefill/layer_0/ --nvtx-include smlens@decode/step_1/layer_0/"
+for S in $SETS; do
+  R=$W/c/decoder-llama-3.1-8b-set-$S
+  t ncu --clock-control none --set $S $FILTERS --target-processes all --export $R --force-overwrite \
+    $PY -m profiler.workloads.decoder $SHAPE --decode-steps 2 --dtype bf16 --seed 0 > $R.log 2>&1
+  t ncu --import $R.ncu-rep --csv --page raw --print-units base > $R.raw.csv && gzip -9f $R.raw.csv
+  t ncu --import $R.ncu-rep --csv --page details --print-units base > $R.details.csv && gzip -9f $R.details.csv
+  pack
+done
+ls -la $W/c | tee $OUT/summary.txt
