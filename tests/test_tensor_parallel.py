@@ -22,7 +22,7 @@ from profiler.ingest import nvtx
 from profiler.ingest.capture import read_capture
 from profiler.run import distributed, ncu
 from profiler.workloads import tensor_parallel as tpw
-from profiler.workloads.models import MODELS, get_model
+from profiler.workloads.models import MODELS, get_model, shard, valid_tp
 from tests.cli import smlens
 from tests.test_profile import FAKES, ncu_calls, one_line_error
 
@@ -41,11 +41,11 @@ PY = sys.executable
 @pytest.mark.parametrize("tp", [1, 2, 4, 8, 16])
 def test_per_rank_shapes_of_every_model(model_id, tp):
     model = MODELS[model_id]
-    if tp not in tpw.valid_tp(model):
+    if tp not in valid_tp(model):
         with pytest.raises(BadInput, match=f"--tp {tp}: {model_id} has"):
-            tpw.shard(model, tp)
+            shard(model, tp)
         return
-    part = tpw.shard(model, tp)
+    part = shard(model, tp)
     r, d = part.rank_model, model.head_dim
     shapes = part.gemm_shapes(512)
     # column-parallel: N divided (the rank's own heads and MLP columns), K whole
@@ -63,20 +63,20 @@ def test_per_rank_shapes_of_every_model(model_id, tp):
 
 
 def test_which_splits_are_refused_and_which_replicate():
-    assert tpw.valid_tp(MODELS["qwen2.5-7b"], 8) == [1, 2, 4]  # 28 query heads
+    assert valid_tp(MODELS["qwen2.5-7b"], 8) == [1, 2, 4]  # 28 query heads
     with pytest.raises(BadInput, match="28 query heads.*choose --tp from 1, 2, 4$"):
-        tpw.shard(MODELS["qwen2.5-7b"], 8)
+        shard(MODELS["qwen2.5-7b"], 8)
     with pytest.raises(BadInput, match="--tp must be 1 or more"):
-        tpw.shard(MODELS["tiny"], 0)
-    assert tpw.shard(MODELS["llama-3.1-8b"], 8).kv_layout == "split"
-    replicated = tpw.shard(MODELS["llama-3.1-70b"], 16)
+        shard(MODELS["tiny"], 0)
+    assert shard(MODELS["llama-3.1-8b"], 8).kv_layout == "split"
+    replicated = shard(MODELS["llama-3.1-70b"], 16)
     assert (replicated.kv_layout, replicated.rank_model.kv_heads, replicated.kv_copies) == ("replicated", 1, 2)
-    assert tpw.shard(MODELS["tiny"], 4).kv_layout == "replicated"
+    assert shard(MODELS["tiny"], 4).kv_layout == "replicated"
 
 
 def test_a_rank_slice_is_a_model_of_its_own():
     one = get_model("Llama-3.1-70B/tp2")
-    assert one == tpw.shard(MODELS["llama-3.1-70b"], 2).rank_model
+    assert one == shard(MODELS["llama-3.1-70b"], 2).rank_model
     assert (one.id, one.heads, one.kv_heads, one.mlp, one.hidden) == ("llama-3.1-70b/tp2", 32, 4, 14336, 8192)
     with pytest.raises(BadInput, match="--tp 3"):
         get_model("llama-3.1-8b/tp3")
@@ -577,10 +577,10 @@ def test_a_programs_collectives_are_timed_per_rank_with_gloo(tmp_path):
     """The timing run's reports (one per rank) and the rows merged from them."""
     from profiler.run import annotate
     from profiler.run.annotate import collectives
-    from profiler.run.profile import _env
+    from profiler.run.plan import workload_env
     program = tmp_path / "tp_program.py"
     program.write_text(COLLECTIVES_PROGRAM)
-    env = _env({**annotate.program_env({}), collectives.ENV: str(tmp_path / "out")})
+    env = workload_env({**annotate.program_env({}), collectives.ENV: str(tmp_path / "out")})
     done = subprocess.run([PY, "-m", "profiler.run.distributed", "--nproc", "2", "--", PY, str(program)],
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

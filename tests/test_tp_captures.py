@@ -10,8 +10,7 @@ import pytest
 
 from profiler.ingest.capture import read_capture
 from profiler.ingest.nvtx import PHASES
-from profiler.workloads import tensor_parallel as tpw
-from profiler.workloads.models import MODELS
+from profiler.workloads.models import MODELS, shard
 from views.registry import compute_views
 from views.vocabulary import GEMM_ROLES
 
@@ -43,7 +42,7 @@ def test_70b_tp2_per_rank_shapes_and_ranks(tp70):
     profiled = tp70[tp70["time_source"] == "ncu"]
     assert profiled.groupby("rank").size().to_dict() == {0: 54, 1: 54}
     assert profiled.groupby("rank")["device"].unique().map(list).to_dict() == {0: [0], 1: [1]}
-    expected = tpw.shard(MODELS["llama-3.1-70b"], 2)
+    expected = shard(MODELS["llama-3.1-70b"], 2)
     for rank in (0, 1):
         shapes = gemm_shapes(profiled[profiled["rank"] == rank])
         assert set(shapes) == {(p, r) for p in PHASES for r in GEMM_ROLES}

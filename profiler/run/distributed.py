@@ -38,12 +38,10 @@ from profiler.errors import BadInput, EnvironmentProblem
 from profiler.ingest.nvtx import RANK_DOMAIN, parse_stack, rank_marker
 from profiler.run import ncu as ncu_mod
 from profiler.run.annotate import collectives as program_collectives
+from profiler.run.plan import ProfilePlan, with_no_multicast, workload_env
+from profiler.workloads.models import shard
 from views.vocabulary import COLLECTIVE_ROLES, ROLE_ALIASES
 
-# NVLink multicast (NVLS) stays off in every process smlens starts: on the lent machines a program
-# that uses it can put GPUs that others share out of service.
-NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                "NVSHMEM_DISABLE_NVLS": "1"}
 # Kernels ncu must not replay: NCCL's, and vLLM's custom all-reduce (both wait on their peers).
 NOT_REPLAYED = "regex:^(?!nccl|cross_device_reduce)"
 TIME_SOURCE = "time_source"        # column: ncu, or how a collective was timed
@@ -74,11 +72,6 @@ PROGRAM_METHOD = {"cuda_events": "CUDA events around each torch.distributed coll
                   "wall_clock": "wall clock around each torch.distributed collective the program calls "
                                 "(CPU, gloo), in one more run of the program without ncu; median over "
                                 "the layers (and decode steps after the first) it stands for"}
-
-
-def with_no_multicast(env: dict) -> dict:
-    env.update(NO_MULTICAST)
-    return env
 
 
 # --- the launcher ----------------------------------------------------------------------------------
@@ -166,14 +159,10 @@ def tp_program(config, tp: int, extra: list[str] = ()) -> list[str]:
             sys.executable, "-m", "profiler.workloads.tensor_parallel", *config.argv(), *extra]
 
 
-def plan_tp(config, tp: int, metrics: list[str], dedup: bool = True, cache_control: str = "auto",
-            graph_profiling: str | None = None):
-    """The decoder workload's plan, each ncu run over `tp` ranks of the sharded stack."""
-    from profiler.run import profile as prof
-    from profiler.workloads.tensor_parallel import shard
-
+def plan_tp(plan: ProfilePlan, config, tp: int, dedup: bool = True) -> ProfilePlan:
+    """The decoder workload's `plan` (profile.plan_workload of `config`), each ncu run over `tp`
+    ranks of the sharded stack."""
     part = shard(config.model, tp)
-    plan = prof.plan_workload(config, metrics, dedup, cache_control, graph_profiling)
     for inv in plan.invocations:  # each rank launches what one GPU does, with its own shapes
         inv.program = tp_program(replace(config, phases=inv.phases), tp)
         inv.kernel_name = NOT_REPLAYED
@@ -242,12 +231,10 @@ def _profiled_layer(regions) -> int | None:
 
 def time_collectives(config, tp: int, deadline: float | None = None) -> list[dict]:
     """Run the workload once without ncu, each all-reduce timed; every rank's report."""
-    from profiler.run.profile import _env
-
     timing = replace(config, layers=max(config.layers, TIMING_LAYERS),
                      decode_steps=max(config.decode_steps, TIMING_DECODE_STEPS))
     with tempfile.TemporaryDirectory(prefix="smlens-comm-") as folder:
-        _run_timing(tp_program(timing, tp, ["--no-nvtx", "--time-collectives", folder]), _env(),
+        _run_timing(tp_program(timing, tp, ["--no-nvtx", "--time-collectives", folder]), workload_env(),
                     deadline, "the collectives")
         return [json.loads(path.read_text()) for path in sorted(Path(folder).glob("rank*.json"))]
 
@@ -269,10 +256,8 @@ def _run_timing(command: list[str], env: dict, deadline: float | None, what: str
 def time_program_collectives(program: list[str], env: dict, deadline: float | None = None) -> list[dict]:
     """Run a program once without ncu, its torch.distributed collectives timed by the annotation
     (profiler/run/annotate/collectives.py); every process's report that timed any."""
-    from profiler.run.profile import _env
-
     with tempfile.TemporaryDirectory(prefix="smlens-comm-") as folder:
-        _run_timing(list(program), _env({**env, program_collectives.ENV: folder}), deadline,
+        _run_timing(list(program), workload_env({**env, program_collectives.ENV: folder}), deadline,
                     "the program's collectives")
         return [json.loads(path.read_text()) for path in sorted(Path(folder).glob("collectives-*.json"))]
 

@@ -26,11 +26,9 @@ from profiler.run import ncu as ncu_mod
 from profiler.run import program as program_path
 from profiler.errors import BadInput
 from profiler.run.ncu import Invocation, NcuError
+from profiler.run.plan import METRICS_PLACEHOLDER, ProfilePlan, cache_groups, workload_env
 from profiler.run.options import DEFAULT_WORKLOAD, DecoderOptions, DetGemmOptions, ProgramOptions
 from profiler.workloads import decoder
-
-METRICS_PLACEHOLDER = "<METRICS>"
-
 
 def parse_metrics_option(value: str | None) -> list[str] | None:
     """`--metrics a,b,c` or `--metrics @file` (one name per line, or comma-separated)."""
@@ -46,56 +44,8 @@ def parse_metrics_option(value: str | None) -> list[str] | None:
     return names
 
 
-@dataclass
-class ProfilePlan:
-    title: str
-    invocations: list[Invocation]
-    metrics: list[str]
-    expected_kernels: int | None
-    skipped_estimate: int | None       # kernels left out as duplicates (layers, decode steps)
-    regions: list = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    name: str = "run"                   # the run's name when the user gives none
-    variant: str | None = None          # what tells this plan's run from its siblings' (default: name)
-    tags: dict = field(default_factory=dict)
-    # Called on the merged CSV before it is stored: (path, failed, deadline) -> extra run tags
-    # (tensor parallel: ranks and the timed collectives, profiler.run.distributed).
-    after_merge: Callable | None = None
-    annotated: bool = False             # a program run with smlens's annotation (profiler/run/program.py)
-    subject: str = "the workload"       # what failure messages call the profiled program
-
-    def commands(self, ncu: str = "ncu", full: bool = False) -> list[list[str]]:
-        return [ncu_mod.build_command(ncu, self.metrics, inv, f"<reports>/{inv.report_stem()}",
-                                      None if full else METRICS_PLACEHOLDER)
-                for inv in self.invocations]
-
-    def to_dict(self, ncu: str = "ncu") -> dict:
-        return {
-            "title": self.title,
-            "expected_kernels": self.expected_kernels,
-            "skipped_duplicates_estimate": self.skipped_estimate,
-            "invocations": [{"label": inv.label, "cache_control": inv.cache_control,
-                             "nvtx_include": inv.nvtx_includes, "phases": list(inv.phases),
-                             "expected_kernels": inv.expected_kernels, "env": inv.env, "command": cmd}
-                            for inv, cmd in zip(self.invocations, self.commands(ncu, full=True))],
-            "metrics": self.metrics,
-            "notes": self.notes,
-        }
-
-
 def _workload_program(config: decoder.WorkloadConfig) -> list[str]:
     return [sys.executable, "-m", "profiler.workloads.decoder", *config.argv()]
-
-
-def cache_groups(regions: list, cache_control: str) -> list[tuple[str, str, list]]:
-    """(label, ncu --cache-control, regions) per ncu run: with `auto` the cold prefill alone with
-    caches flushed, then the other phases with caches as the program left them."""
-    if cache_control != "auto":
-        return [("all-phases", cache_control, regions)]
-    groups = [("all", [r for r in regions if r.phase == "cold_prefill"]),
-              ("none", [r for r in regions if r.phase != "cold_prefill"])]
-    return [("+".join(r.phase.replace("_prefill", "") for r in group), cache, group)
-            for cache, group in groups if group]
 
 
 def plan_workload(config: decoder.WorkloadConfig, metrics: list[str], dedup: bool = True,
@@ -293,16 +243,6 @@ def _short(name: str | None, width: int = 28) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def _env(extra: dict | None = None) -> dict:
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])  # the folder that holds profiler/
-    paths = [p for p in ((extra or {}).get("PYTHONPATH"), root, env.get("PYTHONPATH")) if p]
-    env.update(extra or {})
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    return distributed.with_no_multicast(env)
-
-
 def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str,
             time_limit_s: float | None = None, keep_dir: Path | None = None,
             progress: bool = True) -> ProfileOutcome:
@@ -335,7 +275,7 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
                 status_dir = workdir / f"{program_path.STATUS_DIR}-{inv.report_stem()}"
                 result = ncu_mod.run_ncu(cmd, on_events=bar.events, deadline=deadline,
                                          log_path=Path(f"{stem}.log"),
-                                         env=_env({**inv.env, "SMLENS_ANNOTATE_DIR": str(status_dir)}))
+                                         env=workload_env({**inv.env, "SMLENS_ANNOTATE_DIR": str(status_dir)}))
                 bar.finish()
                 reports.append(InvocationReport(inv.label, cmd, result.seconds,
                                                 result.reader.kernels_done, result.reader.passes_last,
@@ -469,8 +409,8 @@ def decoder_plans(options: DecoderOptions, metrics: list[str], cache_control: st
             if options.tp > 1:
                 if options.layer:
                     raise BadInput("--layer: with --tp the first layer is profiled")
-                plan = distributed.plan_tp(config, options.tp, metrics, options.dedup, cache_control,
-                                           graph_profiling)
+                plan = distributed.plan_tp(plan_workload(config, metrics, options.dedup, cache_control,
+                                                         graph_profiling), config, options.tp, options.dedup)
                 plans.append(replace(plan, name=f"{shape.id}-tp{options.tp}-b{b}-p{p}",
                                      tags={**tags, "tp": str(options.tp)}))
                 continue

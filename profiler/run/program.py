@@ -23,6 +23,7 @@ from profiler.errors import BadInput
 from profiler.run import annotate
 from profiler.run.annotate.runtime import STOP_ENV
 from profiler.run.ncu import Invocation
+from profiler.run.plan import ProfilePlan, cache_groups
 from profiler.workloads import decoder
 
 INCLUDES = ("setup",)
@@ -72,8 +73,6 @@ def plan_program(program: list[str], metrics: list[str], options, cache_control:
     """The ProfilePlan of a program (`options`: profiler/run/options.ProgramOptions). With the
     user's own filters (--nvtx-include, --launch-*, --kernel-name) or --no-annotate, one ncu run
     with exactly those."""
-    from profiler.run.profile import ProfilePlan, cache_groups
-
     if not program:
         raise BadInput("no program to profile: give one after `--`, e.g. smlens profile -- python app.py")
     phases = tuple(p.strip() for p in options.phases.split(",") if p.strip())

@@ -6,7 +6,7 @@ those of each model's `config.json` on its Hugging Face model card.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from profiler.errors import BadInput
 
@@ -103,13 +103,59 @@ _ALIASES = {
 
 def get_model(name: str) -> ModelShape:
     """A model by id or alias; `<model>/tp<N>` is one rank's slice of it at tensor-parallel
-    degree N (profiler.workloads.tensor_parallel.shard), to run on one GPU."""
+    degree N (`shard`), to run on one GPU."""
     key = name.strip().lower()
     base, sep, degree = key.rpartition("/tp")
     if sep and degree.isdigit() and base:
-        from profiler.workloads.tensor_parallel import shard
         return shard(get_model(base), int(degree)).rank_model
     key = _ALIASES.get(key, key)
     if key not in MODELS:
         raise BadInput(f"unknown model {name!r}; choose one of: {', '.join(MODELS)}")
     return MODELS[key]
+
+
+# --- sharding arithmetic ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Shard:
+    model: ModelShape        # the whole model
+    tp: int
+    rank_model: ModelShape   # one rank's slice of a layer, as a model of its own
+    kv_layout: str           # "split" (KV heads divided over ranks) or "replicated" (one per rank, shared)
+
+    @property
+    def kv_copies(self) -> int:
+        """Ranks that hold each KV head."""
+        return 1 if self.kv_layout == "split" else self.tp // self.model.kv_heads
+
+    def gemm_shapes(self, tokens: int) -> dict[str, tuple[int, int, int]]:
+        """(M, N, K) of each projection on one rank."""
+        return self.rank_model.gemm_shapes(tokens)
+
+
+def shard(model: ModelShape, tp: int) -> Shard:
+    """One rank's slice of `model` at tensor-parallel degree `tp`; BadInput when it cannot split."""
+    if tp < 1:
+        raise BadInput(f"--tp must be 1 or more (got {tp})")
+    problems = []
+    if model.heads % tp:
+        problems.append(f"{model.heads} query heads")
+    if model.mlp % tp:
+        problems.append(f"an MLP width of {model.mlp}")
+    if model.kv_heads % tp and tp % model.kv_heads:
+        problems.append(f"{model.kv_heads} KV heads (neither a multiple nor a divisor of {tp})")
+    if problems:
+        raise BadInput(f"--tp {tp}: {model.id} has {' and '.join(problems)}, which {tp} ranks cannot "
+                       f"share evenly; choose --tp from {', '.join(map(str, valid_tp(model)))}")
+    layout = "split" if model.kv_heads % tp == 0 else "replicated"
+    kv_heads = model.kv_heads // tp if layout == "split" else 1
+    rank_model = replace(model, id=f"{model.id}/tp{tp}", source=f"{model.source}, one rank of TP {tp}",
+                         heads=model.heads // tp, kv_heads=kv_heads, mlp=model.mlp // tp)
+    return Shard(model, tp, rank_model, layout)
+
+
+def valid_tp(model: ModelShape, largest: int = 64) -> list[int]:
+    """The TP degrees up to `largest` that split the model evenly."""
+    return [tp for tp in range(1, largest + 1)
+            if model.heads % tp == 0 and model.mlp % tp == 0
+            and (model.kv_heads % tp == 0 or tp % model.kv_heads == 0)]

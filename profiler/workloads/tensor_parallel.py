@@ -10,8 +10,8 @@ Each rank holds a slice of every layer, as vLLM and Megatron-LM split it:
 When a model has fewer KV heads than ranks (and the TP degree is a multiple of them), each rank
 holds one KV head and ranks share copies of it, as vLLM does; other splits are refused.
 
-A rank's layer is the single-GPU decoder layer of a smaller model (`Shard.rank_model`): its role
-ranges carry the per-rank shapes, e.g. for Llama-3.1-70B at TP 2 `qkv_proj M=512 N=5120 K=8192`,
+A rank's layer is the single-GPU decoder layer of a smaller model (`models.Shard.rank_model`): its
+role ranges carry the per-rank shapes, e.g. for Llama-3.1-70B at TP 2 `qkv_proj M=512 N=5120 K=8192`,
 `o_proj M=512 N=8192 K=4096`. All the rank's ranges sit inside a range of its own domain,
 `smlens_rank:rank=<r> tp=<n> device=<d>`, which tells the capture reader which rank launched a
 kernel (a domain of its own, so ncu's include filters on the `smlens` domain are unchanged).
@@ -29,66 +29,18 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-from profiler.errors import BadInput
 from profiler.ingest.nvtx import RANK_DOMAIN
 from profiler.workloads import decoder
-from profiler.workloads.models import ModelShape
+from profiler.workloads.models import shard
 
 # Exit codes of a rank, which the launcher passes on: the process group could not start, or the
 # rank failed after it had.
 EXIT_INIT_FAILED = 3
 EXIT_RANK_FAILED = 1
 COLLECTIVE = "allreduce"  # the role range around each all-reduce
-
-
-# --- sharding arithmetic ---------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Shard:
-    model: ModelShape        # the whole model
-    tp: int
-    rank_model: ModelShape   # one rank's slice of a layer, as a model of its own
-    kv_layout: str           # "split" (KV heads divided over ranks) or "replicated" (one per rank, shared)
-
-    @property
-    def kv_copies(self) -> int:
-        """Ranks that hold each KV head."""
-        return 1 if self.kv_layout == "split" else self.tp // self.model.kv_heads
-
-    def gemm_shapes(self, tokens: int) -> dict[str, tuple[int, int, int]]:
-        """(M, N, K) of each projection on one rank."""
-        return self.rank_model.gemm_shapes(tokens)
-
-
-def shard(model: ModelShape, tp: int) -> Shard:
-    """One rank's slice of `model` at tensor-parallel degree `tp`; BadInput when it cannot split."""
-    if tp < 1:
-        raise BadInput(f"--tp must be 1 or more (got {tp})")
-    problems = []
-    if model.heads % tp:
-        problems.append(f"{model.heads} query heads")
-    if model.mlp % tp:
-        problems.append(f"an MLP width of {model.mlp}")
-    if model.kv_heads % tp and tp % model.kv_heads:
-        problems.append(f"{model.kv_heads} KV heads (neither a multiple nor a divisor of {tp})")
-    if problems:
-        raise BadInput(f"--tp {tp}: {model.id} has {' and '.join(problems)}, which {tp} ranks cannot "
-                       f"share evenly; choose --tp from {', '.join(map(str, valid_tp(model)))}")
-    layout = "split" if model.kv_heads % tp == 0 else "replicated"
-    kv_heads = model.kv_heads // tp if layout == "split" else 1
-    rank_model = replace(model, id=f"{model.id}/tp{tp}", source=f"{model.source}, one rank of TP {tp}",
-                         heads=model.heads // tp, kv_heads=kv_heads, mlp=model.mlp // tp)
-    return Shard(model, tp, rank_model, layout)
-
-
-def valid_tp(model: ModelShape, largest: int = 64) -> list[int]:
-    """The TP degrees up to `largest` that split the model evenly."""
-    return [tp for tp in range(1, largest + 1)
-            if model.heads % tp == 0 and model.mlp % tp == 0
-            and (model.kv_heads % tp == 0 or tp % model.kv_heads == 0)]
 
 
 # --- the collective and where it happens ---------------------------------------------------------
