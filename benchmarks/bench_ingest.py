@@ -23,9 +23,9 @@ SOURCE = ROOT / "tests" / "data" / "targeted_raw.csv"
 
 SMLENS = """
 import sys, time
-from profiler.ingest.store import Store
+from profiler.ingest.stores import open_store
 start = time.perf_counter()
-row, _ = Store(sys.argv[2]).ingest(sys.argv[1])
+row, _ = open_store(sys.argv[2]).ingest(sys.argv[1])
 print(time.perf_counter() - start, row["kernel_count"])
 """
 

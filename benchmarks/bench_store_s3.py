@@ -8,7 +8,7 @@ of ten branches; past --protocol-runs, to build large stores in reasonable time,
 straight to their final keys with their log entries (the same objects a commit leaves, a third of
 the requests) and the runs table checkpointed where the protocol would have. At each size it times:
 
-- listing the runs (`Store(url).runs()`: the runs table checkpoint, one LIST, the log's tail),
+- listing the runs (`open_store(url).runs()`: the runs table checkpoint, one LIST, the log's tail),
   and, for contrast, replaying the whole log without the checkpoint;
 - `smlens gate --baseline tag:branch=b3~10 --current <newest b3 run>` (a fresh process; the store's
   share of it: resolving the tag and reading 11 runs' kernels);
@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 from profiler.ingest.capture import read_capture  # noqa: E402
 from profiler.ingest.logstore import (CHECKPOINT_EVERY, LogState, LogStore, kernels_key,  # noqa: E402
                                       log_key, units_key)
-from profiler.ingest.store import Store  # noqa: E402
+from profiler.ingest.stores import open_store  # noqa: E402
 from tests.conftest import DATA, TARGETED_SHAPES  # noqa: E402
 from tests.s3server import s3_server  # noqa: E402
 
@@ -130,9 +130,9 @@ def bulk_fill(url: str, synthetic: Synthetic, first: int, last: int, threads: in
                                  "host": "bench"}) for i, row in zip(range(first, last), rows)]
         assert all(pool.map(lambda e: store.objects.put_if_absent(e[0], json.dumps(e[1]).encode()),
                             entries))
-    state = store._state(fresh=True)
+    state = store.log_state(fresh=True)
     checkpoint = (last - 1) - (last - 1) % CHECKPOINT_EVERY
-    store._checkpoint(LogState(checkpoint, state.runs.head(checkpoint + 1)))
+    store.checkpoint(LogState(checkpoint, state.runs.head(checkpoint + 1)))
     return {"seconds": time.perf_counter() - started, "refused_commits": 0}
 
 
@@ -146,10 +146,10 @@ def timed(func, repeats: int) -> list[float]:
 
 
 def measure(url: str, size: int, env: dict, repeats: int, duckdb_repeats: int) -> dict:
-    listed = Store(url, create=False).runs()
+    listed = open_store(url, create=False).runs()
     assert len(listed) == size, (len(listed), size)
     result = {"runs": size}
-    result["list_s"] = timed(lambda: Store(url, create=False).runs(), repeats)
+    result["list_s"] = timed(lambda: open_store(url, create=False).runs(), repeats)
     whole = LogStore(url, create=False)
     result["replay_whole_log_s"] = timed(
         lambda: whole._advance(LogState(-1, pd.DataFrame(columns=["id"]))), 1)
@@ -157,7 +157,7 @@ def measure(url: str, size: int, env: dict, repeats: int, duckdb_repeats: int) -
     current = branch["id"].iloc[-1]
 
     def store_share():
-        store = Store(url, create=False)
+        store = open_store(url, create=False)
         from profiler.gate_inputs import _tagged_runs
 
         for run_id in _tagged_runs(store, "branch=b3~10") + [current]:

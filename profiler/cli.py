@@ -178,7 +178,8 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
            format: Format = typer.Option(Format.table, "--format")):
     """Read ncu captures into the Parquet store, one run per file."""
     from profiler.ingest.capture import check_readable, parse_shapes_file
-    from profiler.ingest.store import Store, check_name, parse_tags
+    from profiler.ingest.store import check_name, parse_tags
+    from profiler.ingest.stores import open_store
     from reports.runs import print_runs, run_record, support_lines
     from views.registry import input_columns, support
     import json
@@ -191,7 +192,7 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
     shape_map = parse_shapes_file(shapes) if shapes else None
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-    the_store = Store(store_path(store))
+    the_store = open_store(store_path(store))
     rows = []
     with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                   TimeRemainingColumn(), transient=True, disable=not sys.stderr.isatty()) as bar:
@@ -220,10 +221,10 @@ def ingest(files: List[Path] = typer.Argument(..., help="ncu CSV (raw or details
 @command
 def runs(store: Optional[str] = StoreOpt, format: Format = typer.Option(Format.table, "--format")):
     """List the runs in the store."""
-    from profiler.ingest.store import Store
+    from profiler.ingest.stores import open_store
     from reports.runs import print_runs, runs_json
 
-    table = Store(store_path(store), create=False).runs()
+    table = open_store(store_path(store), create=False).runs()
     typer.echo(runs_json(table)) if format == Format.json else print_runs(table)
 
 
@@ -236,10 +237,10 @@ def show(run: Optional[str] = typer.Argument(None, help=RUN_HELP),
     """One run: where it came from, and its kernels by phase and role."""
     import json
     import pandas as pd
-    from profiler.ingest.store import Store
+    from profiler.ingest.stores import open_store
     from reports.runs import print_run, run_summary
 
-    the_store = Store(store_path(store), create=False)
+    the_store = open_store(store_path(store), create=False)
     kernels = the_store.kernels(run, columns=["phase", "role", "gpu__time_duration.sum"])
     if "gpu__time_duration.sum" in kernels:  # stores written before cells were checked hold text
         kernels["gpu__time_duration.sum"] = pd.to_numeric(kernels["gpu__time_duration.sum"], errors="coerce")
@@ -257,10 +258,10 @@ def rm(run: List[str] = typer.Argument(..., help="Run id, id prefix (4 character
     At a terminal it asks first; a script passes --yes."""
     import json
     from profiler.errors import BadInput
-    from profiler.ingest.store import Store
+    from profiler.ingest.stores import open_store
     from reports.runs import run_record
 
-    the_store = Store(store_path(store), create=False)
+    the_store = open_store(store_path(store), create=False)
     if not yes:
         runs = the_store.runs()
         ids = list(dict.fromkeys(the_store.resolve(ref, unique=True, runs=runs) for ref in run))
@@ -301,7 +302,7 @@ def store_check(store: Optional[str] = StoreOpt, format: Format = typer.Option(F
     """Every inconsistency of the store and what `smlens store repair` would do: exit 0 when there
     is none, 2 when there are some."""
     import json
-    from profiler.ingest.store_check import check
+    from profiler.ingest.stores import check
     from reports.store_report import print_store_check
 
     report = check(store_path(store))
@@ -315,7 +316,7 @@ def store_repair(store: Optional[str] = StoreOpt, format: Format = typer.Option(
     """Make the store consistent: finish interrupted writes, rebuild the runs table from the run
     folders' own records, and move what cannot be read to quarantine/ (nothing is deleted)."""
     import json
-    from profiler.ingest.store_check import repair
+    from profiler.ingest.stores import repair
     from reports.store_report import print_store_repair
 
     report = repair(store_path(store))
@@ -474,7 +475,7 @@ def views(run: Optional[str] = typer.Argument(None, help=RUN_HELP),
     import re
     from rich.console import Console
     from profiler.errors import BadInput
-    from profiler.ingest.store import Store
+    from profiler.ingest.stores import open_store
     from reports.terminal import kernels_csv, print_views
     from views.registry import compute_views, input_columns, view_ids
 
@@ -490,7 +491,7 @@ def views(run: Optional[str] = typer.Argument(None, help=RUN_HELP),
         raise BadInput(f"--view: {err}") from None
     except re.error as err:
         raise BadInput(f"--kernel {kernel!r} is not a regular expression ({err})") from None
-    the_store = Store(store_path(store), create=False)
+    the_store = open_store(store_path(store), create=False)
     row = the_store.run(run)
     with Console(stderr=True).status("computing the views"):
         kernels = the_store.kernels(row["id"], columns=input_columns(ids))
@@ -530,13 +531,13 @@ def report(run: Optional[str] = typer.Argument(None, help=RUN_HELP),
     import json
     from rich.console import Console
     from profiler.errors import BadInput
-    from profiler.ingest.store import Store
+    from profiler.ingest.stores import open_store
     from reports.compare import missing_tokens, tokens_per_phase
     from reports.html import filter_input
 
     _check_filter(phase, role)
     check_output_file(output, "--output", store_path(store), stdout_ok=True)
-    the_store = Store(store_path(store), create=False)
+    the_store = open_store(store_path(store), create=False)
     with Console(stderr=True).status("computing the views"):
         row, _, data = _views_of_run(the_store, run)
         base = _views_of_run(the_store, baseline)[2] if baseline else None
@@ -573,7 +574,7 @@ def demo(output: Path = typer.Option(Path("smlens-demo.html"), "--output", "-o",
     import tempfile
     from importlib.resources import as_file, files
     from profiler.ingest.capture import parse_shapes_file
-    from profiler.ingest.store import Store
+    from profiler.ingest.stores import open_store
     from rich.console import Console
     from reports.terminal import print_views
 
@@ -583,7 +584,7 @@ def demo(output: Path = typer.Option(Path("smlens-demo.html"), "--output", "-o",
             as_file(bundled / "h200_shapes.txt") as shapes, \
             tempfile.TemporaryDirectory(prefix="smlens-demo-") as folder, \
             Console(stderr=True).status("ingesting the bundled H200 capture, computing the views"):
-        the_store = Store(Path(folder) / "store")
+        the_store = open_store(Path(folder) / "store")
         row, _ = the_store.ingest(capture, name="h200-demo", tags={"source": "bundled"},
                                   shapes=parse_shapes_file(shapes))
         run, result, data = _views_of_run(the_store, row["id"])

@@ -74,12 +74,13 @@ def _labelled(kernels: pd.DataFrame | None, label: str) -> tuple[str, pd.DataFra
 def _stored_run(store_dir: Path, ref: str) -> str | None:
     """The id of the stored run `ref` names, or None (no store, no such run, or the store cannot
     be read: then `ref` may still be a file, and if it is not, resolving it again says why)."""
-    from profiler.ingest.store import MARKER, Store
+    from profiler.ingest.store import MARKER
+    from profiler.ingest.stores import open_store
 
     if ref.startswith("tag:") or _is_glob(ref) or not (Path(store_dir) / MARKER).exists():
         return None
     try:
-        return Store(store_dir, create=False).resolve(ref)
+        return open_store(store_dir, create=False).resolve(ref)
     except BadInput:
         return None
 
@@ -92,7 +93,7 @@ def load_runs(values: list[str] | None, side: str, store_dir: Path,
     in ingest. `identities`, when given, receives each run's gate_match.RunIdentity."""
     from profiler.gate_match import identify
     from profiler.ingest.capture import read_capture
-    from profiler.ingest.store import Store
+    from profiler.ingest.stores import open_store
 
     refs = split_refs(values)
     if not refs:
@@ -115,7 +116,7 @@ def load_runs(values: list[str] | None, side: str, store_dir: Path,
         if not stored and _looks_like_path(ref) and not ref.startswith("tag:"):
             raise BadInput(f"--{side} {ref}: no such file")
         if store is None:
-            store = Store(store_dir, create=False)
+            store = open_store(store_dir, create=False)
         ids = _tagged_runs(store, ref[4:]) if ref.startswith("tag:") else [stored or store.resolve(ref)]
         for run_id in ids:
             row = store.run(run_id)

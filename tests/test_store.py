@@ -218,7 +218,7 @@ def test_concurrent_ingests_both_land(tmp_path, monkeypatch):
     Store(store)
     a_inside, b_moved = threading.Event(), threading.Event()
     writers: dict[str, threading.Thread] = {}
-    write_runs, flock = Store._write_runs, fcntl.flock
+    write_runs, flock = Store.write_runs, fcntl.flock
 
     def paused_write_runs(self, runs):
         if threading.current_thread() is writers["a"]:
@@ -236,7 +236,7 @@ def test_concurrent_ingests_both_land(tmp_path, monkeypatch):
                 b_moved.set()  # B waits at the lock A holds
         return flock(fd, operation)
 
-    monkeypatch.setattr(Store, "_write_runs", paused_write_runs)
+    monkeypatch.setattr(Store, "write_runs", paused_write_runs)
     monkeypatch.setattr(fcntl, "flock", watched_flock)
     ids = {}
 

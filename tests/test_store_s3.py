@@ -19,6 +19,7 @@ from profiler.errors import BadInput
 from profiler.ingest import logstore
 from profiler.ingest.logstore import LogStore
 from profiler.ingest.store import Store
+from profiler.ingest.stores import open_store
 from tests.cli import smlens
 from tests.conftest import DATA
 from tests.test_profile import QUICK, fake_env  # noqa: F401 (a fixture)
@@ -109,7 +110,7 @@ def test_smlens_store_env_names_the_store(s3_store, monkeypatch, tmp_path):
     assert code == 0 and (tmp_path / "r.html").stat().st_size > 100_000, err
     code, _, err = smlens("rm", run, "--yes")
     assert code == 0, err
-    assert len(Store(s3_store, create=False).runs()) == 0 and plain_runs(s3_store) == set()
+    assert len(open_store(s3_store, create=False).runs()) == 0 and plain_runs(s3_store) == set()
 
 
 @pytest.mark.parametrize("case", ["wrong secret", "unknown key", "no bucket", "no server"])
@@ -155,7 +156,7 @@ def test_not_a_store_and_no_store(s3_store, s3_server):
 def test_a_writer_that_loses_the_race_commits_next(s3_store):
     """Both read the log at the same version; the second to create that entry is refused (412),
     reads the winner's entry and commits after it."""
-    first, second = Store(s3_store), Store(s3_store)
+    first, second = open_store(s3_store), open_store(s3_store)
     create = first.objects.put_if_absent
     lost = []
 
@@ -170,11 +171,11 @@ def test_a_writer_that_loses_the_race_commits_next(s3_store):
     assert new and lost == [logstore.log_key(0)]
     log = [json.loads(first.objects.read(logstore.log_key(v))) for v in (0, 1)]
     assert [e["run"]["kernel_count"] for e in log] == [12, 188] and log[1]["run"]["id"] == row["id"]
-    assert list(Store(s3_store, create=False).runs()["kernel_count"]) == [12, 188]
+    assert list(open_store(s3_store, create=False).runs()["kernel_count"]) == [12, 188]
 
 
 def test_the_same_file_racing_is_stored_once(s3_store):
-    first, second = Store(s3_store), Store(s3_store)
+    first, second = open_store(s3_store), open_store(s3_store)
     create = first.objects.put_if_absent
     won = []
 
@@ -186,26 +187,26 @@ def test_the_same_file_racing_is_stored_once(s3_store):
     first.objects.put_if_absent = racing
     row, new = first.ingest(DATA / "decode12_raw.csv")
     assert not new and row["id"] == won[0]["id"]
-    assert len(Store(s3_store, create=False).runs()) == 1
+    assert len(open_store(s3_store, create=False).runs()) == 1
     assert not [k for k in objects_of(s3_store) if k.startswith("_staging/")]
 
 
 def _ingest_at_barrier(url: str, source: str, barrier, results) -> None:
     """A writer process: stage, wait for the other writer, then commit at the same moment."""
-    commit = LogStore._commit
+    commit = LogStore.commit
 
     def at_barrier(self, decide):
         barrier.wait(timeout=120)
         return commit(self, decide)
 
-    LogStore._commit = at_barrier
-    results.put(Store(url).ingest(source)[0]["id"])
+    LogStore.commit = at_barrier
+    results.put(open_store(url).ingest(source)[0]["id"])
 
 
 def test_two_writer_processes_both_land_repeatedly(s3_store, tmp_path):
     context = multiprocessing.get_context("spawn")
     sources = [variant(tmp_path, DATA / "decode12_raw.csv", n) for n in range(1, 7)]
-    Store(s3_store)
+    open_store(s3_store)
     for round_ in range(3):
         barrier, results = context.Barrier(2), context.Queue()
         writers = [context.Process(target=_ingest_at_barrier,
@@ -217,9 +218,9 @@ def test_two_writer_processes_both_land_repeatedly(s3_store, tmp_path):
             writer.join(timeout=180)
             assert writer.exitcode == 0
         ids = {results.get(timeout=5), results.get(timeout=5)}
-        runs = Store(s3_store, create=False).runs()
+        runs = open_store(s3_store, create=False).runs()
         assert ids <= set(runs["id"]) and len(runs) == 2 * (round_ + 1)
-    store = Store(s3_store, create=False)
+    store = open_store(s3_store, create=False)
     versions = [json.loads(store.objects.read(e.key))["version"] for e in store.objects.list("_log/")]
     assert versions == list(range(6))
     assert plain_runs(s3_store) == set(store.runs()["id"])
@@ -273,7 +274,7 @@ def _killed_at(url: str, op: int, tmp_path: Path) -> bool:
     LogStore(url).ingest(variant(tmp_path, DATA / "decode12_raw.csv", 1))
     final = LogStore(url, create=False)
     assert plain_runs(url) == set(final.runs()["id"]) and len(final.runs()) == len(listed) + 1
-    final._sweep_staging(final._state(), stale_after_s=0)  # as a writer an hour later would
+    final._sweep_staging(final.log_state(), stale_after_s=0)  # as a writer an hour later would
     assert not [e for e in final.objects.list("_staging/")]
     return len(listed) == 2
 
@@ -299,7 +300,7 @@ def test_a_writer_killed_around_its_commit_on_s3(s3_store, tmp_path):
 
 def test_a_killed_cli_writer_leaves_nothing_listed(s3_store):
     """SIGKILL to `smlens ingest` once its files are staged: before or during its commit."""
-    base = Store(s3_store)
+    base = open_store(s3_store)
     base.ingest(DATA / "decode12_raw.csv")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     process = subprocess.Popen([sys.executable, "-m", "profiler.cli", "ingest",
@@ -313,15 +314,15 @@ def test_a_killed_cli_writer_leaves_nothing_listed(s3_store):
     finally:
         process.send_signal(signal.SIGKILL)
         process.wait()
-    after = Store(s3_store, create=False)
+    after = open_store(s3_store, create=False)
     assert list(after.runs()["kernel_count"]) in ([12], [12, 188])
     assert plain_runs(s3_store) <= set(after.runs()["id"])
-    Store(s3_store).ingest(DATA / "decode12.ncu-rep.gz")
-    assert len(Store(s3_store, create=False).runs()) in (2, 3)
+    open_store(s3_store).ingest(DATA / "decode12.ncu-rep.gz")
+    assert len(open_store(s3_store, create=False).runs()) in (2, 3)
 
 
 def test_runs_table_is_a_checkpoint_the_log_is_the_truth(s3_store):
-    store = Store(s3_store)
+    store = open_store(s3_store)
     for _ in range(6):  # 12 commits
         store.ingest(DATA / "decode12_raw.csv")
         store.remove("latest")
@@ -330,9 +331,9 @@ def test_runs_table_is_a_checkpoint_the_log_is_the_truth(s3_store):
     assert runs_table.schema.metadata[logstore.VERSION_KEY] == b"10"  # rewritten every 10 commits
     # as of commit 10 (an add); the log after it removes that run (11) and adds another (12)
     assert runs_table.num_rows == 1 and runs_table.column("id")[0].as_py() != run["id"]
-    assert list(Store(s3_store).runs()["id"]) == [run["id"]]
+    assert list(open_store(s3_store).runs()["id"]) == [run["id"]]
     store.objects.put("runs.parquet", b"not parquet")  # damaged: the log alone still says it all
-    assert list(Store(s3_store, create=False).runs()["id"]) == [run["id"]]
+    assert list(open_store(s3_store, create=False).runs()["id"]) == [run["id"]]
     store.objects.delete([logstore.log_key(5)])
     code, _, err = smlens("runs", "--store", s3_store)
     assert code == 2 and "log entry 5 is missing" in err and "smlens store check" in err
@@ -341,14 +342,16 @@ def test_runs_table_is_a_checkpoint_the_log_is_the_truth(s3_store):
 def test_a_folder_copied_from_s3_opens_as_a_log_store(tmp_path):
     folder = tmp_path / "copy"
     LogStore(folder).ingest(DATA / "decode12_raw.csv")
-    assert type(Store(folder, create=False)) is LogStore
+    assert type(open_store(folder, create=False)) is LogStore
+    with pytest.raises(BadInput, match="open_store"):  # the plain store does not open it as one of its own
+        Store(folder, create=False)
     code, out, _ = smlens("runs", "--store", folder, "--format", "json")
     assert code == 0 and json.loads(out)[0]["kernel_count"] == 12
     assert {p.name for p in (folder / "runs").iterdir()} == {f"run={json.loads(out)[0]['id']}"}
 
 
 def test_log_store_refuses_a_store_of_another_kind(tmp_path):
-    Store(tmp_path / "plain").ingest(DATA / "decode12_raw.csv")
+    open_store(tmp_path / "plain").ingest(DATA / "decode12_raw.csv")
     with pytest.raises(BadInput, match="folder commits"):
         LogStore(tmp_path / "plain")
 
@@ -373,7 +376,7 @@ def test_profile_into_an_s3_store(fake_env, s3_store):
                             "--metrics", "gpu__time_duration.sum", "--no-annotate", "--", *QUICK)
     assert code == 0, err
     assert [o["kernels"] for o in json.loads(out)] == [149, 149]
-    runs = Store(s3_store, create=False).runs()
+    runs = open_store(s3_store, create=False).runs()
     assert sorted(json.loads(t)["repeat"] for t in runs["tags"]) == ["1", "2"]
     assert plain_runs(s3_store) == set(runs["id"])
 
@@ -402,19 +405,19 @@ def test_reingest_renames_and_rm_of_several_runs_on_s3(s3_store):
     code, out, err = smlens("ingest", DATA / "targeted_raw.csv", "--store", s3_store, "--name", "base",
                             "--tag", "branch=dev", "--format", "json")
     assert code == 0 and json.loads(out)[0]["changed"] == ["name", "tags"], err
-    store = Store(s3_store, create=False)
+    store = open_store(s3_store, create=False)
     row = store.run("base")
     assert row["id"] == first["id"] and json.loads(row["tags"]) == {"branch": "dev"}
     assert store.meta(first["id"])["run"]["name"] == "base"  # the run folder's record follows
     second = store.ingest(DATA / "decode12_raw.csv")[0]
     code, out, err = smlens("rm", "base", second["id"], "--yes", "--store", s3_store)
     assert code == 0, err
-    assert len(Store(s3_store, create=False).runs()) == 0 and plain_runs(s3_store) == set()
+    assert len(open_store(s3_store, create=False).runs()) == 0 and plain_runs(s3_store) == set()
     assert json.loads(store.objects.read(logstore.log_key(3)))["ids"] == [first["id"], second["id"]]
 
 
 def test_store_check_and_repair_on_s3(s3_store):
-    store = Store(s3_store)
+    store = open_store(s3_store)
     kept = store.ingest(DATA / "targeted_raw.csv")[0]
     lost = store.ingest(DATA / "decode12_raw.csv")[0]
     last = store.ingest(DATA / "decode12_details.csv")[0]
@@ -428,7 +431,7 @@ def test_store_check_and_repair_on_s3(s3_store):
     assert code == 2 and {p["kind"] for p in report["problems"]} == {"log", "runs-table", "unlisted"}
     code, out, err = smlens("store", "repair", "--store", s3_store, "--format", "json")
     assert code == 0 and json.loads(out)["ok"], out + err
-    runs = Store(s3_store, create=False).runs().set_index("id")
+    runs = open_store(s3_store, create=False).runs().set_index("id")
     assert sorted(runs.index) == sorted([kept["id"], lost["id"], last["id"]])
     assert runs.loc[lost["id"], "name"] == "decode12_raw.csv"  # from the run folder's _run.json
     assert smlens("store", "check", "--store", s3_store)[0] == 0

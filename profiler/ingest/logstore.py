@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 from profiler.errors import BadInput
 from profiler.ingest.objectstore import S3Objects, open_objects
 from profiler.ingest.store import (FORMAT_VERSION, MARKER, READ_ERRORS, RUN_COLUMNS, RUN_META,
-                                   Store, StoreDamaged, _plain_row, new_run_row, reason,
+                                   Store, StoreDamaged, new_run_row, plain_row, reason,
                                    row_changes, write_json)
 
 LOG = "_log/"
@@ -155,9 +155,9 @@ class LogStore(Store):
 
     def _advance(self, state: LogState) -> LogState:
         """`state` moved forward over the log entries written since."""
-        return _apply(state, self._entries_after(state.version))
+        return apply_entries(state, self._entries_after(state.version))
 
-    def _state(self, fresh: bool = False) -> LogState:
+    def log_state(self, fresh: bool = False) -> LogState:
         """The committed runs, read once per store object (one consistent snapshot per command);
         `fresh`: moved forward over what was committed since."""
         if self._state_cache is None:
@@ -166,10 +166,10 @@ class LogStore(Store):
             self._state_cache = self._advance(self._state_cache)
         return self._state_cache
 
-    def _commit(self, decide) -> tuple[LogState, dict | None]:
+    def commit(self, decide) -> tuple[LogState, dict | None]:
         """Write the next log entry that `decide(state)` returns (None: nothing to commit).
         Returns the state including the entry, and the entry."""
-        state = self._state(fresh=True)
+        state = self.log_state(fresh=True)
         for _ in range(MAX_COMMIT_ATTEMPTS):
             entry = decide(state)
             if entry is None:
@@ -178,15 +178,16 @@ class LogStore(Store):
                      "committed": dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
                      "host": socket.gethostname()}
             if self.objects.put_if_absent(log_key(entry["version"]), json.dumps(entry).encode()):
-                state = self._state_cache = _apply(state, [entry])
+                state = self._state_cache = apply_entries(state, [entry])
                 if state.version % CHECKPOINT_EVERY == 0:
-                    self._checkpoint(state)
+                    self.checkpoint(state)
                 return state, entry
             state = self._advance(state)  # another writer took that version: read it, decide again
         raise BadInput(f"{self.path}: could not commit after {MAX_COMMIT_ATTEMPTS} attempts "
                        "(too many concurrent writers); try again")
 
-    def _checkpoint(self, state: LogState) -> None:
+    def checkpoint(self, state: LogState) -> None:
+        """Write `state`'s runs table as the checkpoint a reader starts from."""
         table = pa.Table.from_pandas(state.runs, preserve_index=False)
         table = table.replace_schema_metadata({**(table.schema.metadata or {}),
                                                VERSION_KEY: str(state.version).encode()})
@@ -207,13 +208,13 @@ class LogStore(Store):
             return self._update(existing, name, tags), False
         run_id = self._new_id()
         with tempfile.TemporaryDirectory(prefix="smlens-stage-") as folder:
-            with self._writing("nothing was stored"):
+            with self.writing("nothing was stored"):
                 run_dir, units_dir = Path(folder) / run_folder(run_id), Path(folder) / units_folder(run_id)
                 run_dir.mkdir(parents=True)
                 units_dir.mkdir(parents=True)
                 summary = self._write_kernels(source, run_dir, units_dir, run_id, shapes, on_progress,
                                               roles_from_order)
-                row = _plain_row(new_run_row(run_id, source, name, tags, sha256, shapes_key, summary,
+                row = plain_row(new_run_row(run_id, source, name, tags, sha256, shapes_key, summary,
                                              ncu_version, partial, roles_from_order))
                 write_json(run_dir / RUN_META, {"format": FORMAT_VERSION, "run": row,
                                                 "units": summary["units"]})
@@ -238,21 +239,21 @@ class LogStore(Store):
             return None if winner["row"] else {"action": "add", "run": row}
 
         # a failure from here on leaves the staged files to the sweep: the commit may have landed
-        state, entry = self._commit(decide)
+        state, entry = self.commit(decide)
         if entry is None:
             self.objects.delete([staged_key(run_id, key) for key in keys])
             return winner["row"], False
-        self._publish(run_id, keys)
+        self.publish(run_id, keys)
         self._sweep_staging(state)
         return row, True
 
     def _new_id(self) -> str:
-        taken = set(self._state().runs["id"])
+        taken = set(self.log_state().runs["id"])
         while (run_id := uuid.uuid4().hex[:8]) in taken:
             pass
         return run_id
 
-    def _publish(self, run_id: str, keys: list[str]) -> None:
+    def publish(self, run_id: str, keys: list[str]) -> None:
         """A committed run's staged files into place, then the staged copies away."""
         for key in keys:
             try:
@@ -273,7 +274,7 @@ class LogStore(Store):
         touched = []
         for run_id, staged in by_run.items():
             if run_id in live:
-                self._publish(run_id, [key for key, _ in staged])
+                self.publish(run_id, [key for key, _ in staged])
             elif run_id in state.removed or all(
                     (now - e.modified).total_seconds() > stale_after_s for _, e in staged):
                 self.objects.delete([e.key for _, e in staged])
@@ -298,8 +299,8 @@ class LogStore(Store):
                 raise BadInput(f"run {row['id']} was removed meanwhile; ingest the file again")
             return {"action": "update", "id": row["id"], "changes": changes}
 
-        state, _ = self._commit(decide)
-        new_row = _plain_row(state.runs[state.runs["id"] == row["id"]].iloc[0].to_dict())
+        state, _ = self.commit(decide)
+        new_row = plain_row(state.runs[state.runs["id"] == row["id"]].iloc[0].to_dict())
         meta = self.meta(row["id"])
         if meta:  # the run folder's record follows; the log is what readers trust
             self.objects.put(f"{run_folder(row['id'])}{RUN_META}",
@@ -317,7 +318,7 @@ class LogStore(Store):
             rows[:] = [state.runs[state.runs["id"] == run_id].iloc[0].to_dict() for run_id in ids]
             return {"action": "remove", "ids": ids}
 
-        self._commit(decide)
+        self.commit(decide)
         for row in rows:
             self._delete_run_files(row["id"])
         return rows
@@ -325,7 +326,7 @@ class LogStore(Store):
     # --- reading ---------------------------------------------------------------------------
 
     def _read_runs(self) -> pd.DataFrame:
-        return self._state().runs
+        return self.log_state().runs
 
     def _run_file(self, run_id: str, key: str) -> bytes:
         """A committed run's file: published, or still staged when its writer died after the commit."""
@@ -366,7 +367,7 @@ class LogStore(Store):
         return meta if isinstance(meta, dict) else {}
 
 
-def _apply(state: LogState, entries: list[dict]) -> LogState:
+def apply_entries(state: LogState, entries: list[dict]) -> LogState:
     """The runs table after `entries` (consecutive log entries following `state`)."""
     if not entries:
         return state

@@ -64,7 +64,7 @@ def _read_log(found: Survey) -> None:
                       "from their files")
             continue
         entries.append(entry)
-    found.state = ls._apply(ls.LogState(-1, pd.DataFrame(columns=["id"])), entries)
+    found.state = ls.apply_entries(ls.LogState(-1, pd.DataFrame(columns=["id"])), entries)
     if found.state.version < last:
         found.state = ls.LogState(last, found.state.runs, found.state.removed)
 
@@ -207,13 +207,13 @@ def repair(spec) -> dict:
         store.objects.delete(keys)
 
     for run_id, keys in found.unreadable.items():
-        store._commit(lambda state, run_id=run_id: {"action": "remove", "ids": [run_id], "reason": "repair"}
+        store.commit(lambda state, run_id=run_id: {"action": "remove", "ids": [run_id], "reason": "repair"}
                       if run_id in set(state.runs["id"]) else None)
         quarantine(keys)
         actions.append(f"delisted run {run_id}")
     for run_id, key in found.unlisted.items():
         row = _recovered_row(store, run_id, key)
-        store._commit(lambda state, row=row: {"action": "add", "run": row}
+        store.commit(lambda state, row=row: {"action": "add", "run": row}
                       if row["id"] not in set(state.runs["id"]) else None)
         actions.append(f"listed run {run_id} again from {key}")
     quarantine(found.junk_files)
@@ -221,13 +221,13 @@ def repair(spec) -> dict:
         store.objects.delete(found.removed_files)
         actions += [f"deleted {key}" for key in found.removed_files]
     for run_id, keys in found.unpublished.items():
-        store._publish(run_id, keys)
+        store.publish(run_id, keys)
         actions.append(f"published run {run_id}")
     if found.abandoned:
         store.objects.delete(found.abandoned)
         actions += [f"deleted {key}" for key in found.abandoned]
-    state = store._state(fresh=True)
-    store._checkpoint(state)
+    state = store.log_state(fresh=True)
+    store.checkpoint(state)
     actions.append(f"wrote {ls.RUNS_TABLE} (log version {state.version}, {len(state.runs)} runs)")
     left = check(spec)
     return {"store": store.path, "actions": actions, "runs": left["runs"], "ok": left["ok"],

@@ -185,14 +185,9 @@ def release(fd: int | None) -> None:
 
 
 class Store:
-    def __new__(cls, path=None, create: bool = True):
-        """An s3:// URL, or a folder holding a store that commits through a log (one copied from
-        object storage), opens as a LogStore (profiler.ingest.logstore)."""
-        if cls is Store and path is not None and commits_through_log(path):
-            from profiler.ingest.logstore import LogStore
-
-            return super().__new__(LogStore)
-        return super().__new__(cls)
+    """A store folder committed in place. An s3:// URL, or a folder holding a store that commits
+    through a log (one copied from object storage), is a LogStore (profiler.ingest.logstore):
+    `profiler.ingest.stores.open_store` opens either."""
 
     @classmethod
     def unchecked(cls, path) -> "Store":
@@ -202,6 +197,9 @@ class Store:
         return store
 
     def __init__(self, path, create: bool = True):
+        if type(self) is Store and commits_through_log(path):
+            raise BadInput(f"{path}: a store that commits through a log; open it with "
+                           "profiler.ingest.stores.open_store")
         self.path = Path(path)
         try:
             if self.path.exists() and not self.path.is_dir():
@@ -229,7 +227,7 @@ class Store:
                 raise BadInput(f"{self.path}: the store is read-only (no write permission or a "
                                "read-only file system); nothing was stored")
             return
-        with self._writing("no store was created"):
+        with self.writing("no store was created"):
             self.path.mkdir(parents=True, exist_ok=True)
             for folder in ("runs", "units", STAGING):
                 (self.path / folder).mkdir(exist_ok=True)
@@ -248,7 +246,7 @@ class Store:
     # --- writing ----------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _writing(self, outcome: str):
+    def writing(self, outcome: str):
         """OSErrors of a write (disk full, read-only, permission) as one line saying what happened."""
         try:
             yield
@@ -262,7 +260,8 @@ class Store:
             raise BadInput(f"{self.path}: cannot write to the store: {cause}; {outcome}") from None
 
     @contextlib.contextmanager
-    def _locked(self):
+    def locked(self):
+        """Hold the store's lock: one writer changes the runs table at a time."""
         fd = os.open(self.path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -270,14 +269,15 @@ class Store:
         finally:
             os.close(fd)
 
-    def _staging(self) -> Path:
+    def staging(self) -> Path:
+        """The store's staging folder, where writes wait for their commit."""
         staging = self.path / STAGING
         staging.mkdir(exist_ok=True)  # stores made before staging existed
         return staging
 
-    def _write_runs(self, runs: pd.DataFrame) -> None:
+    def write_runs(self, runs: pd.DataFrame) -> None:
         """Replace the runs table: the commit point of every change (call under the lock)."""
-        tmp = self._staging() / f"tmp-{uuid.uuid4().hex}-{RUNS_TABLE}"
+        tmp = self.staging() / f"tmp-{uuid.uuid4().hex}-{RUNS_TABLE}"
         try:
             runs.to_parquet(tmp, index=False)
             fsync_path(tmp)
@@ -291,7 +291,7 @@ class Store:
             fsync_path(self.path)
 
     def _write_meta(self, run_dir: Path, row: dict, units: dict | None) -> None:
-        tmp = self._staging() / f"tmp-{uuid.uuid4().hex}-{RUN_META}"
+        tmp = self.staging() / f"tmp-{uuid.uuid4().hex}-{RUN_META}"
         try:
             write_json(tmp, {"format": FORMAT_VERSION, "run": row, "units": units})
             os.replace(tmp, run_dir / RUN_META)
@@ -314,13 +314,13 @@ class Store:
         if existing is not None:
             return self._update(existing, name, tags), False
         run_id = uuid.uuid4().hex[:8]
-        with self._writing("nothing was stored"):
-            staging = self._staging()
+        with self.writing("nothing was stored"):
+            staging = self.staging()
             lock_fd = hold_lock(staging / f"ingest-{run_id}.lock")
         work = staging / f"ingest-{run_id}"
         committed = False
         try:
-            with self._writing("nothing was stored"):
+            with self.writing("nothing was stored"):
                 run_dir = work / "runs" / f"run={run_id}"
                 units_dir = work / "units" / f"run={run_id}"
                 run_dir.mkdir(parents=True)
@@ -331,14 +331,14 @@ class Store:
                                   ncu_version, partial, roles_from_order)
                 self._write_meta(run_dir, row, summary["units"])
                 fsync_path(run_dir)
-                with self._locked():
-                    self._housekeep()
+                with self.locked():
+                    self.housekeep()
                     again = self._find_sha(sha256, shapes_key, roles_from_order)
                     if again is not None:  # a concurrent ingest of the same file won
                         return self._update(again, name, tags, locked=True), False
                     runs = self._read_runs()
                     new = pd.DataFrame([row])
-                    self._write_runs(pd.concat([runs, new], ignore_index=True) if len(runs) else new)
+                    self.write_runs(pd.concat([runs, new], ignore_index=True) if len(runs) else new)
                     committed = True
                     self._publish(work, run_id)
             return row, True
@@ -373,7 +373,7 @@ class Store:
         except OSError:
             pass  # the run is committed; readers find it in staging until a writer finishes this
 
-    def _housekeep(self) -> None:
+    def housekeep(self) -> None:
         """Finish or undo what dead writers left in staging (call under the store lock)."""
         staging = self.path / STAGING
         listed: set | None = None
@@ -411,7 +411,7 @@ class Store:
             return
         if kind == "update" and run_id in listed:
             runs = self._read_runs()
-            self._sync_meta(runs[runs["id"] == run_id].iloc[0].to_dict())
+            self.sync_meta(runs[runs["id"] == run_id].iloc[0].to_dict())
         shutil.rmtree(work, ignore_errors=True)
 
     def _move_out(self, run_id: str, work: Path) -> None:
@@ -421,33 +421,33 @@ class Store:
                 (work / part).mkdir(parents=True, exist_ok=True)
                 os.rename(folder, work / part / folder.name)
 
-    def _sync_meta(self, row: dict) -> None:
+    def sync_meta(self, row: dict) -> None:
         """Rewrite a run folder's _run.json from its row in the runs table."""
         run_dir = self.path / "runs" / f"run={row['id']}"
         if run_dir.is_dir():
-            self._write_meta(run_dir, _plain_row(row), self.meta(row["id"]).get("units"))
+            self._write_meta(run_dir, plain_row(row), self.meta(row["id"]).get("units"))
 
     def _update(self, row: dict, name: str | None, tags: dict | None, locked: bool = False) -> dict:
         """A new name or new tags for a stored run (tags merge: a given key takes the new value)."""
         changes = row_changes(row, name, tags)
         if not changes:
             return row
-        with self._writing("the run's name and tags are unchanged"), \
-                (contextlib.nullcontext() if locked else self._locked()):
+        with self.writing("the run's name and tags are unchanged"), \
+                (contextlib.nullcontext() if locked else self.locked()):
             if not locked:
-                self._housekeep()
+                self.housekeep()
             runs = self._read_runs()
             where = runs["id"] == row["id"]
             if not where.any():
                 raise BadInput(f"run {row['id']} was removed meanwhile; ingest the file again")
-            intent = self._staging() / f"update-{row['id']}"
+            intent = self.staging() / f"update-{row['id']}"
             intent.mkdir(exist_ok=True)
             for column, value in changes.items():
                 runs.loc[where, column] = value
-            self._write_runs(runs)
+            self.write_runs(runs)
             new_row = runs[where].iloc[0].to_dict()
             with contextlib.suppress(OSError):  # committed: the intent makes the next writer do it
-                self._sync_meta(new_row)
+                self.sync_meta(new_row)
                 intent.rmdir()
         return {**new_row, "changed": sorted(changes)}
 
@@ -495,10 +495,10 @@ class Store:
     def remove(self, refs) -> list[dict]:
         """Remove runs (every reference must name exactly one run, or nothing is removed)."""
         refs = [refs] if isinstance(refs, str) else list(refs)
-        with self._writing("nothing was removed"):
-            staging = self._staging()
-            with self._locked():
-                self._housekeep()
+        with self.writing("nothing was removed"):
+            staging = self.staging()
+            with self.locked():
+                self.housekeep()
                 runs = self._read_runs()
                 ids = list(dict.fromkeys(self.resolve(ref, unique=True, runs=runs) for ref in refs))
                 rows = [runs[runs["id"] == run_id].iloc[0].to_dict() for run_id in ids]
@@ -508,7 +508,7 @@ class Store:
                     for run_id, work in zip(ids, works):
                         work.mkdir(exist_ok=True)
                         self._move_out(run_id, work)
-                    self._write_runs(runs[~runs["id"].isin(ids)])
+                    self.write_runs(runs[~runs["id"].isin(ids)])
                     committed = True
                 finally:
                     if not committed:  # put back what was moved
@@ -684,7 +684,7 @@ def write_units(path: Path, units: dict) -> None:
     fsync_path(path)
 
 
-def _plain_row(row: dict) -> dict:
+def plain_row(row: dict) -> dict:
     """A runs-table row as JSON-safe values (numpy scalars, NaN and NA made plain)."""
     out = {}
     for key, value in row.items():

@@ -254,10 +254,7 @@ def _check_staging(found: Survey) -> None:
 
 
 def check(path) -> dict:
-    if st.commits_through_log(path):
-        from profiler.ingest import logstore_check
-
-        return logstore_check.check(path)
+    """`smlens store check` of a store folder committed in place (stores.check takes either kind)."""
     found = survey(path)
     return {"store": str(found.store), "ok": not found.problems,
             "runs": len(found.listed) if found.table_ok else None,
@@ -265,15 +262,12 @@ def check(path) -> dict:
 
 
 def repair(path) -> dict:
-    """Make the store consistent; return what was done and what still needs a person."""
-    if st.commits_through_log(path):
-        from profiler.ingest import logstore_check
-
-        return logstore_check.repair(path)
+    """Make a store folder committed in place consistent; return what was done and what still
+    needs a person (stores.repair takes either kind)."""
     root = _open(path)
     actions: list[str] = []
     store = st.Store.unchecked(root)
-    with store._writing("the store was not repaired (nothing changed)"), store._locked():
+    with store.writing("the store was not repaired (nothing changed)"), store.locked():
         found = survey(root)
         if not found.problems:
             return {"store": str(root), "actions": [], "runs": len(found.listed), "ok": True}
@@ -288,7 +282,7 @@ def repair(path) -> dict:
                 actions.append(f"moved {relative} to {quarantine.relative_to(root) / relative}")
 
         if any(p.kind == "marker" for p in found.problems):
-            tmp = store._staging() / f"tmp-{uuid.uuid4().hex}-{st.MARKER}"
+            tmp = store.staging() / f"tmp-{uuid.uuid4().hex}-{st.MARKER}"
             st.write_json(tmp, {"format": st.FORMAT_VERSION})
             os.replace(tmp, root / st.MARKER)
             actions.append(f"wrote {st.MARKER}")
@@ -300,23 +294,23 @@ def repair(path) -> dict:
         gone = [rows.pop(run_id) for run_id in found.delist if run_id in rows]
         if gone:
             quarantine.mkdir(parents=True, exist_ok=True)
-            st.write_json(quarantine / "delisted-runs.json", [st._plain_row(r) for r in gone])
+            st.write_json(quarantine / "delisted-runs.json", [st.plain_row(r) for r in gone])
             actions += [f"delisted run {r['id']} ({r.get('name')})" for r in gone]
         for run_id in found.unlisted_ok:
             rows[run_id] = found.folders[run_id]["meta"]["run"]
             actions.append(f"listed run {run_id} ({rows[run_id].get('name')}) from its _run.json")
         if rows != found.listed or not found.table_ok:
-            table = pd.DataFrame([st._plain_row(r) for r in rows.values()] or None, columns=None
+            table = pd.DataFrame([st.plain_row(r) for r in rows.values()] or None, columns=None
                                  if rows else st.RUN_COLUMNS)
             if len(table):
                 table = table.sort_values("created", kind="stable")
-            store._write_runs(table.reset_index(drop=True))
+            store.write_runs(table.reset_index(drop=True))
             actions.append(f"wrote {st.RUNS_TABLE} ({len(rows)} runs)")
         actions += [f"removed {entry.name}" for entry in root.glob(".tmp-*")]
-        store._housekeep()
+        store.housekeep()
         actions += [f"finished {p.path}" for p in found.problems if p.kind in ("interrupted", "unmoved")]
         for run_id in found.sync_meta:
-            store._sync_meta(rows[run_id])
+            store.sync_meta(rows[run_id])
             actions.append(f"wrote runs/run={run_id}/{st.RUN_META}")
         for problem in found.problems:
             if problem.kind != "units":

@@ -252,9 +252,9 @@ def execute(plan: ProfilePlan, store_path: Path, name: str, tags: dict, ncu: str
     still stored, marked partial, and the failure is raised after that with the run id.
     """
     from profiler.ingest.merge import merge_raw_exports
-    from profiler.ingest.store import Store
+    from profiler.ingest.stores import open_store
 
-    store = Store(store_path)  # a bad --store fails now, before minutes of profiling
+    store = open_store(store_path)  # a bad --store fails now, before minutes of profiling
     started = time.monotonic()
     deadline = started + time_limit_s if time_limit_s else None
     workdir = Path(keep_dir) if keep_dir else Path(tempfile.mkdtemp(prefix="smlens-profile-"))
