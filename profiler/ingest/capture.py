@@ -165,7 +165,7 @@ class _Gunzip:
         del self.buffer[:size]
         return out
 
-    def seek(self, offset: int) -> None:  # only back to the start, as _open_binary does
+    def seek(self, offset: int) -> None:  # only back to the start, as open_binary does
         self.raw.seek(0)
         self.__init__(self.raw)
 
@@ -211,7 +211,7 @@ class _Source:
         self.close()
 
 
-def _open_binary(path: Path) -> _Source:
+def open_binary(path: Path) -> _Source:
     check_readable(path)
     try:
         handle = open(path, "rb")
@@ -248,7 +248,7 @@ def _header_cells(line: bytes) -> list[str] | None:
 # --- raw page ---------------------------------------------------------------------------------
 
 
-def _row_chunks(stream: "_Source", header: list[str], first_rest: bytes, found: dict,
+def row_chunks(stream: "_Source", header: list[str], first_rest: bytes, found: dict,
                 filter_lines: bool = True) -> Iterator[bytes]:
     """The data rows, in blocks of whole lines; the units row goes to found["units"].
 
@@ -535,7 +535,7 @@ def _identity_frame(table: pa.Table, classifier: Classifier) -> pd.DataFrame:
     return frame.join(classifier.derive(cells, names, processes))
 
 
-def _find_header(stream, path: Path) -> tuple[list[str], bytes]:
+def find_header(stream, path: Path) -> tuple[list[str], bytes]:
     """Read up to the header row; return its cells and the bytes after it. Each line is looked at
     once, and no more than 64 MB are read before giving up."""
     pending, scanned = b"", 0
@@ -580,11 +580,11 @@ def iter_raw_tables(path: Path, shapes: dict | None = None, notes: list | None =
     notes = notes if notes is not None else []
     found: dict = {}
     total = path.stat().st_size if path.exists() else 0
-    with _open_binary(path) as stream:
-        header, rest = _find_header(stream, path)
+    with open_binary(path) as stream:
+        header, rest = find_header(stream, path)
         converter = _RawConverter(header, classifier or Classifier(shapes, roles_from_order), path)
         rows, unshaped = 0, 0
-        for block in _row_chunks(stream, header, rest, found, filter_lines=False):
+        for block in row_chunks(stream, header, rest, found, filter_lines=False):
             table = converter.convert(block, found["units"])
             rows += table.num_rows
             unshaped += _unshaped_gemms(table)
@@ -773,9 +773,9 @@ class _RawConverter:
 
 def _read_details(path: Path, classifier: Classifier, notes: list) -> tuple[pd.DataFrame, dict]:
     found: dict = {}
-    with _open_binary(path) as stream:
-        header, rest = _find_header(stream, path)
-        rows = b"".join(_row_chunks(stream, header, rest, found))
+    with open_binary(path) as stream:
+        header, rest = find_header(stream, path)
+        rows = b"".join(row_chunks(stream, header, rest, found))
     if not rows:
         raise BadInput(f"{path}: the capture has a header but no kernel rows")
     repeated = [c for c in DETAILS_COLUMNS if header.count(c) > 1]
@@ -855,7 +855,7 @@ def _read_details(path: Path, classifier: Classifier, notes: list) -> tuple[pd.D
 def _read_ncu_rep(path: Path, classifier: Classifier, notes: list) -> Capture:
     with tempfile.TemporaryDirectory(prefix="smlens-") as tmpdir:
         report = path
-        with _open_binary(path) as stream:
+        with open_binary(path) as stream:
             head = stream.read(4)
             if head != _NCU_REP_MAGIC:
                 raise BadInput(f"{path}: not an Nsight Compute report (it does not start as one does); "
@@ -1022,8 +1022,8 @@ def sniff(path: Path) -> str:
     """raw, details or ncu-rep."""
     if _is_ncu_rep(path):
         return "ncu-rep"
-    with _open_binary(path) as stream:
-        header, _ = _find_header(stream, path)
+    with open_binary(path) as stream:
+        header, _ = find_header(stream, path)
     return "details" if "Metric Name" in header and "Metric Value" in header else "raw"
 
 

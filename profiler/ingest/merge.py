@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterable
 
 from profiler.errors import BadInput
-from profiler.ingest.capture import _find_header, _open_binary, _row_chunks
+from profiler.ingest.capture import find_header, open_binary, row_chunks
 
 _LEADING_ID = re.compile(rb'^(\s*)"([\d,]+)",', re.MULTILINE)  # ncu may print 1000 as "1,000"
 
@@ -41,11 +41,11 @@ def merge_raw_exports(paths: Iterable[Path], out: Path) -> int:
                 next_id = max(next_id, kernel_id + 1)
                 return b'%s"%d",' % (match.group(1), kernel_id)
 
-            with _open_binary(path) as stream:
-                header, rest = _find_header(stream, path)
+            with open_binary(path) as stream:
+                header, rest = find_header(stream, path)
                 if header[0] != "ID":
                     raise BadInput(f"{path}: the ID column is not first, as ncu writes it")
-                for block in _row_chunks(stream, header, rest, found, filter_lines=False):
+                for block in row_chunks(stream, header, rest, found, filter_lines=False):
                     if first is None:
                         first = (path, header, found["units"])
                         units = [found["units"].get(name, "") for name in header]
