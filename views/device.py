@@ -8,11 +8,15 @@ them, the product's published peak. docs/VIEWS.md says where every number comes 
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 
 from views.common import categorical, first_metric, group_codes, metric
-from views.context import Context
+
+if TYPE_CHECKING:  # the context reads the quantities, which read the device: a type only here
+    from views.context import Context
 
 # Tensor ops (1 op = 1 FLOP; an int8 op is one multiply or one add) per tensor-pipe-busy cycle per
 # SM, dense, by compute capability, MMA path and input type. The published peaks below are dense

@@ -25,6 +25,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from views import device
 from views.common import categorical, format_distinct, metric
 from views.vocabulary import STALL_FAMILIES
 
@@ -74,8 +75,6 @@ def _q(name, unit, section, *ways, ask=True) -> Quantity:
 def _dram_peak(ctx) -> np.ndarray:
     """The DRAM peak a derivation may use: the device's own (memory attributes, else the
     product's published peak), never one the kernels imply (that would be circular)."""
-    from views import device  # device reads the context; imported late to keep this table first
-
     peak = device.dram_peak_from_attributes(ctx)
     return np.where(np.isnan(peak), device.published_dram_peak(ctx), peak)
 
