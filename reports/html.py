@@ -27,8 +27,8 @@ from reports import compare, html_ranks
 from reports.html_figures import (fig_gap, fig_occupancy, fig_roofline, fig_stalls, fig_tensor,
                                   fig_time, fig_time_compare, fig_waves)
 from reports.html_tables import (badge, changes_table, columns_of, gap_table, group_reasons, group_table,
-                                 kernel_table, launch_table, mlp_table, names_table, selection_table,
-                                 shares_table, top_kernels_table, validation_box, _table)
+                                 html_table, kernel_table, launch_table, mlp_table, names_table,
+                                 selection_table, shares_table, top_kernels_table, validation_box)
 from reports.html_text import (REGRESSION_PCT, esc, fmt_time_ns, is_missing, numbers, script_json,
                                validation_frame, view_status)
 from reports.html_verdict import verdict_section
@@ -518,7 +518,7 @@ def _summary(data: ReportInput, checks: pd.DataFrame) -> str:
             'failed check keeps its figure but says by '
             'how much it disagrees; n/a says which input was missing (each view\u2019s box above '
             'says why, and what to do).</p>'
-            + _table(["status", "view", "", "pass", "fail", "n/a"], rows, "sum") + "</section>")
+            + html_table(["status", "view", "", "pass", "fail", "n/a"], rows, "sum") + "</section>")
 
 
 def _options(values) -> str:

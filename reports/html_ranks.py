@@ -12,7 +12,7 @@ from typing import Any, Optional
 import pandas as pd
 
 from reports.html_figures import BASELINE, BASELINE_COLOR, LEVEL_COLORS, _layout
-from reports.html_tables import NOT_IN_BASELINE, _delta_cell, _format, _table
+from reports.html_tables import NOT_IN_BASELINE, delta_cell, figure_format, html_table
 from reports.html_text import esc, is_missing, numbers, plot_text
 from views import registry
 
@@ -75,10 +75,10 @@ def rank_table(frame: pd.DataFrame, spec: tuple, base: Optional[pd.DataFrame], c
         cells = [esc(k) for k in key]
         for figure in figures:
             old = before.get(figure.column) if before is not None else NOT_IN_BASELINE
-            cells.append(_delta_cell(figure.column, row.get(figure.column), old, _format(figure), compare))
+            cells.append(delta_cell(figure.column, row.get(figure.column), old, figure_format(figure), compare))
         cells += [esc(text(row.get(column))) for _, column, text in extra or []]
         rows.append(cells)
-    return _table(headers, rows, f"ranks {cls}", sticky=len(keys) if len(keys) <= 2 else 0)
+    return html_table(headers, rows, f"ranks {cls}", sticky=len(keys) if len(keys) <= 2 else 0)
 
 
 # The stacked bars of the chart: (figure column, colour); comm_ns = transfer + wait

@@ -29,8 +29,8 @@ def _heading(header) -> str:
     return f"<th>{esc(header)}</th>"
 
 
-def _table(headers: list, rows: list, cls: str = "", sticky: int = 0, scroll: bool = False,
-           attrs: str = "", sortable: bool = True) -> str:
+def html_table(headers: list, rows: list, cls: str = "", sticky: int = 0, scroll: bool = False,
+               attrs: str = "", sortable: bool = True) -> str:
     """headers: text or (text, definition); rows: lists of cells already escaped (built by _cell).
     `sticky` key columns stay in view when the table scrolls sideways in its box; `scroll` also
     bounds its height (the heading row stays)."""
@@ -53,8 +53,8 @@ def kernels_link(text: str, phase: Any = None, role: Any = None, query: Any = No
 NOT_IN_BASELINE = object()  # the baseline has no such group (not: has it, with a missing value)
 
 
-def _delta_cell(figure: str, current: Any, base: Any = None, formatter: Callable = fmt,
-                compare: bool = False, why: str = "") -> str:
+def delta_cell(figure: str, current: Any, base: Any = None, formatter: Callable = fmt,
+               compare: bool = False, why: str = "") -> str:
     """`value`, or with `compare` `value ▲ +x %`: the arrow says which way it moved, the colour
     whether that is better (green) or worse (red) by the catalog, beyond REGRESSION_PCT.
     `why`: the tooltip of a missing value."""
@@ -194,14 +194,14 @@ def group_table(groups: pd.DataFrame, figures: list, base: Optional[pd.DataFrame
             bshare = (before("time_ns") / base_total * 100 if b is not None and base_total
                       else NOT_IN_BASELINE)
         if with_time:
-            row += [_delta_cell("kernels", g.get("kernels"), before("kernels"), fmt, compare),
-                    _delta_cell("time_ns", g.get("time_ns"), before("time_ns"), fmt_time_ns, compare),
-                    _delta_cell("time_share_pct", share, bshare, _pct, compare)]
+            row += [delta_cell("kernels", g.get("kernels"), before("kernels"), fmt, compare),
+                    delta_cell("time_ns", g.get("time_ns"), before("time_ns"), fmt_time_ns, compare),
+                    delta_cell("time_share_pct", share, bshare, _pct, compare)]
         for column, _, formatter in figures:
-            row.append(_delta_cell(column, g.get(column), before(column), formatter, compare,
+            row.append(delta_cell(column, g.get(column), before(column), formatter, compare,
                                    _why(reasons, phase, role, column)))
         rows.append(row)
-    return _table(headers, rows, "groups", sticky=2)
+    return html_table(headers, rows, "groups", sticky=2)
 
 
 def _definition(column: str) -> str:
@@ -222,7 +222,7 @@ def mlp_table(mlp: Optional[pd.DataFrame]) -> str:
     return ("<p>The activation's share of the MLP block's time: act(gate) &times; up and the "
             "other elementwise kernels between gate/up and down, what fusing them into a GEMM could "
             "save at most.</p>"
-            + _table(["phase", "activation share of MLP", "activation time", "MLP time", "kernels"],
+            + html_table(["phase", "activation share of MLP", "activation time", "MLP time", "kernels"],
                      rows, "mlp"))
 
 
@@ -266,7 +266,7 @@ _FORMATS: dict[str, Callable[[Any], str]] = {
     "bytes/s": lambda v: "\u2014" if is_missing(v) else fmt_bytes(v) + "/s", "GB/s": lambda v: fmt(v, 3, " GB/s")}
 
 
-def _format(figure: Figure) -> Callable[[Any], str]:
+def figure_format(figure: Figure) -> Callable[[Any], str]:
     if figure.is_text:
         return lambda v: "\u2014" if is_missing(v) else value_text(figure.column, v)
     return _FORMATS.get(figure.unit, fmt)
@@ -274,7 +274,7 @@ def _format(figure: Figure) -> Callable[[Any], str]:
 
 def columns_of(figures: Iterable[Figure], suffix: Callable[[Figure], str] = lambda f: "") -> list:
     """(column, label, formatter) of each figure, for group_table and kernel_table."""
-    return [(f.column, f.label + suffix(f), _format(f)) for f in figures]
+    return [(f.column, f.label + suffix(f), figure_format(f)) for f in figures]
 
 
 GAP_FACTOR_DEFINITIONS = {f.column: f.definition for f in gap_figures.FIGURES}
@@ -312,7 +312,7 @@ def shares_table(kernels: pd.DataFrame, figure: Figure) -> str:
         return ""
     rows = []
     frame = kernels.assign(_t=numbers(kernels, "time_ns").fillna(0))
-    show = _format(figure)
+    show = figure_format(figure)
     for (phase, role), g in sort_groups(frame).groupby(["phase", "role"], sort=False, observed=True):
         shares = g.groupby(g[figure.column].astype("object").map(
             lambda v: "n/a" if is_missing(v) else show(v)), observed=True)["_t"].sum()
@@ -320,7 +320,7 @@ def shares_table(kernels: pd.DataFrame, figure: Figure) -> str:
         text = ", ".join(f"{name} {share / total * 100:.0f} %" if total else name
                          for name, share in shares.sort_values(ascending=False).items())
         rows.append([esc(phase), kernels_link(esc(role), phase, role), esc(text)])
-    return _table(["phase", "role", (f"{figure.label} (share of time)", figure.definition)], rows, "shares",
+    return html_table(["phase", "role", (f"{figure.label} (share of time)", figure.definition)], rows, "shares",
                   sticky=2)
 
 
@@ -391,7 +391,7 @@ def launch_table(kernels: pd.DataFrame) -> str:
                      esc(_span(g["_grid"]))])
     headers = ["phase", "role", (f"{limiter.label} (share of time)", limiter.definition), LAUNCH[0], LAUNCH[1],
                ("threads per block", "launch__block_size"), ("grid blocks", "launch__grid_size")]
-    return _table(headers, rows, "launch", sticky=2)
+    return html_table(headers, rows, "launch", sticky=2)
 
 
 # --- kernel selection --------------------------------------------------------------------------------
@@ -467,7 +467,7 @@ def selection_table(kernels: pd.DataFrame, base: Optional[pd.DataFrame] = None) 
     catalog = registry.figures()
     headers = ["role", "phase"] + [(catalog[c].label, catalog[c].definition) for c in columns]
     headers += ["kernels", "time", "what changed"] + (["against the baseline"] if base is not None else [])
-    return _table(headers, rows, "selection", sortable=False)
+    return html_table(headers, rows, "selection", sortable=False)
 
 
 def _describe_change(before: set, after: set, columns: list, sign: str = "\u2192") -> str:
@@ -507,7 +507,7 @@ def kernel_table(kernels: pd.DataFrame, checks: pd.DataFrame, view_ids: list[str
     columns = [[esc(v) for v in col(kernels, "id")], [names.get(n, "") for n in col(kernels, "name")]]
     columns += [[esc(v) for v in col(kernels, c)] for c in ("phase", "role")]
     for figure in first:
-        show = _format(figure)
+        show = figure_format(figure)
         columns.append([esc(show(v)) for v in kernels[figure.column]])
     columns += [list(c) for c in zip(*_launch_cells(kernels))]
     if base_time is not None:
@@ -517,7 +517,7 @@ def kernel_table(kernels: pd.DataFrame, checks: pd.DataFrame, view_ids: list[str
                         else '<span class="d">not in baseline</span>'
                         for t, b in zip(numbers(kernels, "time_ns"), base_time)])
     for figure in rest:
-        show = _format(figure)
+        show = figure_format(figure)
         headers.append((figure.label, figure.definition))
         columns.append([esc(show(v)) for v in kernels[figure.column]])
     headers += [("kind", "what the kernel is, from its name"), ("NVTX", "the innermost NVTX ranges open at launch")]
@@ -526,7 +526,7 @@ def kernel_table(kernels: pd.DataFrame, checks: pd.DataFrame, view_ids: list[str
     for view in view_ids:
         headers.append((view, f"{registry.title(view)}: validation (hover a badge for the detail)"))
         columns.append([badge(st, detail) for st, detail in zip(checks[view], checks[f"detail_{view}"])])
-    return _table(headers, [list(row) for row in zip(*columns)], "kernels", sticky=2, scroll=True,
+    return html_table(headers, [list(row) for row in zip(*columns)], "kernels", sticky=2, scroll=True,
                   attrs=' id="kernel-table"')
 
 
@@ -570,7 +570,7 @@ def top_kernels_table(kernels: pd.DataFrame, limit: int = 12, time_label: str = 
             values = numbers(g, figure.column)
             ok = values.notna()
             mean = (values[ok] * weights[ok]).sum() / weights[ok].sum() if weights is not None and ok.all() else None
-            cells.append(esc(_format(figure)(mean)))
+            cells.append(esc(figure_format(figure)(mean)))
         roles = "/".join(dict.fromkeys(str(r) for r in g["role"]))
         phases = "/".join(sorted(dict.fromkeys(str(p) for p in g["phase"]), key=lambda p: _order(p)))
         rows.append(cells + _launch_cells(g.iloc[:1])[0] + [esc(f"{roles} in {phases}")])
@@ -579,7 +579,7 @@ def top_kernels_table(kernels: pd.DataFrame, limit: int = 12, time_label: str = 
                ("per launch", "mean time per launch")]
     headers += [(f.label, f.definition + " (time-weighted over its launches)") for f in shown] + list(LAUNCH)
     headers.append(("ran as", "its roles, and the phases it ran in"))
-    return _table(headers, rows, "top", sticky=2)
+    return html_table(headers, rows, "top", sticky=2)
 
 
 def _order(phase: str) -> int:
@@ -595,7 +595,7 @@ def names_table(kernels: pd.DataFrame) -> str:
     agg = agg.sort_values("time", ascending=False)
     rows = [[esc(count), esc(fmt_time_ns(time)), f"<code>{esc(name)}</code>"]
             for name, count, time in zip(agg.index, agg["count"], agg["time"])]
-    return _table(["kernels", "time", "full name (as ncu printed it)"], rows, "names")
+    return html_table(["kernels", "time", "full name (as ncu printed it)"], rows, "names")
 
 
 # --- kernels matched between two runs ------------------------------------------------------------------
@@ -631,7 +631,7 @@ def changes_table(changes: pd.DataFrame, time_label: str = "time") -> str:
                            "H and head size D"),
                ("tokens (M)", "the GEMM's M, the tokens of the step; not part of the match"),
                ("tile", "the tile its name says")]
-    return _table(headers, rows, "changes")
+    return html_table(headers, rows, "changes")
 
 
 def _count(value: Any) -> str:

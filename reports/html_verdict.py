@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from reports.html_tables import _table, change_span, kernels_link
+from reports.html_tables import change_span, html_table, kernels_link
 from reports.html_text import esc, fmt, fmt_time_ns, is_missing, prose
 from views.v7_memory import BOUND_FLOOR_PCT
 from views.verdict import BOUND_WORDS, Verdict
@@ -70,5 +70,5 @@ def verdict_section(verdict: Verdict, base: Optional[Verdict] = None,
     setup = f'<p class="setup">{prose(verdict.setup.text)}</p>' if verdict.setup else ""
     words = ", ".join(f"{w}" for w in BOUND_WORDS.values())
     return (f'<section id="verdict"><h2>Verdict</h2><p class="verdict">{prose(verdict.summary)}</p>{missing}'
-            + _table(headers, rows, "phases", sticky=1) + ranked + setup
+            + html_table(headers, rows, "phases", sticky=1) + ranked + setup
             + f'<p class="d">Bounds: {esc(words)}; hover a heading for its definition.</p></section>')

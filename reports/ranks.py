@@ -8,7 +8,7 @@ import pandas as pd
 from rich.table import Table
 
 from reports.formatting import bytes_text
-from reports.terminal import Column, Rows, fit, pct, ratio, us
+from reports.tables import Column, Rows, fit, pct, ratio, us
 from views import registry
 
 COMM_LEGEND = ("comm: the rank's collectives, timed with CUDA events in a run without ncu (ncu cannot "

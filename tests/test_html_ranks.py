@@ -9,7 +9,7 @@ import json
 import pytest
 
 from reports import html as report
-from reports.html_tables import _format
+from reports.html_tables import figure_format
 from tests.conftest import DATA
 from tests.report_cases import views_input
 from tests.test_html_report import Page
@@ -53,7 +53,7 @@ def _assert_table_is_the_views(page: Page, index: int, frame, keys: tuple, colum
         assert [cells[{"after": "call"}.get(k, k)] for k in keys] == [_key(row[k]) for k in keys]
         for column in columns:
             figure = declared[column]
-            assert cells[figure.label] == _format(figure)(row[column]), (column, cells)
+            assert cells[figure.label] == figure_format(figure)(row[column]), (column, cells)
 
 
 def test_communication_per_phase_and_rank_is_the_views(page, b8):
@@ -108,7 +108,7 @@ def test_against_a_baseline_each_figure_shows_the_baselines_same_rank(b8, b1):
     page = Page(report.render_report(b8, b1))
     base = b1.communication.set_index(["phase", "rank"])
     cells = page.raw_row("tp", 0, phase="decode", rank="rank 1")
-    assert f"baseline {_format(registry.rank_figures()['compute_ns'])(base.loc[('decode', 1), 'compute_ns'])}" \
+    assert f"baseline {figure_format(registry.rank_figures()['compute_ns'])(base.loc[('decode', 1), 'compute_ns'])}" \
         in cells["compute"][1]
     collective = page.raw_row("tp", 2, phase="warm_prefill", call="o_proj", rank="rank 0")
     assert "baseline 4.19 MB" in collective["bytes"][1]  # batch 1: 512 tokens x 4096 x bf16
