@@ -17,7 +17,7 @@ import pandas as pd
 from reports.html_text import (PHASE_ORDER, _order_key, col, group_keys, group_label, is_missing, numbers,
                                plot_text, short_name, sort_groups)
 from views import gap as gap_figures, registry
-from views.vocabulary import STALL_FAMILIES
+from views.vocabulary import OUTSIDE_PHASES, STALL_FAMILIES
 
 PHASE_COLORS = {"cold_prefill": "#4c78a8", "warm_prefill": "#72b7b2", "prefill": "#4c78a8",
                 "decode": "#f58518", "other": "#9d9d9d"}
@@ -29,7 +29,6 @@ STALL_COLORS = {"memory": "#4c78a8", "compute": "#f58518", "tensor": "#54a24b", 
                 "scheduling": "#b279a2"}
 BASELINE = "baseline"
 BASELINE_COLOR = "#1d1d1f"
-SETUP_PHASE = "other"
 
 
 # --- figures (plain plotly dicts; every label through plot_text) ---------------------------------
@@ -62,13 +61,13 @@ def _layout(title: str, height: int = 380, **extra) -> dict:
 
 def story(groups: pd.DataFrame) -> pd.DataFrame:
     """The groups a chart of the workload shows: no phase's `all` row (it sums the others), and no
-    setup (phase `other`) when the run has phases."""
+    setup (phases `setup` and `other`, OUTSIDE_PHASES) when the run has phases."""
     if groups is None or groups.empty:
         return groups
     keep = col(groups, "role").astype("object") != "all"
     phases = set(col(groups, "phase").astype("object"))
-    if SETUP_PHASE in phases and len(phases) > 1:
-        keep &= col(groups, "phase").astype("object") != SETUP_PHASE
+    if phases & set(OUTSIDE_PHASES) and phases - set(OUTSIDE_PHASES):
+        keep &= ~col(groups, "phase").astype("object").isin(OUTSIDE_PHASES)
     return sort_groups(groups[keep.to_numpy()])
 
 
@@ -160,7 +159,7 @@ def fig_time(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None, unit: st
     scale = {"ms": 1e6, "µs": 1e3}[unit]
 
     def row_name(phase: str, baseline: bool = False) -> str:
-        name = f"{phase} (setup)" if phase == SETUP_PHASE and len(phases) > 1 else phase
+        name = f"{phase} (setup)" if phase in OUTSIDE_PHASES and len(phases) > 1 else phase
         return plot_text(f"{name} \u00b7 baseline" if baseline else name)
 
     rows = [(p, False) for p in phases] if not compare else [r for p in phases for r in ((p, True), (p, False))]
@@ -295,7 +294,7 @@ def fig_waves(kernels: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Opt
     hover = "%{text}<br>waves: %{x:.3g}<br>busy share: %{y:.3f}<extra></extra>"
     phases = set(kernels["phase"])
     traces = [_kernel_markers(phase, kernels[mask], waves[mask], busy[mask], 0.7, hover,
-                              setup=phase == SETUP_PHASE and len(phases) > 1)
+                              setup=phase in OUTSIDE_PHASES and len(phases) > 1)
               for phase, mask in _by_phase(kernels)]
     if base is not None and not base.empty:
         base_kernels, base_waves, base_busy = _wave_points(base)
@@ -393,7 +392,7 @@ def fig_roofline(kernels: pd.DataFrame, device: dict, base: Optional[pd.DataFram
     hover = "%{text}<br>%{x:.3g} FLOP/byte<br>%{y:.3g} TFLOP/s<extra></extra>"
     phases = set(kernels["phase"])
     traces = [_kernel_markers(phase, kernels[mask], intensity[mask], rate[mask] / 1e12, 0.75, hover,
-                              setup=phase == SETUP_PHASE and len(phases) > 1)
+                              setup=phase in OUTSIDE_PHASES and len(phases) > 1)
               for phase, mask in _by_phase(kernels)]
     lo = float(min(intensity.min(), 0.1)) / 2
     if base is not None and not base.empty:

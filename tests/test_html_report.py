@@ -493,3 +493,16 @@ def test_headings_the_navigation_links_to_land_below_the_sticky_navigation(targe
                    and {f"#{target}", tag, f"{tag}[id]", "[id]"} & set(selectors)]
         assert margins, f"nothing keeps #{target} ({tag}) clear of the sticky navigation"
         assert all(m.endswith("px") and float(m[:-2]) >= 56 for m in margins), (target, margins)
+
+
+@pytest.mark.parametrize("outside", ["other", "setup"])
+def test_the_charts_leave_out_kernels_outside_any_forward(targeted, outside):
+    """The capture's 22 random-init kernels ran outside any phase range (`other`); a program profiled
+    with `--include setup` labels the same kind of kernels `setup`. Either way the workload's charts
+    leave them out (they are the verdict's setup, shown apart), as the verdict's shares do."""
+    from reports.html_figures import story
+
+    groups = targeted[0].groups.copy()
+    groups["phase"] = groups["phase"].astype(object).replace("other", outside)
+    assert outside in set(groups["phase"])
+    assert set(story(groups)["phase"].astype(object)) == {"cold_prefill", "warm_prefill", "decode"}

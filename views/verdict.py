@@ -31,9 +31,7 @@ import pandas as pd
 
 from views.grouping import ALL, prevailing
 from views.v7_memory import BOUND_FLOOR_PCT, BOUNDS, LATENCY
-from views.vocabulary import COLLECTIVE_ROLES, PHASE_ORDER, SETUP_PHASE as PROGRAM_SETUP
-
-SETUP_PHASES = ("other", PROGRAM_SETUP)
+from views.vocabulary import COLLECTIVE_ROLES, OUTSIDE_PHASES as SETUP_PHASES, PHASE_ORDER
 # A collective timed without replay (tensor parallel) has no counters: its time is communication.
 COMMUNICATION = "communication"
 BOUND_WORDS = {"memory": "memory-bound", "tensor": "tensor-bound", "fp32": "FP32-bound",

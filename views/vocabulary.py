@@ -11,7 +11,11 @@ from __future__ import annotations
 PREFILL_PHASES = ("cold_prefill", "warm_prefill")
 PHASES = (*PREFILL_PHASES, "decode")
 SETUP_PHASE = "setup"
-PHASE_ORDER = (*PHASES, SETUP_PHASE, "other")
+OTHER_PHASE = "other"
+PHASE_ORDER = (*PHASES, SETUP_PHASE, OTHER_PHASE)
+# Kernels outside any forward: shown apart, and left out of the workload's shares and its charts
+# when the run has phases (the verdict, the report).
+OUTSIDE_PHASES = (SETUP_PHASE, OTHER_PHASE)
 
 # Per-layer roles: the four projections of a transformer layer, attention, and the elementwise
 # work between them (norms, rotary embedding, activation, residual adds).
