@@ -14,7 +14,7 @@ from typing import Optional
 
 import pandas as pd
 
-from reports.html_text import (PHASE_ORDER, _order_key, col, group_keys, group_label, is_missing, numbers,
+from reports.html_text import (PHASE_ORDER, order_key, col, group_keys, group_label, is_missing, numbers,
                                plot_text, short_name, sort_groups)
 from views import gap as gap_figures, registry
 from views.vocabulary import OUTSIDE_PHASES, STALL_FAMILIES
@@ -33,7 +33,7 @@ BASELINE_COLOR = "#1d1d1f"
 
 # --- figures (plain plotly dicts; every label through plot_text) ---------------------------------
 
-def _layout(title: str, height: int = 380, **extra) -> dict:
+def plot_layout(title: str, height: int = 380, **extra) -> dict:
     layout = {
         "title": {"text": plot_text(title), "font": {"size": 14}, "x": 0.01, "xref": "paper",
                   "y": 1.0, "yref": "container", "yanchor": "top", "pad": {"t": 10}},
@@ -140,7 +140,7 @@ def fig_gap(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Option
     catalog = registry.figures()
     steps = [(gap_figures.HEADLINE, f"{catalog[gap_figures.HEADLINE].label} (headline)", "#d9d9d9")]
     steps += [(c, catalog[c].label, color) for c, color in zip(gap_figures.STEPS, LEVEL_COLORS) if c in catalog]
-    return {"data": _grouped_bars(groups, base, steps), "layout": _layout(
+    return {"data": _grouped_bars(groups, base, steps), "layout": plot_layout(
         "The gap per phase and role: shares of elapsed time (time-weighted)", 440, barmode="group",
         scattermode="group", yaxis={"title": {"text": "% of elapsed time"}, "rangemode": "tozero"},
         xaxis={"tickangle": -30})}
@@ -155,7 +155,7 @@ def fig_time(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None, unit: st
     if compare:
         base = sort_groups(base[col(base, "role").astype("object") != "all"])
     phases = list(dict.fromkeys(list(groups["phase"]) + (list(base["phase"]) if compare else [])))
-    phases.sort(key=lambda p: _order_key([p], PHASE_ORDER))
+    phases.sort(key=lambda p: order_key([p], PHASE_ORDER))
     scale = {"ms": 1e6, "µs": 1e3}[unit]
 
     def row_name(phase: str, baseline: bool = False) -> str:
@@ -179,7 +179,7 @@ def fig_time(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None, unit: st
     if compare:  # an empty trace names the paler bars in the legend
         traces.append({"type": "bar", "orientation": "h", "name": BASELINE, "x": [None], "y": [row_name(*rows[0])],
                        "marker": {"color": "#c7c7cc"}, "hoverinfo": "skip"})
-    return {"data": traces, "layout": _layout(
+    return {"data": traces, "layout": plot_layout(
         "GPU time by phase and role" + (" (paler: the baseline)" if compare else ""),
         150 + 40 * len(rows), barmode="stack",
         xaxis={"title": {"text": f"kernel time ({unit})"}}, yaxis={"autorange": "reversed"},
@@ -214,7 +214,7 @@ def fig_tensor(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Opt
                        "legendgroup": BASELINE, "customdata": _keys(groups),
                        "marker": {"symbol": "diamond-open", "size": 11, "color": BASELINE_COLOR},
                        "hovertemplate": f"%{{x}}<br>baseline {plot_text(fill)}: %{{y:.3f}}<extra></extra>"})
-    return {"data": traces, "layout": _layout(
+    return {"data": traces, "layout": plot_layout(
         f"Tensor pipe, {fill} and useful tensor work", 420, barmode="group", scattermode="group",
         yaxis={"title": {"text": "% of elapsed time"}, "rangemode": "tozero"},
         yaxis2={"title": {"text": f"{fill} (useful / executed)"}, "overlaying": "y", "side": "right",
@@ -229,7 +229,7 @@ def fig_occupancy(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> 
     groups = _with_base_groups(groups, base)
     traces = _grouped_bars(groups, base, [("theoretical_occupancy_pct", "theoretical", "#c6dbef"),
                                           ("achieved_occupancy_pct", "achieved", "#4c78a8")])
-    return {"data": traces, "layout": _layout(
+    return {"data": traces, "layout": plot_layout(
         "Achieved against theoretical occupancy (% of the SM's warps)", 400, barmode="group",
         scattermode="group", yaxis={"title": {"text": "% of max warps"}, "range": [0, 105]},
         xaxis={"tickangle": -30})}
@@ -243,7 +243,7 @@ def _kernel_hover(kernels: pd.DataFrame) -> list:
 
 def _by_phase(kernels: pd.DataFrame):
     """(phase, row mask) for each phase present, in run order."""
-    for phase in sorted(dict.fromkeys(kernels["phase"]), key=lambda p: _order_key([p], PHASE_ORDER)):
+    for phase in sorted(dict.fromkeys(kernels["phase"]), key=lambda p: order_key([p], PHASE_ORDER)):
         yield phase, kernels["phase"] == phase
 
 
@@ -300,7 +300,7 @@ def fig_waves(kernels: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Opt
         base_kernels, base_waves, base_busy = _wave_points(base)
         if not base_kernels.empty:
             traces.append(_baseline_kernels(base_kernels, base_waves, base_busy, hover))
-    return {"data": traces, "layout": _layout(
+    return {"data": traces, "layout": plot_layout(
         "Waves and tail: share of SM block slots busy (size: kernel time)", 420,
         xaxis={"title": {"text": "waves per SM (log)"}, "type": "log", "dtick": 1},
         yaxis={"title": {"text": "wave efficiency / SM coverage"}, "range": [0, 1.05]},
@@ -345,7 +345,7 @@ def fig_stalls(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Opt
             below = below + values.fillna(0)
         if side == BASELINE:
             traces[-len(columns)]["name"] = "baseline (paler, right of each)"
-    return {"data": traces, "layout": _layout(
+    return {"data": traces, "layout": plot_layout(
         "Why resident warps do not issue: stall shares by family", 420,
         barmode="group" if compare else "stack",
         yaxis={"title": {"text": "% of stalled warp-cycles"}, "range": [0, 101]},
@@ -429,7 +429,7 @@ def fig_roofline(kernels: pd.DataFrame, device: dict, base: Optional[pd.DataFram
             traces.append({"type": "scatter", "mode": "lines", "name": plot_text(name),
                            "x": [peak / bw, hi], "y": [peak / 1e12, peak / 1e12],
                            "line": {"color": "#333", "width": 1.5, "dash": dash}, "hoverinfo": "name"})
-    return {"data": traces, "layout": _layout(
+    return {"data": traces, "layout": plot_layout(
         "Roofline: each kernel under the device's ceilings (size: kernel time)", 480,
         legend={"orientation": "v", "x": 1.02, "y": 1, "yanchor": "top", "xanchor": "left"},
         margin={"r": 230},
@@ -446,6 +446,6 @@ def fig_time_compare(groups: pd.DataFrame, base: pd.DataFrame, unit: str = "ms")
     traces = [_bar(groups, "this run", numbers(groups, "time_ns") * scale, "#4c78a8",
                    value_format=f"%{{y:.4g}} {unit}"),
               _baseline_marks(groups, base, "this run", "time_ns", scale, value_format=f"%{{y:.4g}} {unit}")]
-    return {"data": traces, "layout": _layout(
+    return {"data": traces, "layout": plot_layout(
         "Time per phase and role against the baseline (dash: the baseline)", 400, barmode="group",
         scattermode="group", yaxis={"title": {"text": f"kernel time ({unit})"}}, xaxis={"tickangle": -30})}

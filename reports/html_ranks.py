@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from reports.html_figures import BASELINE, BASELINE_COLOR, LEVEL_COLORS, _layout
+from reports.html_figures import BASELINE, BASELINE_COLOR, LEVEL_COLORS, plot_layout
 from reports.html_tables import NOT_IN_BASELINE, delta_cell, figure_format, html_table
 from reports.html_text import esc, is_missing, numbers, plot_text
 from views import registry
@@ -108,7 +108,7 @@ def fig_ranks(comm: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Option
                        "marker": {"symbol": "line-ew-open", "size": 30, "color": BASELINE_COLOR,
                                   "line": {"width": 3, "color": BASELINE_COLOR}},
                        "hovertemplate": "%{x}<br>baseline compute + comm: %{y:.4g} µs<extra></extra>"})
-    return {"data": traces, "layout": _layout(
+    return {"data": traces, "layout": plot_layout(
         "Compute and communication per phase and rank (communication: transfer, then waiting for a "
         "slower rank)", 380, barmode="stack", yaxis={"title": {"text": "µs"}})}
 

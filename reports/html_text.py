@@ -85,7 +85,7 @@ def _plain(obj: Any) -> Any:
 
 # --- small helpers --------------------------------------------------------------------------------
 
-def _order_key(values: Iterable, order: tuple) -> list:
+def order_key(values: Iterable, order: tuple) -> list:
     rank = {v: i for i, v in enumerate(order)}
     return [rank.get(v, len(order)) for v in values]
 
@@ -95,8 +95,8 @@ def sort_groups(frame: pd.DataFrame, role_first: bool = False) -> pd.DataFrame:
     if frame is None or frame.empty or "phase" not in frame.columns:
         return frame
     out = frame.copy()
-    out["_p"] = _order_key(out["phase"], PHASE_ORDER)
-    out["_r"] = _order_key(out["role"], ROLE_ORDER) if "role" in out.columns else 0
+    out["_p"] = order_key(out["phase"], PHASE_ORDER)
+    out["_r"] = order_key(out["role"], ROLE_ORDER) if "role" in out.columns else 0
     keys = ["_r", "_p"] if role_first else ["_p", "_r"]
     keys += ["rank"] if "rank" in out.columns else []  # tensor parallel: a group per rank
     return out.sort_values(keys, kind="stable").drop(columns=["_p", "_r"])

@@ -84,12 +84,7 @@ PACKAGES = ("profiler", "views", "reports")
 KNOWN_CYCLES: dict[tuple[str, ...], str] = {}
 
 # `module: imported name` of private names read across modules, left on purpose, and why.
-KNOWN_PRIVATE: dict[str, str] = {
-    "reports.html_figures: reports.html_text._order_key":
-        "html_figures.py is being reworked for the bound rule (issue 28 item 1); rename it there",
-    "reports.html_ranks: reports.html_figures._layout":
-        "html_figures.py is being reworked for the bound rule (issue 28 item 1); rename it there",
-}
+KNOWN_PRIVATE: dict[str, str] = {}
 
 
 def package_modules() -> dict[str, Path]:
