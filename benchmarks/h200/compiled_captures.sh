@@ -10,16 +10,12 @@
 # Run from the repository root on the device:  OUT=... bash benchmarks/h200/compiled_captures.sh
 # Locally (no GPU): SKIP_WHEELS=1 TINY=1 OUT=/tmp/oc PATH=tests/fakes:$PATH \
 #   FAKE_NCU_CSV=tests/data/h200_runs/dedup-reference-all-layers.csv.gz bash benchmarks/h200/compiled_captures.sh
-[ -n "$SKIP_WHEELS" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site ${WHL:-.whl}/nvtx-*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-: "${OUT:?set OUT}"
-W=${W:-/tmp/compiled}; rm -rf $W; mkdir -p $W/c
-PY=${PY:-python3}
+W=${W:-/tmp/compiled}
+. "$(dirname "$0")/common.sh"
 MODES=${MODES:-compile static eager}
 LIMIT=${LIMIT:-170}   # seconds per profile; LIMIT_<mode> for one mode
 ALONE=${ALONE:-1}     # 0: no run of the program alone (its cost measured in an earlier call)
 if [ -n "$TINY" ]; then MODEL=tiny; B=2; P=16; else MODEL=llama-3.1-8b; B=8; P=512; fi
-t() { local s=$(date +%s%N); "$@"; local rc=$?; echo "TIME $(( ($(date +%s%N) - s) / 1000000 )) ms rc=$rc :: $*" | cut -c1-250 | tee -a $OUT/times.txt >&2; return $rc; }
 pack() {
   find $W/c -name "*.ncu-rep" -delete
   for d in $W/c/*/; do [ -d "$d" ] || continue; n=$(basename $d); rm -f $d/$n-*.csv; [ -f $d/$n.csv ] && gzip -9f $d/$n.csv; done
@@ -34,7 +30,7 @@ for MODE in $MODES; do
   G=""; [ $MODE = static ] && G="--graph-profiling node"
   N=hf-$MODEL-$MODE-b$B-p$P
   L=$(eval echo \${LIMIT_$MODE:-$LIMIT})
-  t timeout -k 5 $(( L + 20 )) $PY -m profiler.cli profile --quiet --store $W/store --format json --keep $W/c/$N \
+  t timeout -k 5 $(( L + 20 )) $PY -m profiler.cli profile --quiet --store $W/store --format json --keep $W/c \
     --time-limit $L $G --name $N -- $PY $ARGS --mode $MODE > $W/c/profile-$MODE.json 2> $W/c/profile-$MODE.err
   $PY -m profiler.cli views $N --store $W/store --format json > $W/c/views-$MODE.json 2>> $W/c/profile-$MODE.err
   pack

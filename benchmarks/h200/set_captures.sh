@@ -8,14 +8,10 @@
 # Run from the repository root on the device:  OUT=... bash benchmarks/h200/set_captures.sh
 # Locally (no GPU): SKIP_WHEELS=1 TINY=1 OUT=/tmp/os PATH=tests/fakes:$PATH \
 #   FAKE_NCU_CSV=tests/data/h200_runs/dedup-reference-all-layers.csv.gz bash benchmarks/h200/set_captures.sh
-[ -n "$SKIP_WHEELS" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site ${WHL:-.whl}/nvtx-*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-: "${OUT:?set OUT}"
-W=${W:-/tmp/sets}; rm -rf $W; mkdir -p $W/c
-PY=${PY:-python3}
+W=${W:-/tmp/sets}
+. "$(dirname "$0")/common.sh"
 SETS=${SETS:-basic roofline full}
 if [ -n "$TINY" ]; then SHAPE="--model llama-3.1-8b --layers 2 --batch 1 --prompt 16"; else SHAPE="--model llama-3.1-8b --layers 2 --batch 8 --prompt 512"; fi
-t() { local s=$(date +%s%N); "$@"; local rc=$?; echo "TIME $(( ($(date +%s%N) - s) / 1000000 )) ms rc=$rc :: $*" | cut -c1-250 | tee -a $OUT/times.txt >&2; return $rc; }
 # a --set full report of these ~52 kernels is some 65 MB: too large to bring back whole (16 MB a file);
 # its CSV exports come back, and the report is split into 15 MB parts
 pack() { (cd $W && tar czf - c | split -b 15m - $OUT/sets.tgz.part-); }
