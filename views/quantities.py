@@ -343,32 +343,23 @@ def _fill(way: Derived, sources: Sequence) -> str:
 def asked_metrics(names: Sequence[str]) -> list[str]:
     """The ncu metrics to ask for these quantities: each asked quantity's first way (a derivation
     first: its inputs' first ways), each once, in order."""
-    out: dict[str, None] = {}
-
-    def ask(name: str, seen: frozenset) -> None:
-        quantity = QUANTITIES[name]
-        if not quantity.ask or not quantity.ways or name in seen:
-            return
-        first = quantity.ways[0]
-        if isinstance(first, str):
-            out.setdefault(first, None)
-        else:
-            for i in first.inputs:
-                ask(i, seen | {name})
-
-    for name in names:
-        ask(name, frozenset())
-    return list(out)
+    return _ways_walked(names, lambda quantity: quantity.ways[:1] if quantity.ask else ())
 
 
 def read_columns(names: Sequence[str]) -> list[str]:
     """Every kernels-table column these quantities may be read from, their derivations' included."""
+    return _ways_walked(names, lambda quantity: quantity.ways)
+
+
+def _ways_walked(names: Sequence[str], ways_of) -> list[str]:
+    """The metric names reached from `names` through `ways_of(quantity)`, a derivation followed into
+    its inputs, each once, in order."""
     out: dict[str, None] = {}
 
     def walk(name: str, seen: frozenset) -> None:
         if name in seen:
             return
-        for way in QUANTITIES[name].ways:
+        for way in ways_of(QUANTITIES[name]):
             if isinstance(way, str):
                 out.setdefault(way, None)
             else:
