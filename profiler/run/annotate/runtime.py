@@ -92,7 +92,7 @@ class _Record:
         self.pushed, self.path, self.model = 0, path, False
         self.reopen_setup, self.capturing = False, False
         self.experts = None  # an experts module's call: its _ExpertWeight list
-        self.mode = None     # a model forward's: the function mode entered around it
+        self.mode = None     # an attention or experts module's call: the function mode entered around it
         self.phase = None    # a model forward's phase, once known
 
 
