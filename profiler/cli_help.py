@@ -39,7 +39,8 @@ class Command(typer.core.TyperCommand):
                 param.display_type_rich = lambda ctx: None  # the metavar says it
 
 
-# One example per command, shown under its --help (\b keeps click from re-wrapping it).
+# One example per command, by the words after `smlens`, shown under its --help (\b keeps click
+# from re-wrapping it).
 EXAMPLES = {
     "ingest": "smlens ingest run.csv.gz --name llama-b8 --tag batch=8 --shapes shapes.txt",
     "runs": "smlens runs --format json",
@@ -51,8 +52,11 @@ EXAMPLES = {
     "demo": "smlens demo -o smlens-demo.html",
     "profile": "smlens profile --model llama-3.1-8b --batch 1,8 --plan",
     "doctor": "smlens doctor --deep",
-    "determinism": "smlens bench determinism --batches 1,8,64 --out h200.json",
-    "compare": "smlens bench compare h200.json h100.json",
+    "sweep": "smlens sweep --model llama-3.1-8b --batch 1,4,16,64 --prompt 256,1024,4096 --plan",
+    "store check": "smlens store check --store s3://bucket/smlens --format json",
+    "store repair": "smlens store repair && smlens store check",
+    "bench determinism": "smlens bench determinism --batches 1,8,64 --out h200.json",
+    "bench compare": "smlens bench compare h200.json h100.json",
 }
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler import cli
+from profiler import commands
 from profiler.ingest.store import Store
 from tests.cli import smlens
 from tests.conftest import DATA
@@ -176,7 +176,7 @@ def test_rm_of_a_name_two_runs_share_is_refused(three_runs):
 
 
 def test_rm_of_several_runs_asks_at_a_terminal(three_runs, monkeypatch):
-    monkeypatch.setattr(cli, "_stdin_is_terminal", lambda: True)
+    monkeypatch.setattr(commands.store, "stdin_is_terminal", lambda: True)
     runs = Store(three_runs).runs()
     ids = list(runs["id"])
     before = snapshot(three_runs)
@@ -209,7 +209,7 @@ def test_rm_of_several_runs_given_no_answer_at_a_terminal_removes_nothing(three_
 
     import typer.testing
 
-    monkeypatch.setattr(cli, "_stdin_is_terminal", lambda: True)
+    monkeypatch.setattr(commands.store, "stdin_is_terminal", lambda: True)
     monkeypatch.setattr(typer.testing, "make_input_stream", lambda *args: Keyboard())
     ids = list(Store(three_runs).runs()["id"])
     before = snapshot(three_runs)

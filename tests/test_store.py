@@ -107,9 +107,9 @@ def test_rm_without_a_terminal_removes_nothing_without_yes(store, tmp_path):
 
 
 def test_rm_at_a_terminal_removes_only_after_an_explicit_yes(store, monkeypatch):
-    from profiler import cli
+    from profiler import commands
 
-    monkeypatch.setattr(cli, "_stdin_is_terminal", lambda: True)
+    monkeypatch.setattr(commands.store, "stdin_is_terminal", lambda: True)
     run_id = Store(store).runs()["id"].iloc[0]
     before = snapshot(store)
     for answer in ("n\n", "\n", "maybe\nno\n"):  # no, the default, anything but yes

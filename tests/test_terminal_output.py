@@ -15,7 +15,7 @@ from tests.cli import smlens
 from tests.conftest import DATA
 
 COMMANDS = [["ingest"], ["runs"], ["show"], ["rm"], ["gate"], ["views"], ["report"], ["demo"], ["profile"],
-            ["doctor"], ["bench", "determinism"], ["bench", "compare"]]
+            ["doctor"], ["bench", "determinism"], ["bench", "compare"], ["store", "check"], ["store", "repair"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
@@ -25,7 +25,7 @@ def test_help_names_values_in_words_and_gives_an_example(command, monkeypatch):
     assert code == 0
     assert not re.search(r"<(list\[|str>|bool>|int>|float>|path>|Path>)", out), out  # no Python types
     assert "\u2026" not in out  # no option name cut to fit a panel
-    assert "Example:" in out and EXAMPLES[command[-1]] in out
+    assert "Example:" in out and EXAMPLES[" ".join(command)] in out
 
 
 def test_long_option_names_stay_whole(monkeypatch):
