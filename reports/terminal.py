@@ -421,12 +421,3 @@ def _print_ranks(result, console: Console) -> None:
         for table in imbalance_table(imbalance, console.width):
             console.print(table)
 
-
-def kernels_csv(result) -> str:
-    """The per-kernel table (identity, figures, validations) as CSV; the NVTX stack joined by ' > '."""
-    frame = result.kernels
-    if "nvtx_stack" in frame.columns:
-        frame = frame.assign(nvtx_stack=[" > ".join(s) if isinstance(s, (list, tuple, np.ndarray)) else ""
-                                         for s in frame["nvtx_stack"]])
-    return frame.to_csv(index=False)
-
