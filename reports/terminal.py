@@ -14,7 +14,6 @@ import re
 import sys
 from typing import Any, Callable, Optional
 
-import numpy as np
 import pandas as pd
 from rich import box
 from rich.console import Console
