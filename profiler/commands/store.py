@@ -58,9 +58,10 @@ def ingest(files: Sequence[Path], store: Optional[str] = None, name: Optional[st
     return rows
 
 
-def list_runs(store: Optional[str] = None, format: Format = Format.table) -> None:
+def list_runs(store: Optional[str] = None, format: Format = Format.table) -> pd.DataFrame:
     table = open_store(store_path(store), create=False).runs()
     say(runs_json(table)) if format == Format.json else print_runs(table)
+    return table
 
 
 def show_run(run: Optional[str], store: Optional[str] = None, format: Format = Format.table) -> dict:
