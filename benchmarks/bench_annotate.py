@@ -14,7 +14,7 @@ Times are the CPU time of the timing thread (torch runs single-threaded here), s
 shared machine does not count. The cost per module call is (time - plain's time) / module calls
 per forward, from the fastest of the repeats and from the medians.
 
-    python3 benchmarks/bench_annotate.py --forwards 200 --repeats 15
+    python3 benchmarks/bench_annotate.py --forwards 200 --repeats 15   [--quick]
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ import torch
 import transformers
 
 from profiler.run.annotate.runtime import Annotator
+from suite import arguments
 from views import vocabulary
 
 
@@ -75,7 +76,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--forwards", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=15)
-    args = parser.parse_args()
+    args = arguments(parser, quick={"forwards": 3, "repeats": 1})
     torch.set_num_threads(1)
     config = transformers.LlamaConfig(hidden_size=64, intermediate_size=128, num_attention_heads=4,
                                       num_key_value_heads=2, num_hidden_layers=4, vocab_size=100)

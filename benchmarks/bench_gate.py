@@ -3,7 +3,7 @@ capture (tests/data/h200_runs/llama-3.1-8b-b8-p512.csv.gz, 54 kernels, three pha
 N kernels per run, K baseline runs against K current runs, the default rules. The views are
 computed once per run size and are not timed (bench_views.py times them).
 
-    python3 benchmarks/bench_gate.py --kernels 54 5400 108000 --runs 3 5 --repeats 3
+    python3 benchmarks/bench_gate.py --kernels 54 5400 108000 --runs 3 5 --repeats 3   [--quick]
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 from profiler.ingest.capture import read_capture  # noqa: E402
 from reports.gate import Run, run_gate  # noqa: E402
+from suite import arguments  # noqa: E402
 from views.registry import compute_views  # noqa: E402
 
 
@@ -28,7 +29,7 @@ def main() -> None:
     parser.add_argument("--kernels", type=int, nargs="+", default=[54, 5400, 108000])
     parser.add_argument("--runs", type=int, nargs="+", default=[3, 5])
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = arguments(parser, quick={"kernels": [54], "runs": [2], "repeats": 1})
     capture = read_capture(ROOT / "tests/data/h200_runs/llama-3.1-8b-b8-p512.csv.gz").kernels
     base = compute_views(capture).kernels
     rng = np.random.default_rng(0)

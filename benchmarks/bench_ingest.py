@@ -1,6 +1,6 @@
 """Ingest of a large capture: smlens against the plain way, in one run, with peak memory.
 
-    python benchmarks/bench_ingest.py [--kernels 100000] [--repeats 3]
+    python benchmarks/bench_ingest.py [--kernels 100000] [--repeats 3] [--quick]
 
 The capture is the real H200 targeted capture (tests/data/targeted_raw.csv) with its 188 rows
 repeated, IDs renumbered, to the requested kernel count, with ncu's preamble lines kept. Each
@@ -17,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from suite import arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "tests" / "data" / "targeted_raw.csv"
@@ -70,7 +72,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--kernels", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = arguments(parser, quick={"kernels": 500, "repeats": 1})
     with tempfile.TemporaryDirectory(prefix="smlens-bench-") as tmp:
         capture = Path(tmp) / "large_raw.csv"
         header_line = build_capture(capture, args.kernels)

@@ -1,6 +1,7 @@
 """What `smlens profile` costs, against plain ncu, and what the workload's annotation costs.
 
     python3 benchmarks/bench_profile.py annotation      # any machine: the NVTX ranges with no profiler
+    python3 benchmarks/bench_profile.py --quick         # the annotation's, 2,000 ranges: a check that it runs
     python3 benchmarks/bench_profile.py gpu             # a GPU machine with ncu: wall times
 
 `gpu` times, on one workload (Llama-3.1-8B shapes, 4 layers, batch 8, prompt 512, 4 decode steps):
@@ -24,8 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-WORKLOAD = ["--model", "llama-3.1-8b", "--layers", "4", "--batch", "8", "--prompt", "512",
-            "--decode-steps", "4"]
+from suite import arguments  # noqa: E402
+
+WORKLOAD = "--model llama-3.1-8b --layers 4 --batch 8 --prompt 512 --decode-steps 4"
 
 
 def annotation(repeats: int = 200_000) -> dict:
@@ -63,18 +65,18 @@ def _timed(cmd: list[str], box_s: float | None = None, env=None) -> tuple[float,
     return time.monotonic() - start, proc.returncode, out
 
 
-def gpu(full_box_s: float, basic_box_s: float) -> dict:
+def gpu(workload: list[str], full_box_s: float, basic_box_s: float) -> dict:
     from profiler.run.ncu import find_ncu
 
     ncu = find_ncu()
     env = dict(os.environ, PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    program = [sys.executable, "-m", "profiler.workloads.decoder", *WORKLOAD]
+    program = [sys.executable, "-m", "profiler.workloads.decoder", *workload]
     work = Path(tempfile.mkdtemp(prefix="bench-profile-"))
     results = {}
     try:
         seconds, code, _ = _timed(program, env=env)
         results["workload_alone"] = {"s": round(seconds, 1), "rc": code}
-        seconds, code, out = _timed([sys.executable, "-m", "profiler.cli", "profile", *WORKLOAD,
+        seconds, code, out = _timed([sys.executable, "-m", "profiler.cli", "profile", *workload,
                                      "--quiet", "--format", "json", "--store", str(work / "store")], env=env)
         outcome = json.loads(out[out.index("["):])[0] if "[" in out else {}
         results["smlens_profile"] = {"s": round(seconds, 1), "rc": code,
@@ -96,11 +98,14 @@ def gpu(full_box_s: float, basic_box_s: float) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["annotation", "gpu"])
+    parser.add_argument("what", choices=["annotation", "gpu"], nargs="?", default="annotation")
+    parser.add_argument("--ranges", type=int, default=200_000, help="annotation: ranges timed per repeat")
     parser.add_argument("--full-box", type=float, default=30.0, help="seconds for ncu --set full")
     parser.add_argument("--basic-box", type=float, default=600.0, help="seconds for ncu --set basic")
-    args = parser.parse_args()
-    result = annotation() if args.what == "annotation" else gpu(args.full_box, args.basic_box)
+    parser.add_argument("--workload", default=WORKLOAD, help="gpu: the built-in decoder's options")
+    args = arguments(parser, quick={"ranges": 2_000, "full_box": 10.0, "basic_box": 30.0,
+                                    "workload": "--model tiny --layers 2 --batch 8 --prompt 16 --decode-steps 4"})
+    result = annotation(args.ranges) if args.what == "annotation" else gpu(args.workload.split(), args.full_box, args.basic_box)
     print(json.dumps(result, indent=2))
 
 

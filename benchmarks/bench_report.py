@@ -1,10 +1,11 @@
 """Size and render time of the HTML report as captures grow: the bundled H200 capture (188
 kernels) repeated 1, 10 and 50 times. The budget: 6 MB plus 2 KB per kernel.
 
-    python3 benchmarks/bench_report.py [REPEATS ...]
+    python3 benchmarks/bench_report.py [REPEATS ...] [--quick]
 """
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from profiler.ingest.capture import parse_shapes_file, read_capture  # noqa: E402
 from reports import html as report  # noqa: E402
+from suite import arguments  # noqa: E402
 from views.registry import compute_views  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "profiler" / "data"
@@ -23,7 +25,7 @@ DATA = Path(__file__).resolve().parents[1] / "profiler" / "data"
 def main(repeats: list[int]) -> None:
     kernels = read_capture(DATA / "h200_targeted_raw.csv.gz",
                            shapes=parse_shapes_file(DATA / "h200_shapes.txt")).kernels
-    plotly_bytes = len(report._plotly_js().encode())
+    plotly_bytes = len(report.plotly_js().encode())
     print(f"plotly.js inlined: {plotly_bytes / 1e6:.2f} MB")
     print("kernels  views_s  render_s  report_MB  budget_MB  bytes_per_kernel_beyond_plotly")
     for n in repeats:
@@ -40,4 +42,7 @@ def main(repeats: list[int]) -> None:
 
 
 if __name__ == "__main__":
-    main([int(a) for a in sys.argv[1:]] or [1, 10, 50])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("repeats", type=int, nargs="*", default=[1, 10, 50],
+                        help="how many times the capture is repeated, one report each")
+    main(arguments(parser, quick={"repeats": [1]}).repeats)

@@ -15,7 +15,7 @@ the requests) and the runs table checkpointed where the protocol would have. At 
 - DuckDB over every run's kernels on S3 (per-phase, per-role time; fsspec's s3fs as DuckDB's
   filesystem).
 
-    python3 benchmarks/bench_store_s3.py --sizes 1000 3000 10000 --kernels 1000 --writers 3
+    python3 benchmarks/bench_store_s3.py --sizes 1000 3000 10000 --kernels 1000 --writers 3   [--quick]
 """
 from __future__ import annotations
 
@@ -48,6 +48,7 @@ from profiler.ingest.logstore import (CHECKPOINT_EVERY, LogState, LogStore, kern
                                       log_key, units_key)
 from profiler.ingest.stores import open_store  # noqa: E402
 from tests.conftest import DATA, TARGETED_SHAPES  # noqa: E402
+from suite import arguments  # noqa: E402
 from tests.s3server import s3_server  # noqa: E402
 
 BRANCHES = 10
@@ -201,7 +202,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--duckdb-repeats", type=int, default=1)
     parser.add_argument("--out", type=Path, help="also write the results as JSON here")
-    args = parser.parse_args()
+    args = arguments(parser, quick={"sizes": [6], "kernels": 50, "writers": 2, "protocol_runs": 4,
+                                    "repeats": 1})
     synthetic = Synthetic(args.kernels)
     results = []
     with s3_server() as server:

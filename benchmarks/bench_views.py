@@ -1,6 +1,6 @@
 """The eight views over a million kernel rows: `views.registry.compute_views`, end to end.
 
-    python3 benchmarks/bench_views.py [--kernels 1000000] [--repeats 5] [--profile]
+    python3 benchmarks/bench_views.py [--kernels 1000000] [--repeats 5] [--profile] [--quick]
 
 The input is the real H200 targeted capture (tests/data/targeted_raw.csv, with its GEMM shapes)
 read by `profiler.ingest.capture.read_capture`, cut to the columns the views read (what `smlens views`
@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from profiler.ingest.capture import parse_shapes_file, read_capture  # noqa: E402
+from suite import arguments  # noqa: E402
 from views.registry import compute_views, input_columns  # noqa: E402
 
 SOURCE = ROOT / "tests" / "data" / "targeted_raw.csv"
@@ -47,7 +48,7 @@ def main() -> None:
     parser.add_argument("--kernels", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="print the 20 costliest functions")
-    args = parser.parse_args()
+    args = arguments(parser, quick={"kernels": 5000, "repeats": 1})
 
     started = time.perf_counter()
     table = build(args.kernels)
