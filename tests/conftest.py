@@ -49,6 +49,9 @@ SLOW_TESTS = {
         "test_views_and_show_print_no_numpy_warnings_for_a_store_with_infinities"},
     "test_bench.py": {
         "test_cpu_run_det_bits", "test_cpu_run_renders_and_compares_with_itself"},
+    "test_benchmarks.py": {  # each a subprocess: a benchmark's --quick run, run.sh's suite, a script
+        "test_every_benchmark_runs_quick", "test_run_sh_models_suite_with_the_fake_ncu",
+        "test_det_configs_writes_the_tables_the_record_of_call_14_ran_with"},
     "test_capture_sweep.py": {
         "test_a_set_full_details_export_gives_dram_bytes_from_its_rate_and_duration",
         "test_the_same_capture_as_raw_and_details_pages_is_one_device"},
