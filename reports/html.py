@@ -1,4 +1,4 @@
-"""One self-contained HTML report per run or comparison (plotly.js inlined, no network).
+"""One self-contained HTML report per run or comparison (plotly.js's basic bundle inlined, no network).
 
 The input is the views' frames (`views.registry.ViewsResult`: kernels, groups, gap, devices) under
 the names of the views JSON; `from_views(result, run)` adapts one. The page opens with the verdict
@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import html
 import os
 import re
 import uuid
@@ -146,10 +147,13 @@ def per_token(data: ReportInput, tokens: dict) -> ReportInput:
                    gap=compare.per_token(data.gap, tokens, columns), tokens=tokens)
 
 
-def _verdict(data: ReportInput) -> Verdict:
+def _verdict(data: ReportInput, tokens: Optional[dict] = None) -> Verdict:
+    """The verdict of the (absolute) figures; with `tokens` (phase -> (tokens, source)) its times
+    are told per token."""
     kernels = data.kernels.rename(columns={v: k for k, v in _KERNEL_RENAMES.items()})
     return make_verdict(SimpleNamespace(groups=data.groups, kernels=kernels, devices=data.devices,
-                                        phase_time_ns=data.phase_time_ns))
+                                        phase_time_ns=data.phase_time_ns, communication=data.communication),
+                        tokens={p: t for p, (t, _) in tokens.items()} if tokens else None)
 
 
 # --- the page -------------------------------------------------------------------------------------
@@ -169,11 +173,11 @@ section h2{font-size:17px;margin:0 0 4px}section h3{font-size:15px;margin:14px 0
 p.verdict{font-size:15px;margin:4px 0 10px;max-width:120ch}ol.opps{margin:4px 0 8px;padding-left:22px;max-width:140ch}ol.opps li{margin:3px 0}
 .setup{color:var(--mute);margin:6px 0}
 .row{display:grid;grid-template-columns:minmax(0,1fr) 330px;gap:18px}.row.wide{grid-template-columns:minmax(0,1fr)}@media(max-width:1000px){.row{grid-template-columns:minmax(0,1fr)}}
-.fig{min-height:200px}
+.fig{min-height:200px}p.figcap{font-weight:600;font-size:13.5px;margin:10px 0 0}
 aside.valid{border-left:3px solid var(--line);padding:0 0 0 12px;font-size:12.5px}aside.valid h4{margin:2px 0 6px;font-size:13px}
 .vrow{margin:0 0 8px}.vrow ul{margin:4px 0 0 0;padding-left:18px;color:var(--bad)}.vrow li{word-break:break-word}.vrow ul.why{color:var(--mute)}
-.b{display:inline-block;padding:0 6px;border-radius:9px;font-size:11px;font-weight:600;color:#fff;min-width:30px;text-align:center}
-.b.ok{background:var(--ok)}.b.bad{background:var(--bad);cursor:help}.b.na{background:var(--na)}.b[title]{cursor:help}
+b.ok,b.bad,b.na{display:inline-block;padding:0 6px;border-radius:9px;font-size:11px;font-weight:600;color:#fff;min-width:30px;text-align:center}
+b.ok{background:var(--ok)}b.bad{background:var(--bad);cursor:help}b.na{background:var(--na)}b[title]{cursor:help}
 .tw{overflow:auto;margin:8px 0;max-width:100%;width:max-content;border:1px solid var(--line);border-radius:6px}.tw.scroll{max-height:72vh}
 table{border-collapse:separate;border-spacing:0;font-size:12.5px}
 th,td{border-bottom:1px solid var(--line);padding:3px 8px;text-align:left;vertical-align:top;white-space:nowrap;background:#fff}
@@ -197,6 +201,7 @@ code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace}a.kl{color:#0b57d0;te
 details summary{cursor:pointer;color:#0b57d0;margin:6px 0}
 .sum td{white-space:normal}
 footer{color:var(--mute);font-size:12px;padding:0 28px 30px}
+@media(max-width:640px){header,nav{padding-left:10px;padding-right:10px}main{padding:4px 8px 30px}section{padding:10px 10px}}
 """
 
 # Draws the figures, sorts a table by a click on a heading, filters the kernel table (search,
@@ -280,25 +285,54 @@ APP_JS = r"""
     window.smlensShow = show;
   }
 
+})();
+"""
+
+# Draws the charts, after the page's own script (its tables sort and filter before plotly.js is
+# read). One chart per animation frame, so the page stays responsive while they are drawn. On a
+# narrow screen (a phone: under 640 px) a legend beside a chart goes above it and category labels
+# stand upright, so the plot keeps its width and no label runs into another.
+DRAW_JS = r"""
+(function(){
   var figs = JSON.parse(document.getElementById('smlens-figures').textContent);
-  Object.keys(figs).forEach(function(id){
+  var ids = Object.keys(figs);
+  function narrow(el, layout){
+    if (el.clientWidth >= 640) return layout;
+    layout = JSON.parse(JSON.stringify(layout));
+    // a legend beside the plot would take most of its width: above it, in rows
+    if (layout.legend && layout.legend.orientation === 'v')
+      layout.legend = {orientation: 'h', x: 0, y: 1, yanchor: 'bottom'};
+    layout.margin = {l: 40, r: 8, t: layout.margin.t, b: 40};
+    if (layout.xaxis && layout.xaxis.tickangle !== undefined) layout.xaxis.tickangle = -90;
+    return layout;
+  }
+  function draw(){
+    var id = ids.shift();
+    if (id === undefined) return;
     var el = document.getElementById(id);
-    Plotly.newPlot(el, figs[id].data, figs[id].layout,
-                   {displaylogo:false, responsive:true, modeBarButtonsToRemove:['select2d','lasso2d']});
+    var small = el.clientWidth < 640;  // a phone: no tool bar over the legend
+    Plotly.newPlot(el, figs[id].data, narrow(el, figs[id].layout),
+                   {displaylogo:false, responsive:true, displayModeBar: small ? false : 'hover',
+                    modeBarButtonsToRemove:['select2d','lasso2d']});
     el.on('plotly_click', function(ev){
       var point = ev && ev.points && ev.points[0];
-      if (point && point.customdata) show(String(point.customdata));
+      if (point && point.customdata && window.smlensShow) window.smlensShow(String(point.customdata));
     });
-  });
+    requestAnimationFrame(draw);
+  }
+  requestAnimationFrame(draw);
 })();
 """
 
 
-@functools.lru_cache(maxsize=1)
-def _plotly_js() -> str:
-    from plotly.offline import get_plotlyjs
+# Plotly's own partial bundle (scatter, bar and pie; the report draws bar and scatter only), vendored
+# with its licence: reports/vendor/README.md says from where.
+PLOTLY_BUNDLE = Path(__file__).resolve().parent / "vendor" / "plotly-basic.min.js"
 
-    source = get_plotlyjs()
+
+@functools.lru_cache(maxsize=1)
+def plotly_js() -> str:
+    source = PLOTLY_BUNDLE.read_text(encoding="utf-8")
     # The bundle goes inside <script>; it must not be able to close it.
     if "</script" in source.lower():
         source = re.sub(r"</(script)", r"<\\/\1", source, flags=re.I)
@@ -311,10 +345,21 @@ def script_hash(source: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode("utf-8")).digest()).decode() + "'"
 
 
-def content_security_policy() -> str:
-    # Nothing may reach the network, and no script runs but these two (plotly.js and the page's).
-    return (f"default-src 'none'; script-src {script_hash(_plotly_js())} {script_hash(APP_JS)}; "
+def content_security_policy(*scripts: str) -> str:
+    """Nothing may reach the network, and no script runs but the report's (its page script, the
+    charts' drawing, plotly.js) and `scripts`, each allowed by its hash."""
+    allowed = " ".join(script_hash(s) for s in (APP_JS, *scripts, plotly_js(), DRAW_JS))
+    return (f"default-src 'none'; script-src {allowed}; "
             "style-src 'unsafe-inline'; img-src data: blob:; font-src data:")
+
+
+def chart_scripts(figures: dict) -> str:
+    """The scripts that draw `figures` (div id -> plotly figure, each div made by `figure_div`),
+    for the end of a page's <body>, after everything a reader reads first: the figures' JSON,
+    plotly.js, and the drawing. The page's Content-Security-Policy is `content_security_policy()`
+    (with the hashes of any scripts of its own). The HTML sweep report embeds its charts so."""
+    return (f'<script type="application/json" id="smlens-figures">{script_json(figures)}</script>'
+            f"<script>{plotly_js()}</script><script>{DRAW_JS}</script>")
 
 
 @dataclass
@@ -332,8 +377,8 @@ class Section:
 # The report's pictures of some views, by view. A view without one still gets its section: the
 # table of its figures (labels, units and directions from the catalog) and its validation.
 PICTURES: dict[str, Callable[["ReportInput", Optional["ReportInput"]], list]] = {
-    "V1": lambda d, b: [fig_time(d.groups, b.groups if b else None, _time_unit(d)),
-                        fig_time_compare(d.groups, b.groups if b else None, _time_unit(d))],
+    "V1": lambda d, b: [fig_time(d.groups, b.groups if b else None, _time_unit(d), _per(d)),
+                        fig_time_compare(d.groups, b.groups if b else None, _time_unit(d), _per(d))],
     "V3": lambda d, b: [fig_tensor(d.groups, b.groups if b else None)],
     "V4": lambda d, b: [fig_occupancy(d.groups, b.groups if b else None)],
     "V5": lambda d, b: [fig_waves(d.kernels, b.kernels if b else None)],
@@ -354,6 +399,10 @@ COVERED = {"occupancy_limiter"}
 
 def _time_unit(data: ReportInput) -> str:
     return "µs" if data.tokens else "ms"
+
+
+def _per(data: ReportInput) -> str:
+    return " per token" if data.tokens else ""
 
 
 def _time_label(data: ReportInput) -> str:
@@ -432,10 +481,22 @@ def _drop_lone_all(gap: pd.DataFrame) -> pd.DataFrame:
     return gap[~((gap["role"] == "all") & lone)]
 
 
-def _figure_div(div_id: str, figure: dict) -> str:
+def figure_div(div_id: str, figure: dict) -> str:
+    """The chart's title as text above it (it wraps on a narrow screen; inside the chart it would run
+    into the legend), and its div."""
     # A fixed height: a responsive plot in a div of no height of its own shrinks on resize.
     height = int(figure["layout"].get("height", 400))
-    return f'<div class="fig" id="{esc(div_id)}" style="height:{height}px"></div>'
+    title = html.unescape(str((figure["layout"].get("title") or {}).get("text") or ""))
+    caption = f'<p class="figcap">{esc(title)}</p>' if title else ""
+    return f'{caption}<div class="fig" id="{esc(div_id)}" style="height:{height}px"></div>'
+
+
+def drawn_figure(figure: dict) -> dict:
+    """The figure as the page draws it: its title is the text above it (figure_div), its legend
+    sits where the title was."""
+    layout = {k: v for k, v in figure["layout"].items() if k != "title"}
+    layout["margin"] = {**layout.get("margin", {}), "t": 36}
+    return {**figure, "layout": layout}
 
 
 NO_FIGURE = "Nothing to draw: the capture lacks the metrics of this figure (its views are n/a)."
@@ -555,8 +616,8 @@ def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
     data = filter_input(data, phase, role)
     if baseline is not None:
         baseline = filter_input(baseline, phase, role)
-    verdict = _verdict(data)
-    base_verdict = _verdict(baseline) if baseline is not None else None
+    verdict = _verdict(data, tokens)
+    base_verdict = _verdict(baseline, base_tokens if tokens else None) if baseline is not None else None
     if tokens:
         data = per_token(data, tokens)
         if baseline is not None and base_tokens:
@@ -573,8 +634,8 @@ def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
         drawn = ""
         for number, figure in enumerate(filter(_has_data, s.figures), 1):
             div_id = f"fig-{s.anchor}" + (f"-{number}" if number > 1 else "")
-            figures[div_id] = figure
-            drawn += _figure_div(div_id, figure)
+            figures[div_id] = drawn_figure(figure)
+            drawn += figure_div(div_id, figure)
         if not drawn and s.has_pictures:
             drawn = f'<p class="na">{esc(NO_FIGURE)}</p>'
         aside = validation_box(data.kernels, s.views, checks) if s.views else ""
@@ -590,16 +651,15 @@ def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
         f"<meta http-equiv=\"Content-Security-Policy\" content=\"{content_security_policy()}\">"
-        f"<title>{title}</title><style>{CSS}</style>"
-        f"<script>{_plotly_js()}</script></head><body>"
+        f"<title>{title}</title><style>{CSS}</style></head><body>"
         + _header(data, baseline, phase, role)
         + f"<nav>{''.join(nav)}</nav><main>" + "".join(parts) + _kernels_section(data, checks, baseline)
         + _summary(data, checks) + "</main>"
         "<footer>Made by smlens from Nsight Compute counters. Figures of groups are weighted by "
-        "kernel time. Badges: <span class=\"b ok\">pass</span> <span class=\"b bad\">fail</span> "
-        "<span class=\"b na\">n/a</span>.</footer>"
-        f"<script type=\"application/json\" id=\"smlens-figures\">{script_json(figures)}</script>"
-        f"<script>{APP_JS}</script></body></html>\n")
+        "kernel time. Badges: <b class=\"ok\">pass</b> <b class=\"bad\">fail</b> "
+        "<b class=\"na\">n/a</b>.</footer>"
+        # the page's script first (sorting, filtering), then the charts: nothing waits for plotly.js
+        f"<script>{APP_JS}</script>{chart_scripts(figures)}</body></html>\n")
 
 
 def _phase_times(data: Optional[ReportInput]) -> dict:

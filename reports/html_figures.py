@@ -17,6 +17,7 @@ import pandas as pd
 from reports.html_text import (PHASE_ORDER, order_key, col, group_keys, group_label, is_missing, numbers,
                                plot_text, short_name, sort_groups)
 from views import gap as gap_figures, registry
+from views.ranks import across_ranks
 from views.vocabulary import OUTSIDE_PHASES, STALL_FAMILIES
 
 PHASE_COLORS = {"cold_prefill": "#4c78a8", "warm_prefill": "#72b7b2", "prefill": "#4c78a8",
@@ -49,6 +50,9 @@ def plot_layout(title: str, height: int = 380, **extra) -> dict:
         "hoverlabel": {"namelength": -1},
     }
     for key, value in extra.items():
+        if key[:5] in ("xaxis", "yaxis") and key not in layout:
+            # a second axis (V3's right one) makes room for its ticks and keeps its title off them too
+            layout[key] = {"automargin": True, "title": {"standoff": 10}}
         if isinstance(value, dict) and isinstance(layout.get(key), dict):
             merged = {**layout[key], **value}
             if isinstance(value.get("title"), dict) and isinstance(layout[key].get("title"), dict):
@@ -60,15 +64,17 @@ def plot_layout(title: str, height: int = 380, **extra) -> dict:
 
 
 def story(groups: pd.DataFrame) -> pd.DataFrame:
-    """The groups a chart of the workload shows: no phase's `all` row (it sums the others), and no
-    setup (phases `setup` and `other`, OUTSIDE_PHASES) when the run has phases."""
+    """The groups a chart of the workload shows: no phase's `all` row (it sums the others), no
+    setup (phases `setup` and `other`, OUTSIDE_PHASES) when the run has phases, and a
+    tensor-parallel run's ranks merged (one bar per phase and role, not 38 of them; the ranks'
+    own figures are the TP section's)."""
     if groups is None or groups.empty:
         return groups
     keep = col(groups, "role").astype("object") != "all"
     phases = set(col(groups, "phase").astype("object"))
     if phases & set(OUTSIDE_PHASES) and phases - set(OUTSIDE_PHASES):
         keep &= ~col(groups, "phase").astype("object").isin(OUTSIDE_PHASES)
-    return sort_groups(groups[keep.to_numpy()])
+    return sort_groups(across_ranks(groups[keep.to_numpy()], registry.figures()))
 
 
 def _labels(groups: pd.DataFrame) -> list:
@@ -95,6 +101,7 @@ def _bar(groups: pd.DataFrame, name: str, values: pd.Series, color: str, hover_n
 def _baseline_marks(groups: pd.DataFrame, base: pd.DataFrame, name: str, column: str,
                     scale: float = 1.0, first: bool = True, value_format: str = "%{y:.3g} %") -> dict:
     """The baseline's value of `column` as a dash across the bar of the same name and group."""
+    base = story(base)
     lookup = dict(zip(group_keys(base), numbers(base, column)))
     values = [lookup.get(key) for key in group_keys(groups)]
     return {"type": "scatter", "mode": "markers", "name": BASELINE, "legendgroup": BASELINE,
@@ -146,8 +153,10 @@ def fig_gap(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Option
         xaxis={"tickangle": -30})}
 
 
-def fig_time(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None, unit: str = "ms") -> Optional[dict]:
-    """Time per phase, split by role; against a baseline, its bar under each phase's."""
+def fig_time(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None, unit: str = "ms",
+             per: str = "") -> Optional[dict]:
+    """Time per phase, split by role; against a baseline, its bar under each phase's. `per`: what
+    the times are divided by (" per token")."""
     if groups is None or groups.empty or "time_ns" not in groups.columns:
         return None
     groups = sort_groups(groups[col(groups, "role").astype("object") != "all"])
@@ -175,14 +184,14 @@ def fig_time(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None, unit: st
             "customdata": [f"{p}|{role}" if not b else "" for p, b in rows],
             "marker": {"color": ROLE_COLORS.get(role, "#9d9d9d"),
                        "opacity": [0.45 if b else 1.0 for _, b in rows]},
-            "hovertemplate": "%{y} \u00b7 " + plot_text(role) + f": %{{x:.4g}} {unit}<extra></extra>"})
+            "hovertemplate": "%{y} \u00b7 " + plot_text(role) + f": %{{x:.4g}} {unit}{per}<extra></extra>"})
     if compare:  # an empty trace names the paler bars in the legend
         traces.append({"type": "bar", "orientation": "h", "name": BASELINE, "x": [None], "y": [row_name(*rows[0])],
                        "marker": {"color": "#c7c7cc"}, "hoverinfo": "skip"})
     return {"data": traces, "layout": plot_layout(
         "GPU time by phase and role" + (" (paler: the baseline)" if compare else ""),
         150 + 40 * len(rows), barmode="stack",
-        xaxis={"title": {"text": f"kernel time ({unit})"}}, yaxis={"autorange": "reversed"},
+        xaxis={"title": {"text": f"kernel time{per} ({unit})"}}, yaxis={"autorange": "reversed"},
         margin={"b": 50})}
 
 
@@ -207,7 +216,7 @@ def fig_tensor(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Opt
                    "marker": {"symbol": "diamond", "size": 11, "color": "#e45756"},
                    "hovertemplate": f"%{{x}}<br>{plot_text(fill)}: %{{y:.3f}}<extra></extra>"})
     if base is not None and not base.empty:
-        lookup = dict(zip(group_keys(base), numbers(base, "fill")))
+        lookup = dict(zip(group_keys(story(base)), numbers(story(base), "fill")))
         values = [lookup.get(key) for key in group_keys(groups)]
         traces.append({"type": "scatter", "mode": "markers", "name": f"baseline {fill}", "x": _labels(groups),
                        "y": [None if is_missing(v) else float(v) for v in values], "yaxis": "y2",
@@ -323,6 +332,7 @@ def fig_stalls(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Opt
         return None
     compare = base is not None and not base.empty and bool(stall_columns(base))
     groups = _with_base_groups(groups, base) if compare else groups
+    base = story(base) if compare else base
     labels, keys = _labels(groups), _keys(groups)
     traces = []
     sides = [("this run", groups, 1.0)]
@@ -431,21 +441,22 @@ def fig_roofline(kernels: pd.DataFrame, device: dict, base: Optional[pd.DataFram
                            "line": {"color": "#333", "width": 1.5, "dash": dash}, "hoverinfo": "name"})
     return {"data": traces, "layout": plot_layout(
         "Roofline: each kernel under the device's ceilings (size: kernel time)", 480,
+        # beside the plot, as wide as its names: plotly widens the right margin to fit it
         legend={"orientation": "v", "x": 1.02, "y": 1, "yanchor": "top", "xanchor": "left"},
-        margin={"r": 230},
         xaxis={"title": {"text": "arithmetic intensity (FLOP / DRAM byte, log)"}, "type": "log", "dtick": 1},
         yaxis={"title": {"text": "TFLOP/s (log)"}, "type": "log", "dtick": 1})}
 
 
-def fig_time_compare(groups: pd.DataFrame, base: pd.DataFrame, unit: str = "ms") -> Optional[dict]:
-    """Baseline against current time per phase and role."""
+def fig_time_compare(groups: pd.DataFrame, base: pd.DataFrame, unit: str = "ms",
+                     per: str = "") -> Optional[dict]:
+    """Baseline against current time per phase and role (`per`: as fig_time's)."""
     if groups is None or groups.empty or base is None or base.empty:
         return None
     groups = _with_base_groups(story(groups), base)
     scale = {"ms": 1e-6, "µs": 1e-3}[unit]
     traces = [_bar(groups, "this run", numbers(groups, "time_ns") * scale, "#4c78a8",
-                   value_format=f"%{{y:.4g}} {unit}"),
-              _baseline_marks(groups, base, "this run", "time_ns", scale, value_format=f"%{{y:.4g}} {unit}")]
+                   value_format=f"%{{y:.4g}} {unit}{per}"),
+              _baseline_marks(groups, base, "this run", "time_ns", scale, value_format=f"%{{y:.4g}} {unit}{per}")]
     return {"data": traces, "layout": plot_layout(
         "Time per phase and role against the baseline (dash: the baseline)", 400, barmode="group",
-        scattermode="group", yaxis={"title": {"text": f"kernel time ({unit})"}}, xaxis={"tickangle": -30})}
+        scattermode="group", yaxis={"title": {"text": f"kernel time{per} ({unit})"}}, xaxis={"tickangle": -30})}

@@ -85,7 +85,7 @@ def test_delta_of_a_missing_baseline_is_none():
 
 
 def test_plotly_bundle_cannot_close_its_script():
-    bundle = page._plotly_js()
+    bundle = page.plotly_js()
     assert len(bundle) > 1_000_000 and "</script" not in bundle.lower()
 
 

@@ -27,9 +27,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from views.catalog import GROUP, HIGHER, LOWER, NEITHER, SUM, Figure
+from views.catalog import GROUP, HIGHER, LOWER, MEAN, NEITHER, RATIO, SUM, Figure
 from views.common import STATUSES, metric, safe_div
-from views.grouping import PHASE_ORDER, ROLE_ORDER
+from views.grouping import PHASE_ORDER, ROLE_ORDER, order
+from views.vocabulary import COLLECTIVE_ROLES
 
 TIME_SOURCE = "time_source"
 PROFILED = "ncu"
@@ -263,3 +264,39 @@ def _in_phase_order(frame: pd.DataFrame, with_role: bool = False, then: tuple = 
         keys.append("rank")
     return ranked.sort_values(keys, kind="stable").drop(columns=[c for c in ("_p", "_r") if c in ranked]
                                                         ).reset_index(drop=True)
+
+
+def across_ranks(groups: pd.DataFrame, catalog) -> pd.DataFrame:
+    """A tensor-parallel run's groups with its ranks merged: one row per phase and role (the ranks
+    run the same kernels side by side, so a chart per rank shows every group twice), each figure
+    combined as its declaration says (`catalog`: column -> Figure): a mean weighted by the ranks'
+    time, a sum, or a ratio of the summed parts; missing if any rank lacks it. The timed
+    collectives have no counters and go (views.ranks.communication shows them). Groups without a
+    rank come back as they are."""
+    if groups is None or groups.empty or "rank" not in groups.columns:
+        return groups
+    frame = groups[~groups["role"].astype(object).isin(COLLECTIVE_ROLES).to_numpy()]
+    frame = frame.assign(phase=frame["phase"].astype(object), role=frame["role"].astype(object))
+    time = pd.to_numeric(frame["time_ns"], errors="coerce")
+    rows = []
+    for (phase, role), part in frame.groupby(["phase", "role"], sort=False):
+        weights = time[part.index]
+        row = {"phase": phase, "role": role, "ranks": int(part["rank"].nunique())}
+        for column in part.columns:
+            if column in ("phase", "role", "rank"):
+                continue
+            figure = catalog.get(column)
+            values = pd.to_numeric(part[column], errors="coerce")
+            if column in ("kernels", "time_ns") or (figure is not None and figure.aggregate == SUM):
+                row[column] = values.sum(min_count=len(values))
+            elif figure is not None and figure.aggregate == RATIO and set(figure.ratio_of) <= set(part.columns):
+                top, bottom = (pd.to_numeric(part[c], errors="coerce").sum(min_count=len(part))
+                               for c in figure.ratio_of)
+                row[column] = top / bottom if bottom else np.nan
+            elif (figure is None or figure.aggregate in (MEAN, RATIO)) and values.notna().any() \
+                    and part[column].dtype.kind in "fiu" and weights.sum() > 0:
+                row[column] = (values * weights).sum() / weights.sum() if values.notna().all() else np.nan
+            elif part[column].nunique(dropna=False) == 1:  # a text the ranks share (a role's source)
+                row[column] = part[column].iloc[0]
+        rows.append(row)
+    return order(pd.DataFrame(rows)) if rows else groups.iloc[0:0].drop(columns=["rank"])

@@ -24,7 +24,7 @@ of the selected phases' whole time, as the gap's.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -72,6 +72,10 @@ class Group:
     rank: int | None = None  # tensor parallel: each rank's groups are its own
     bounds: dict = field(default_factory=dict)  # bound -> share of the group's time (V7's)
     bound_pct: float = float("nan")  # V7's: the bound unit's share of its peak in the kernels it bounds
+    # tensor parallel, an opportunity: the ranks it stands for (its times then are per rank, their
+    # mean; its share is all of theirs)
+    ranks: int = 1
+    tokens: float = float("nan")  # its phase's tokens when times are told per token
 
     @property
     def label(self) -> str:
@@ -103,6 +107,15 @@ class Setup:
     text: str
 
 
+@dataclass(frozen=True)
+class Waiting:
+    """Tensor parallel: time ranks spent at collectives waiting for a slower rank to join."""
+
+    time_ns: float  # over every rank
+    by_phase_rank: dict  # "phase rank N" -> ns
+    text: str
+
+
 @dataclass
 class Verdict:
     summary: str
@@ -112,6 +125,7 @@ class Verdict:
     setup: Setup | None = None
     workload_time_ns: float = float("nan")
     missing: str = ""  # why there is no bound, when the counters are missing
+    waiting: Waiting | None = None  # tensor parallel: left out of the shares like the setup
 
     def to_dict(self) -> dict:
         """Plain JSON values (NaN as null)."""
@@ -120,7 +134,8 @@ class Verdict:
                        "phases": [asdict(p) for p in self.phases],
                        "opportunities": [asdict(g) for g in self.opportunities],
                        "groups": [asdict(g) for g in self.groups],
-                       "setup": asdict(self.setup) if self.setup else None})
+                       "setup": asdict(self.setup) if self.setup else None,
+                       "waiting": asdict(self.waiting) if self.waiting else None})
 
 
 def _plain(value):
@@ -136,6 +151,13 @@ def _plain(value):
 
 
 # --- numbers ------------------------------------------------------------------------------------
+
+def _time_per(ns: float, tokens: float) -> str:
+    """A time as told: per token of its phase when `tokens` is known (a per-token report)."""
+    if math.isfinite(tokens) and tokens > 0:
+        return f"{_time(ns / tokens)} per token"
+    return _time(ns)
+
 
 def _time(ns: float) -> str:
     if not math.isfinite(ns):
@@ -199,12 +221,28 @@ def _hints(row, bound: str | None) -> tuple[str, ...]:
         "fill": (f"{(1 - fill) * 100:.0f} % of the MMA work multiplies padding (useful MMA share "
                  f"{fill:.2f}, V3)") if fill < LOW_FILL else None,
         "stall": f"warps wait most on {stall.replace('_', ' ')} (V6)" if stall else None,
+        "bus": _bus_hint(row),
     }
     order = {"latency": ("short", "coverage", "occupancy", "stall"),
              "memory": ("coverage", "stall", "short"),
              "tensor": ("fill", "occupancy", "stall"),
-             "fp32": ("occupancy", "stall", "coverage")}.get(bound or "", ())
+             "fp32": ("occupancy", "stall", "coverage"),
+             COMMUNICATION: ("bus",)}.get(bound or "", ())
     return tuple(found[k] for k in order if found[k])[:3]
+
+
+# NCCL's bus bandwidth below this on NVLink is the latency of each call, not the links' speed.
+LOW_BUS_GBPS = 50.0
+
+
+def _bus_hint(row) -> str | None:
+    bus, calls = _get(row, "bus_gbps"), _get(row, "kernels")
+    if not math.isfinite(bus):
+        return None
+    text = f"{calls:.0f} calls at {bus:.3g} GB/s of bus bandwidth (the ranks' table)"
+    if bus < LOW_BUS_GBPS:
+        text += ": each call's latency, not the links, sets its time (fuse small collectives)"
+    return text
 
 
 def _limiter_words(limiter: str) -> str:
@@ -212,7 +250,7 @@ def _limiter_words(limiter: str) -> str:
     return " and ".join({"shared_mem": "shared memory"}.get(p, p.replace("_", " ")) for p in limiter.split("+"))
 
 
-def _group(row, workload_ns: float) -> Group:
+def _group(row, workload_ns: float, tokens: dict | None = None) -> Group:
     time_ns = _get(row, "time_ns")
     fp32 = _get(row, "fp32_pct")
     bound, busiest, busiest_pct, bounds = _bound(row)
@@ -229,6 +267,10 @@ def _group(row, workload_ns: float) -> Group:
         attained = {"memory": _get(row, "dram_pct"), "fp32": fp32}[bound]
     elif bound == LATENCY:
         attained = busiest_pct
+    elif bound == COMMUNICATION:
+        # what is exposed of the transfer (the waiting for a slower rank is out: with_waits) is the
+        # time overlapping it with compute would save: the compute stream waits for all of it
+        attained = 100 * (1 - _get(row, "exposed_share"))
     else:  # unknown bound: no headroom to claim
         attained = float("nan")
     saving = time_ns * max(0.0, 1 - attained / 100) if math.isfinite(attained) else float("nan")
@@ -240,7 +282,7 @@ def _group(row, workload_ns: float) -> Group:
                   dram_pct=_get(row, "dram_pct"), tensor_pct=tensor, useful_tensor_pct=useful,
                   fp32_pct=fp32, sm_active_pct=_get(row, "sm_active_pct"), saving_ns=saving,
                   hints=hints, text="", rank=None if pd.isna(rank) else int(rank), bounds=bounds,
-                  bound_pct=_get(row, "bound_pct"))
+                  bound_pct=_get(row, "bound_pct"), tokens=(tokens or {}).get(str(row["phase"]), float("nan")))
     return _with_text(group)
 
 
@@ -258,6 +300,9 @@ def _bound_text(g: Group) -> str:
         return (f"bound unknown: {' and '.join(unmeasured)} not measured (the capture lacks the counters); "
                 f"the busiest measured, {UNIT_WORDS[g.busiest]}, at {_pct(g.busiest_pct)}")
     if g.bound == COMMUNICATION:
+        if math.isfinite(g.saving_ns) and g.saving_ns > 0:
+            return ("in collectives, exposed: the compute stream waits for each (overlap them with "
+                    "compute, or fewer and larger ones); timed without replay, no counters")
         return "in collectives (timed without replay: no counters)"
     share = g.bounds.get(g.bound, 100.0)
     # a group whose kernels V7 finds bound by more than one: the bound's share, and its unit's in them
@@ -282,10 +327,12 @@ def _bound_text(g: Group) -> str:
 
 
 def _with_text(g: Group) -> Group:
+    per_rank = f" per rank ({g.ranks} ranks)" if g.ranks > 1 else ""
     if math.isfinite(g.saving_ns) and g.saving_ns > 0:
-        head = f"up to {_time(g.saving_ns)} to win of its {_time(g.time_ns)} ({_pct(g.share_pct)} of the workload)"
+        head = (f"up to {_time_per(g.saving_ns, g.tokens)} to win of its {_time_per(g.time_ns, g.tokens)}"
+                f"{per_rank} ({_pct(g.share_pct)} of the workload)")
     else:
-        head = f"{_time(g.time_ns)} ({_pct(g.share_pct)} of the workload)"
+        head = f"{_time_per(g.time_ns, g.tokens)}{per_rank} ({_pct(g.share_pct)} of the workload)"
     bound = _bound_text(g)
     joined = "; ".join(g.hints)
     hints = f" {joined[:1].upper()}{joined[1:]}." if g.hints else ""
@@ -305,7 +352,7 @@ def _weighted(groups: list[Group], attr: str) -> float:
     return sum(v * t for v, t in values) / total if total > 0 else float("nan")
 
 
-def _phase(name: str, groups: list[Group], workload_ns: float) -> Phase:
+def _phase(name: str, groups: list[Group], workload_ns: float, tokens: float = float("nan")) -> Phase:
     time_ns = sum(g.time_ns for g in groups)
     # each bound's time in the phase: its groups' shares (V7's, of their kernels' time) summed
     times: dict[str, float] = {}
@@ -323,11 +370,11 @@ def _phase(name: str, groups: list[Group], workload_ns: float) -> Phase:
                   bounds=bounds, dram_pct=_weighted(groups, "dram_pct"),
                   tensor_pct=_weighted(groups, "tensor_pct"), fp32_pct=_weighted(groups, "fp32_pct"),
                   sm_active_pct=_weighted(groups, "sm_active_pct"), text="")
-    return Phase(**{**asdict(phase), "text": _phase_text(phase)})
+    return Phase(**{**asdict(phase), "text": _phase_text(phase, tokens)})
 
 
-def _phase_text(p: Phase) -> str:
-    head = f"{p.phase}: {_pct(p.share_pct)} of the workload ({_time(p.time_ns)}, {p.kernels} kernels)"
+def _phase_text(p: Phase, tokens: float = float("nan")) -> str:
+    head = f"{p.phase}: {_pct(p.share_pct)} of the workload ({_time_per(p.time_ns, tokens)}, {p.kernels} kernels)"
     if not p.bounds:
         return head + "; bound unknown."
     parts = [f"{BOUND_WORDS[b]} in {_pct(s)} of its time" for b, s in p.bounds.items() if s >= 0.5]
@@ -355,8 +402,10 @@ def _missing(groups: list[Group]) -> str:
     return f"the capture lacks {joined}: {MISSING_WHAT_TO_DO}"
 
 
-def verdict(result, top: int = TOP) -> Verdict:
-    """The verdict over a views result (registry.ViewsResult: its groups, kernels and devices)."""
+def verdict(result, top: int = TOP, tokens: dict | None = None) -> Verdict:
+    """The verdict over a views result (registry.ViewsResult: its groups, kernels and devices; for
+    tensor parallel its `communication`). `tokens`: phase -> the tokens it processed, to tell
+    times per token (the shares and the ranking are the same either way)."""
     groups = result.groups
     if groups is None or groups.empty:
         return Verdict(summary="No kernels.")
@@ -365,19 +414,21 @@ def verdict(result, top: int = TOP) -> Verdict:
     in_setup = rows["phase"].astype(object).isin(SETUP_PHASES)
     has_setup = bool(phases_present & set(SETUP_PHASES)) and bool(phases_present - set(SETUP_PHASES))
     story = rows[~in_setup] if has_setup else rows
+    story, waits = with_waits(story, getattr(result, "communication", None))
     workload_ns = float(pd.to_numeric(story["time_ns"], errors="coerce").sum())
     basis = getattr(result, "phase_time_ns", None)  # a phase filter (registry.share_basis)
     if basis:  # shares of the selected phases' whole time, whatever roles or kernels are shown
         workload_ns = sum(t for p, t in basis.items() if not (has_setup and p in SETUP_PHASES))
-    made = [_group(row, workload_ns) for _, row in story.iterrows()]
+        workload_ns -= sum(t for (p, _), t in waits.items() if p in basis)
+    made = [_group(row, workload_ns, tokens) for _, row in story.iterrows()]
     by_phase: dict[str, list[Group]] = {}
     for g in made:
         by_phase.setdefault(g.phase, []).append(g)
     rank = {p: i for i, p in enumerate(PHASE_ORDER)}
-    phases = [_phase(name, by_phase[name], workload_ns)
+    phases = [_phase(name, by_phase[name], workload_ns, (tokens or {}).get(name, float("nan")))
               for name in sorted(by_phase, key=lambda p: rank.get(p, len(rank)))]
-    ranked = sorted((g for g in made if math.isfinite(g.saving_ns) and g.saving_ns > 0),
-                    key=lambda g: -g.saving_ns)[:top]
+    ranked = sorted((g for g in _merged_ranks(made) if math.isfinite(g.saving_ns) and g.saving_ns > 0),
+                    key=lambda g: -g.saving_ns * g.ranks)[:top]
     setup = None
     if has_setup:
         part = rows[in_setup]
@@ -390,11 +441,87 @@ def verdict(result, top: int = TOP) -> Verdict:
                       f"warm-up), {_time(setup_ns)}, {_pct(share)} of the captured time; left out of "
                       "the shares above.")
     missing = "" if any(g.bound for g in made) else _missing(made)
-    return Verdict(summary=_summary(phases, ranked, missing), phases=phases, opportunities=ranked,
-                   groups=made, setup=setup, workload_time_ns=workload_ns, missing=missing)
+    return Verdict(summary=_summary(phases, ranked, missing, workload_ns), phases=phases,
+                   opportunities=ranked, groups=made, setup=setup, workload_time_ns=workload_ns,
+                   missing=missing, waiting=_waiting(waits))
 
 
-def _summary(phases: list[Phase], ranked: list[Group], missing: str) -> str:
+# A wait this small (of a rank's collectives) is the clocks' noise, not a rank held up.
+WAIT_FLOOR_NS = 1_000.0
+
+
+def with_waits(rows: pd.DataFrame, communication) -> tuple[pd.DataFrame, dict]:
+    """A tensor-parallel run's collective groups without the time their rank waited for a slower
+    one (views/ranks.py: a rank's time over the fastest rank's for the same call), and with the
+    share of the rest that is exposed (`exposed_share`: the compute stream waits for it). The
+    wait is no transfer and no work of the phase: a rank that reaches an all-reduce first idles
+    until the last joins. Returns (rows, {(phase, rank): wait ns})."""
+    if communication is None or communication.empty or "rank" not in rows.columns \
+            or "comm_wait_ns" not in communication.columns:
+        return rows, {}
+    comm = {(str(r["phase"]), int(r["rank"])): r for _, r in communication.iterrows() if not pd.isna(r["rank"])}
+    rows = rows.copy()
+    collective = rows["role"].astype(object).isin(COLLECTIVE_ROLES).to_numpy()
+    waits: dict = {}
+    times = pd.to_numeric(rows["time_ns"], errors="coerce").to_numpy(dtype=float, copy=True)
+    exposed, bus = np.full(len(rows), np.nan), np.full(len(rows), np.nan)
+    for i in np.flatnonzero(collective):
+        phase, rank = str(rows["phase"].iloc[i]), rows["rank"].iloc[i]
+        found = comm.get((phase, int(rank))) if not pd.isna(rank) else None
+        if found is None:
+            continue
+        comm_ns, wait_ns = _get(found, "comm_ns"), _get(found, "comm_wait_ns")
+        if not (math.isfinite(comm_ns) and comm_ns > 0 and math.isfinite(wait_ns)):
+            continue
+        wait = wait_ns * times[i] / comm_ns  # this collective's part of the rank's wait in the phase
+        exposed[i] = min(1.0, _get(found, "exposed_comm_ns") / comm_ns)
+        bus[i] = _get(found, "bus_gbps")
+        if wait >= WAIT_FLOOR_NS:
+            times[i] -= wait
+            waits[(phase, int(rank))] = waits.get((phase, int(rank)), 0.0) + wait
+    rows["time_ns"] = times
+    rows["exposed_share"] = exposed
+    rows["bus_gbps"] = bus
+    return rows, waits
+
+
+def _waiting(waits: dict) -> Waiting | None:
+    if not waits:
+        return None
+    total = sum(waits.values())
+    named = {f"{phase} rank {rank}": ns for (phase, rank), ns in sorted(waits.items(), key=lambda kv: -kv[1])}
+    parts = "; ".join(f"{name} {_time(ns)}" for name, ns in named.items())
+    return Waiting(total, named, f"Waiting at collectives for a slower rank: {_time(total)} ({parts}). A rank "
+                   "that reaches a collective first idles until the last joins it (the ranks' imbalance "
+                   "or a late start, not the transfer); left out of the shares above, as the setup is.")
+
+
+def _merged_ranks(groups: list[Group]) -> list[Group]:
+    """Each phase and role once, however many ranks ran it: they ran side by side, so what can be
+    won is a time per rank (their mean), and the share is all of theirs. The rank that would win
+    the most tells the bound and the hints."""
+    by_key: dict[tuple, list[Group]] = {}
+    for g in groups:
+        by_key.setdefault((g.phase, g.role), []).append(g)
+    out = []
+    for same in by_key.values():
+        if len(same) == 1 or any(g.rank is None for g in same):
+            out += same
+            continue
+        savings = [g.saving_ns for g in same]
+        if not all(math.isfinite(v) for v in savings):
+            out += same
+            continue
+        best = max(same, key=lambda g: g.saving_ns)
+        n = len(same)
+        merged = replace(best, rank=None, ranks=n, kernels=round(sum(g.kernels for g in same) / n),
+                         time_ns=sum(g.time_ns for g in same) / n, saving_ns=sum(savings) / n,
+                         share_pct=sum(g.share_pct for g in same))
+        out.append(_with_text(merged))
+    return out
+
+
+def _summary(phases: list[Phase], ranked: list[Group], missing: str, workload_ns: float) -> str:
     if not phases:
         return "No kernels."
     if missing:
@@ -413,6 +540,7 @@ def _summary(phases: list[Phase], ranked: list[Group], missing: str) -> str:
     text += "."
     if ranked:
         best = ranked[0]
-        text += (f" The most time to win: {best.label}, up to {_time(best.saving_ns)}, "
-                 f"{_pct(100 * best.saving_ns / sum(p.time_ns for p in phases))} of the workload's time.")
+        per_rank = " per rank" if best.ranks > 1 else ""
+        text += (f" The most time to win: {best.label}, up to {_time_per(best.saving_ns, best.tokens)}"
+                 f"{per_rank}, {_pct(100 * best.saving_ns * best.ranks / workload_ns)} of the workload's time.")
     return text
