@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from reports.formats.views_json import views_document, views_json
 from reports.terminal import capture_line, device_line, print_views
 from views.registry import compute_views
 from views.verdict import verdict
@@ -82,7 +83,7 @@ def test_a_kernel_ncu_could_not_measure_is_kept_marked_and_out_of_the_sums(one_k
     assert line.startswith("NVIDIA H200: CC 9.0, 132 SMs") and not line.startswith("2 x") and ";" not in line
     assert "1 kernel(s) ncu could not measure (ID 2): kept, n/a, left out of the sums" in \
         capture_line(result.devices, result.kernels)
-    json.loads(result.to_json())
+    json.loads(views_json(result))
     # a store written before the `measured` column: the same rows are found from their counters
     old = compute_views(kernels.drop(columns=["measured"]))
     assert old.gap["time_ns"].tolist() == pytest.approx(result.gap["time_ns"].tolist(), nan_ok=True)
@@ -128,7 +129,7 @@ def test_a_base_clock_capture_says_so_and_takes_its_peaks_from_the_capture(data_
     words = capture_line(result.devices, result.kernels, {})
     assert words.startswith("Capture: SM clock 1.05 GHz measured, 74 % of its 1.41 GHz maximum: clocks "
                             "locked below boost (ncu's default --clock-control base); every time is at that clock")
-    document = result.to_dict()
+    document = views_document(result)
     assert document["devices"][0]["clocks"] == "locked" and \
         document["devices"][0]["max_clock_source"] == "capture: device__attribute_max_gpu_frequency_khz"
 

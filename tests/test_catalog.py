@@ -15,6 +15,7 @@ import pytest
 from rich.console import Console
 
 from reports import html as report
+from reports.formats.views_json import views_json
 from reports.gate import Rule, Run, run_gate
 from reports.terminal import print_views
 from views import registry
@@ -70,7 +71,7 @@ def test_the_ninth_view_is_in_the_catalog_and_the_metric_list(ninth_view):
 
 
 def test_the_ninth_view_in_the_views_json(with_ninth):
-    document = json.loads(with_ninth.to_json(run="r"))
+    document = json.loads(views_json(with_ninth, run="r"))
     assert document["views"]["V9"] == "Block size in warps"
     kernel = document["kernels"][45]  # the decode qkv GEMM: 384 threads
     assert kernel["block_warps"] == 12.0 and kernel["block_shape"] == "wide"

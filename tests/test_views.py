@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from reports.formats.views_json import views_json
 from views import registry
 from views.registry import VIEWS, compute_views, required_metrics
 from views.vocabulary import GEMM_ROLES, STALL_FAMILIES
@@ -405,7 +406,7 @@ def test_sections_capture_reads_what_its_sections_carry_and_is_na_for_the_rest(s
 
 
 def test_sections_json_has_nulls_not_zeros(sections, sections_capture):
-    document = json.loads(sections.to_json(run="sections"))
+    document = json.loads(views_json(sections, run="sections"))
     kernel = document["kernels"][45]
     for key in ("tensor_ops", "mma_path", "fill", "useful_tensor_pct", "intensity"):
         assert kernel[key] is None, key
@@ -491,7 +492,7 @@ def test_the_targeted_capture_holds_the_metrics_the_views_read(targeted_capture)
 
 
 def test_json_follows_views_md(targeted):
-    document = json.loads(targeted.to_json(run="abc123"))  # allow_nan=False: no NaN leaks
+    document = json.loads(views_json(targeted, run="abc123"))  # allow_nan=False: no NaN leaks
     assert document["run"] == "abc123"
     assert len(document["kernels"]) == 188
     for kernel in document["kernels"]:

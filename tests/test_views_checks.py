@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from reports.formats.views_json import views_json
 from views.registry import compute_views
 
 DATA = Path(__file__).parent / "data"
@@ -424,7 +425,7 @@ def test_impossible_l2_hit_rates_of_the_h200_decode_kernels_are_flagged_not_show
 
 
 def test_role_source_is_in_the_json_and_guessed_roles_are_marked(targeted):
-    document = json.loads(targeted.to_json(run="t"))
+    document = json.loads(views_json(targeted, run="t"))
     sources = {k["role_source"] for k in document["kernels"]}
     assert sources == {"nvtx", "name"}
     guessed = [k for k in document["kernels"] if k["role_source"] == "name"]

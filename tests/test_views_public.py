@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 
 from reports import html as report
+from reports.formats.views_json import views_json
 from reports.terminal import print_views
 from views.registry import VIEWS, compute_views
 
@@ -36,7 +37,7 @@ def public():
 @pytest.mark.parametrize("name", FILES)
 def test_every_public_capture_views_and_reports(public, name):
     capture, result = public[name]
-    document = json.loads(result.to_json(run=name))  # allow_nan=False: no NaN leaks
+    document = json.loads(views_json(result, run=name))  # allow_nan=False: no NaN leaks
     assert len(document["kernels"]) == len(capture.kernels) > 0
     console = Console(width=80, record=True, file=io.StringIO())
     print_views(result, {"name": name}, console=console)
@@ -193,7 +194,7 @@ def test_a_report_whose_metrics_are_nan_for_a_kernel_is_na_not_a_crash(monkeypat
     lost = result.kernels.iloc[1]
     assert lost["validation_V1"] == "n/a" and lost["validation_detail_V1"].startswith("needs")
     assert result.kernels.iloc[0]["sm_active_pct"] == pytest.approx(100 * 9000 / 9900)
-    json.loads(result.to_json())
+    json.loads(views_json(result))
     console = Console(width=80, record=True, file=io.StringIO())
     print_views(result, {"name": "h800"}, console=console)
 
@@ -246,7 +247,7 @@ def test_the_real_decode12_report_with_one_kernel_unread_views_and_reports(monke
         assert k.loc[2, f"validation_{view}"] == "n/a", view
     assert pd.isna(k.loc[2, "time_ns"]) and pd.isna(k.loc[2, "tensor_pipe_pct"])
     assert k["time_ns"].notna().sum() == 11 and k.loc[3, "validation_V1"] == "pass"
-    json.loads(result.to_json(run="decode12"))
+    json.loads(views_json(result, run="decode12"))
     console = Console(width=80, record=True, file=io.StringIO())
     print_views(result, {"name": "decode12"}, console=console)
     assert "The gap" in console.export_text()

@@ -10,8 +10,6 @@ modules, so adding a view touches its module and that list only.
 from __future__ import annotations
 
 import functools
-import json
-import math
 import re
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -200,24 +198,6 @@ def _family_source(ctx: Context, names: tuple[str, ...]) -> pd.Categorical:
     return _texts(codes, texts)
 
 
-def _json_value(value):
-    if value is None or value is pd.NA or value is pd.NaT:
-        return None
-    if isinstance(value, (np.bool_, bool)):
-        return bool(value)
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return None if not math.isfinite(value) else float(value)
-    return value
-
-
-def _records(frame: pd.DataFrame) -> list[dict]:
-    columns = list(frame.columns)
-    return [{c: _json_value(v) for c, v in zip(columns, row)}
-            for row in frame.itertuples(index=False, name=None)]
-
-
 @dataclass
 class ViewsResult:
     kernels: pd.DataFrame  # identity + figures + validation_V* + validation_detail_V*
@@ -275,54 +255,6 @@ class ViewsResult:
             rows.append({"view": view, "title": VIEWS[view].TITLE,
                          **{s: int((status == s).sum()) for s in STATUSES}})
         return pd.DataFrame(rows, columns=["view", "title", *STATUSES])
-
-    def to_dict(self, run=None) -> dict:
-        k = self.kernels
-        frame = pd.DataFrame(index=k.index)
-        keys = json_kernel_keys()
-        for key in keys:
-            source = JSON_IDENTITY.get(key, key)
-            frame[key] = k[source].astype(object) if source in k else None
-        sources = [c for c in k.columns if c.startswith(SOURCE_PREFIX)]
-        extra = [c for c in k.columns if c not in IDENTITY and c not in keys
-                 and not c.startswith("validation_") and not c.startswith(SOURCE_PREFIX)]
-        for column in extra:
-            frame[column] = k[column].astype(object)
-        kernels = _records(frame)
-        validations = _records(k[[f"validation_{v}" for v in self.view_ids]])
-        details = _records(k[[f"validation_detail_{v}" for v in self.view_ids]])
-        for record, named in zip(kernels, _records(k[sources])):
-            # what gave each figure: the metric, details-page column or derivation (null: nothing)
-            record["sources"] = {c[len(SOURCE_PREFIX):]: v for c, v in named.items() if v is not None}
-        for record, status, detail in zip(kernels, validations, details):
-            record["validations"] = {v: status[f"validation_{v}"] for v in self.view_ids}
-            record["validation_details"] = {v: detail[f"validation_detail_{v}"] for v in self.view_ids
-                                            if detail[f"validation_detail_{v}"]}
-        counts = {f"{v}_{s}" for v in self.view_ids for s in STATUSES}  # grouping.partials' status counts
-        groups = _records(self.groups.drop(columns=[c for c in self.groups if c in counts]))
-        for record, (_, row) in zip(groups, self.groups.iterrows()):
-            record["validations"] = {v: {s: int(row[f"{v}_{s}"]) for s in STATUSES}
-                                     for v in self.view_ids if f"{v}_pass" in row}
-        out = {"run": run, "views": {v: VIEWS[v].TITLE for v in self.view_ids},
-               # what time shares are of: null, the whole run; else the phases selected, each's time
-               "time_shares_of": {"time_ns": sum(self.phase_time_ns.values()),
-                                  "phase_time_ns": self.phase_time_ns} if self.phase_time_ns else None,
-               "devices": _records(self.devices), "kernels": kernels, "groups": groups,
-               "gap": _records(self.gap), "selection": _records(self.selection),
-               "mlp": _records(self.mlp),
-               # per figure, what gave it and on how many kernels (the report's tooltips)
-               "sources": {c[len(SOURCE_PREFIX):]: {str(t): int(n) for t, n in
-                                                    k[c].value_counts(sort=True).items() if n}
-                           for c in sources}}
-        if not self.timed.empty or not self.imbalance.empty:  # tensor parallel only
-            out["timed"] = _records(self.timed.drop(columns=["nvtx_stack"], errors="ignore"))
-            out["communication"] = _records(self.communication)
-            out["imbalance"] = _records(self.imbalance)
-            out["collectives"] = _records(self.collectives)
-        return out
-
-    def to_json(self, run=None, indent=None) -> str:
-        return json.dumps(self.to_dict(run), indent=indent, allow_nan=False)
 
 
 def _as_list(value) -> list:

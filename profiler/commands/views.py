@@ -19,6 +19,7 @@ from profiler.ingest.stores import open_store
 from profiler.option_checks import check_output_file, is_stdout
 from reports.compare import missing_tokens, tokens_per_phase
 from reports.formats import Format, ViewsFormat, kernels_csv
+from reports.formats.views_json import views_document
 from reports.html import filter_input, from_views, render_report, write_report
 from reports.terminal import print_views
 from views.registry import compute_views, input_columns, view_ids
@@ -77,7 +78,7 @@ def show_views(run: Optional[str], phase: Optional[Sequence[str]] = None, role: 
         raise BadInput(f"run {row['id']} has no kernels for --phase {phase or 'any'}, --role "
                        f"{role or 'any'}, --kernel {kernel or 'any'}")
     if format == ViewsFormat.json:
-        document = result.to_dict(run=row["id"])
+        document = views_document(result, run=row["id"])
         document["verdict"] = verdict(result).to_dict()
         say(json.dumps(document, allow_nan=False))
     elif format == ViewsFormat.csv:
@@ -137,7 +138,7 @@ def demo(output: Path, format: Format = Format.table) -> int:
         size = write_html(output, data)
     if format == Format.json:
         say(json.dumps({"report": str(output), "bytes": size,
-                        "views": json.loads(result.to_json(run=run["id"]))}))
+                        "views": views_document(result, run=run["id"])}, allow_nan=False))
     else:
         print_views(result, run)
         say(f"wrote {output} ({size / 1e6:.1f} MB): open it in a browser")

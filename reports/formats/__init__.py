@@ -1,7 +1,7 @@
-"""The output formats of the commands, in one place: which each command offers (`--format`), and
-the forms that are not a report of their own (the per-kernel CSV). The terminal tables are
-reports/terminal.py and its neighbours, the JSON documents each result's own, Markdown and JUnit
-the gate's (reports/gate_output.py)."""
+"""The output formats, in one place: which each command offers (`--format`, imported by the
+command line, so nothing heavy here), the per-kernel CSV, and the views' JSON document
+(views_json.py). The terminal tables are reports/terminal.py and its neighbours; the gate's
+table, Markdown and JUnit are reports/gate_output.py."""
 from __future__ import annotations
 
 from enum import Enum
