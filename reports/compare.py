@@ -1,11 +1,8 @@
-"""Two runs side by side: their kernels matched, and times per token.
+"""Two runs side by side: the comparison verdict joined to its inputs, and times per token.
 
-Kernels are matched by what they do, not by their position in the run: the phase and role, the
-kernel family (for GEMMs and attention; other kernels by their short name) and the problem's fixed
-dimensions, a GEMM's N and K (its weights) or attention's heads and head size. The token
-dimension (M: batch x sequence) stays out of the key, so batch 8 is compared with batch 1 kernel
-for kernel; it is shown beside. The launches of one key are summed per run; a key only one run
-has is a kernel added or removed.
+The matching of kernels and the verdict are pure and live in views/comparison.py (the kernel page
+matches one kernel the same way); this module hands the verdict the gate's statistics and each
+run's tokens.
 
 Per token: each phase's figures that add up (time, bytes, FLOPs: the catalog's SUM figures) are
 divided by the tokens the phase processed, the M of its GEMMs (one layer, one step: what smlens
@@ -19,87 +16,24 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from reports.formatting import is_missing, short_kernel_name
-from views.vocabulary import CHOSEN_KINDS
-
-MATCHED, ADDED, REMOVED = "matched", "added", "removed"
-KEY = ["phase", "role", "kernel", "weights"]
-
-
-def _column(frame: pd.DataFrame, name: str) -> pd.Series:
-    if name in frame.columns:
-        return frame[name].astype(object)
-    return pd.Series([None] * len(frame), index=frame.index, dtype=object)
+from reports.gate_stats import mann_whitney_u
+from views import registry
+from views.comparison import (ADDED, KEY, MATCHED, REMOVED, ComparisonVerdict,  # noqa: F401 (one place to import them)
+                              column as _column, comparison_verdict, kernel_baseline_time, kernel_changes,
+                              match_keys, number as _number)
 
 
-def _number(frame: pd.DataFrame, name: str) -> pd.Series:
-    return pd.to_numeric(_column(frame, name), errors="coerce")
-
-
-def _dims(*pairs) -> str:
-    return " ".join(f"{label}={value:.0f}" for label, value in pairs if not is_missing(value))
-
-
-def match_keys(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Per kernel: phase, role, kernel (family or short name), weights (the fixed dimensions),
-    tokens (M) and tile."""
-    kind = _column(kernels, "kind")
-    family = _column(kernels, "kernel_family")
-    names = _column(kernels, "name" if "name" in kernels.columns else "kernel_name")
-    by_family = kind.isin(CHOSEN_KINDS) & family.notna()
-    kernel = [f if use else short_kernel_name(n, 80, missing="unknown")
-              for f, n, use in zip(family, names, by_family)]
-    n, k = _number(kernels, "shape_n"), _number(kernels, "shape_k")
-    heads, dim = _number(kernels, "attn_heads"), _number(kernels, "attn_head_dim")
-    weights = [_dims(("N", a), ("K", b)) if not (is_missing(a) and is_missing(b)) else _dims(("H", h), ("D", d))
-               for a, b, h, d in zip(n, k, heads, dim)]
-    return pd.DataFrame({"phase": _column(kernels, "phase").to_numpy(), "role": _column(kernels, "role").to_numpy(),
-                         "kernel": kernel, "weights": weights,
-                         "tokens": _number(kernels, "shape_m").to_numpy(),
-                         "tile": _column(kernels, "tile").to_numpy(),
-                         "time_ns": _number(kernels, "time_ns").to_numpy()}, index=kernels.index)
-
-
-def _summed(keys: pd.DataFrame) -> pd.DataFrame:
-    def joined(values):
-        distinct = sorted({str(v) for v in values if not is_missing(v)})
-        return "/".join(distinct)
-
-    def tokens(values):
-        distinct = sorted({int(v) for v in values if not is_missing(v)})
-        return "/".join(str(v) for v in distinct)
-
-    return (keys.groupby(KEY, sort=False, dropna=False)
-            .agg(launches=("time_ns", "size"), time_ns=("time_ns", lambda t: t.sum(min_count=len(t))),
-                 tokens=("tokens", tokens), tile=("tile", joined))
-            .reset_index())
-
-
-def kernel_changes(current: pd.DataFrame, baseline: pd.DataFrame) -> pd.DataFrame:
-    """One row per key of either run: launches, time, tokens (M) and tile on each side, the time
-    change in %, and `status` (matched, added, removed). Matched first, by baseline time."""
-    cur, base = _summed(match_keys(current)), _summed(match_keys(baseline))
-    merged = cur.merge(base, on=KEY, how="outer", suffixes=("", "_base"), indicator=True)
-    merged["status"] = merged["_merge"].map({"both": MATCHED, "left_only": ADDED, "right_only": REMOVED})
-    with np.errstate(divide="ignore", invalid="ignore"):
-        change = 100 * (merged["time_ns"] - merged["time_ns_base"]) / merged["time_ns_base"]
-    merged["change_pct"] = change.where(np.isfinite(change))
-    order = {MATCHED: 0, ADDED: 1, REMOVED: 2}
-    merged["_o"] = merged["status"].map(order)
-    merged["_t"] = merged["time_ns_base"].fillna(merged["time_ns"])
-    merged = merged.sort_values(["_o", "_t"], ascending=[True, False], kind="stable")
-    return merged.drop(columns=["_merge", "_o", "_t"]).reset_index(drop=True)
-
-
-def kernel_baseline_time(current: pd.DataFrame, baseline: pd.DataFrame) -> pd.Series:
-    """Per current kernel: the baseline's mean time per launch of its key (NaN: no such key)."""
-    base = _summed(match_keys(baseline))
-    base["mean_ns"] = base["time_ns"] / base["launches"]
-    lookup = {tuple(k): v for k, v in zip(base[KEY].itertuples(index=False, name=None), base["mean_ns"])}
-    keys = match_keys(current)
-    return pd.Series([lookup.get(tuple(k), np.nan) for k in keys[KEY].itertuples(index=False, name=None)],
-                     index=current.index, dtype=float)
-
+def compare_runs(current: pd.DataFrame, baseline: pd.DataFrame, current_run: Optional[dict] = None,
+                 base_run: Optional[dict] = None, current_repeats=(), base_repeats=(),
+                 differences=()) -> ComparisonVerdict:
+    """The comparison verdict of two views' kernels tables (and each side's repeats, for the noise
+    floor), per token where both runs' tokens are known."""
+    tokens = tokens_per_phase(current, current_run or {})
+    base_tokens = tokens_per_phase(baseline, base_run or {})
+    return comparison_verdict(current, baseline, current_repeats, base_repeats,
+                              tokens if not missing_tokens(current, tokens) else None,
+                              base_tokens if not missing_tokens(baseline, base_tokens) else None,
+                              registry.figures(), mann_whitney_u, differences)
 
 # --- per token --------------------------------------------------------------------------------------
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-_TEMPLATE = re.compile(r"<[^<>]*>")
+from views.kernel_names import short_kernel_name  # noqa: F401 (the reports' name for it)
+
 # the space between a number and its unit (`2.5 %`, `371 µs`, `4.81 TB/s`, `12.6 M`): prose wraps
 # never there (the terminal's Prose, the report's `prose`)
 NUMBER_UNIT_SPACE = re.compile(r"(\d) (?=(?:%|[µun]?s|ms|[kMGTP]?B(?:/s)?|[kMGT]?Hz|[kMGTP]?FLOP(?:/s|/byte)?|ops|"
@@ -24,26 +25,6 @@ def is_missing(value: Any) -> bool:
         return bool(pd.isna(value)) if not isinstance(value, (list, tuple, dict, str)) else False
     except (TypeError, ValueError):
         return False
-
-
-def short_kernel_name(name: Any, width: int = 60, missing: str = "n/a") -> str:
-    """`void at::<unnamed>::vectorized_layer_norm_kernel<...>(...)` -> `at::vectorized_layer_norm_kernel`:
-    no `void`, anonymous namespaces, template arguments or parameters; cut to `width`. Names with
-    none of these (nvjet, cuDNN, Triton) stay whole."""
-    if is_missing(name):
-        return missing
-    text = str(name)
-    short = re.sub(r"^void\s+", "", text)
-    short = re.sub(r"(<unnamed>|\(anonymous namespace\))::", "", short)
-    for _ in range(20):  # nested template arguments, innermost first
-        shorter = _TEMPLATE.sub("", short)
-        if shorter == short:
-            break
-        short = shorter
-    if "(" in short[1:]:
-        short = short[: short.index("(", 1)]
-    short = short.strip() or text
-    return short if len(short) <= width else short[: width - 1] + "…"
 
 
 def number_text(value: Any, digits: int = 3, unit: str = "", missing: str = "n/a") -> str:

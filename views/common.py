@@ -17,6 +17,22 @@ STATUSES = (PASS, FAIL, NA)
 _STATUS_CODE = {PASS: 0, FAIL: 1, NA: 2}
 
 
+def plain(value):
+    """A result as plain JSON values: numpy numbers as Python's, NaN and infinities as None, dict
+    keys as texts, tuples as lists."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (float, np.floating)):
+        return None if not np.isfinite(value) else float(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return None if value is pd.NA else value
+
+
 def metric(kernels: pd.DataFrame, name: str) -> np.ndarray:
     """A metric column as float64 values; all NaN when the capture lacks it."""
     if name not in kernels.columns:

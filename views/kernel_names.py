@@ -232,6 +232,29 @@ def _family_row(name: str) -> dict:
     return _row(None)
 
 
+_TEMPLATE_ARGUMENTS = re.compile(r"<[^<>]*>")
+
+
+def short_kernel_name(name, width: int = 60, missing: str = "n/a") -> str:
+    """`void at::<unnamed>::vectorized_layer_norm_kernel<...>(...)` -> `at::vectorized_layer_norm_kernel`:
+    no `void`, anonymous namespaces, template arguments or parameters; cut to `width`. Names with
+    none of these (nvjet, cuDNN, Triton) stay whole."""
+    if name is None or (not isinstance(name, str) and pd.isna(name)):
+        return missing
+    text = str(name)
+    short = re.sub(r"^void\s+", "", text)
+    short = re.sub(r"(<unnamed>|\(anonymous namespace\))::", "", short)
+    for _ in range(20):  # nested template arguments, innermost first
+        shorter = _TEMPLATE_ARGUMENTS.sub("", short)
+        if shorter == short:
+            break
+        short = shorter
+    if "(" in short[1:]:
+        short = short[: short.index("(", 1)]
+    short = short.strip() or text
+    return short if len(short) <= width else short[: width - 1] + "\u2026"
+
+
 def parse_name(name: str | None) -> dict:
     """One kernel name -> the COLUMNS: its kind (`other` when nothing says), and family and the
     rest null when no rule knows it."""

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import pandas as pd
 
+from views.common import plain
 from views.grouping import ALL, prevailing
 from views.v7_memory import BOUND_FLOOR_PCT, BOUNDS, LATENCY
 from views.vocabulary import COLLECTIVE_ROLES, OUTSIDE_PHASES as SETUP_PHASES, PHASE_ORDER
@@ -129,25 +130,13 @@ class Verdict:
 
     def to_dict(self) -> dict:
         """Plain JSON values (NaN as null)."""
-        return _plain({"summary": self.summary, "missing": self.missing or None,
+        return plain({"summary": self.summary, "missing": self.missing or None,
                        "workload_time_ns": self.workload_time_ns,
                        "phases": [asdict(p) for p in self.phases],
                        "opportunities": [asdict(g) for g in self.opportunities],
                        "groups": [asdict(g) for g in self.groups],
                        "setup": asdict(self.setup) if self.setup else None,
                        "waiting": asdict(self.waiting) if self.waiting else None})
-
-
-def _plain(value):
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, (float, np.floating)):
-        return None if not math.isfinite(value) else float(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    return value
 
 
 # --- numbers ------------------------------------------------------------------------------------

@@ -1,0 +1,139 @@
+"""The comparison verdict on real H200 runs: the workload's change absolute and per token, the
+largest regressions and gains with what explains each, and a noise floor from run-to-run repeats
+(gate-b4-r1..r3 and gate-b1-r1..r3: separate processes of one command) below which a change is noise."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from profiler.ingest.capture import read_capture
+from reports.compare import compare_runs
+from reports.gate_stats import mann_whitney_u
+from tests.conftest import DATA, TARGETED_SHAPES
+from views.comparison import ADDED, GAIN, NOISE, REGRESSION, REMOVED, comparison_verdict, judge, noise_floor
+from views.registry import compute_views
+
+RUNS = DATA / "h200_runs"
+
+
+def _views(path, shapes=None):
+    capture = read_capture(path, shapes=shapes).kernels
+    return capture, compute_views(capture).kernels
+
+
+@pytest.fixture(scope="module")
+def gate():
+    """The batch-4 and batch-1 decode repeats: (capture, views' kernels) of each."""
+    return {f"{b}-r{r}": _views(RUNS / f"gate-{b}-r{r}.csv.gz") for b in ("b4", "b1") for r in (1, 2, 3)}
+
+
+@pytest.fixture(scope="module")
+def llama():
+    return {b: _views(RUNS / f"llama-3.1-8b-{b}-p512.csv.gz") for b in ("b1", "b8")}
+
+
+def _workload_ns(capture) -> float:
+    """The capture's own kernel time outside setup (phase other), from ncu's duration counter."""
+    inside = capture[~capture["phase"].isin(["other", "setup"])]
+    return float(inside["gpu__time_duration.sum"].sum())
+
+
+def _change(verdict, phase, role, kernel):
+    found = [c for c in verdict.regressions + verdict.gains
+             if (c.phase, c.role, c.kernel) == (phase, role, kernel)]
+    assert found, f"{phase}/{role}/{kernel} is not among the largest changes"
+    return found[0]
+
+
+def test_a_run_to_run_repeat_is_noise_once_repeats_give_a_floor(gate):
+    """gate-b4-r2 against gate-b4-r1: the o_proj split-K reduce moves 256 ns on 3.3 us. Without a
+    repeat nothing says that is noise; with r3 as a second baseline run the floor does, and the
+    workload's +0.7 % is within the 1.4 % r1 and r3 differ by."""
+    current, baseline, repeat = gate["b4-r2"][1], gate["b4-r1"][1], gate["b4-r3"][1]
+    alone = compare_runs(current, baseline)
+    assert alone.noise is None
+    assert _change(alone, "decode", "o_proj", "splitk_reduce").significance == REGRESSION
+
+    repeated = compare_runs(current, baseline, base_repeats=[repeat])
+    reduce = _change(repeated, "decode", "o_proj", "splitk_reduce")
+    assert reduce.delta_ns == 256 and reduce.significance == NOISE and reduce.noise_ns >= 256
+    r1, r3 = _workload_ns(gate["b4-r1"][0]), _workload_ns(gate["b4-r3"][0])
+    spread = 100 * abs(r1 - r3) / ((r1 + r3) / 2)
+    assert repeated.noise.runs == 2 and repeated.noise.workload_pct == pytest.approx(spread)
+    assert repeated.time_ns == _workload_ns(gate["b4-r2"][0]) and repeated.base_time_ns == r1
+    assert abs(repeated.change_pct) < spread and repeated.significance == NOISE
+    assert "within the noise" in repeated.summary
+    # every change judged against its own floor: noise exactly where it is no larger
+    for change in repeated.regressions + repeated.gains:
+        assert (change.significance == NOISE) == (abs(change.delta_ns) <= change.noise_ns)
+
+
+def test_three_runs_a_side_reach_the_gates_significance(gate):
+    """Batch 4 against batch 1, three runs each: the elementwise kernels' time doubles in every
+    batch-4 run, so the gate's one-sided U test gives its smallest p-value for 3 against 3, 1/20."""
+    b4 = [gate[f"b4-r{r}"][1] for r in (1, 2, 3)]
+    b1 = [gate[f"b1-r{r}"][1] for r in (1, 2, 3)]
+    verdict = compare_runs(b4[0], b1[0], current_repeats=b4[1:], base_repeats=b1[1:])
+    assert verdict.runs == 3 and verdict.base_runs == 3 and verdict.noise.runs == 3
+    top = verdict.regressions[0]
+    assert (top.role, top.kernel) == ("elementwise", "at::elementwise_kernel")
+    assert top.p_value == pytest.approx(1 / 20) == mann_whitney_u([1, 2, 3], [4, 5, 6], "higher").p_value
+    assert top.significance == REGRESSION
+    # a move the test cannot tell from the runs' ranks is noise, however far past the floor: the
+    # qkv GEMM's runs interleave (p = 0.3), attention's all moved one way (p = 0.05)
+    qkv = _change(verdict, "decode", "qkv_proj", "cublaslt_nvjet")
+    sdpa = _change(verdict, "decode", "attention", "cudnn_sdpa")
+    assert qkv.p_value == pytest.approx(0.3) and sdpa.p_value == pytest.approx(0.05)
+    assert judge(qkv.delta_ns, 0.0, qkv.p_value) == NOISE
+    assert judge(sdpa.delta_ns, 0.0, sdpa.p_value) == REGRESSION
+
+
+def test_batch_8_against_batch_1_per_token_and_explained_by_the_tokens(llama):
+    """Llama-3.1-8B batch 8 against batch 1: 6x the time but a quarter less per token, and the
+    prefill GEMMs' growth explained by M (512 -> 4096) and the tile cuBLAS chose for it."""
+    (cap8, b8), (cap1, b1) = llama["b8"], llama["b1"]
+    verdict = compare_runs(b8, b1)
+    assert verdict.time_ns == _workload_ns(cap8) and verdict.base_time_ns == _workload_ns(cap1)
+    tokens8, tokens1 = 4096 + 4096 + 8, 512 + 512 + 1  # cold and warm prefill, one decode step
+    assert verdict.per_token_ns == pytest.approx(_workload_ns(cap8) / tokens8)
+    assert verdict.base_per_token_ns == pytest.approx(_workload_ns(cap1) / tokens1)
+    assert verdict.change_pct > 400 and verdict.per_token_change_pct < -20
+    deltas = [c.delta_ns for c in verdict.regressions]
+    assert deltas == sorted(deltas, reverse=True) and len(deltas) == 5
+    top = verdict.regressions[0]
+    assert top.role == "gate_up_proj" and top.explained_by == "tokens"
+    assert top.explanation == "tokens (M) 512 \u2192 4096, tile 176x128x64 \u2192 320x128x64"
+    decode = {p.phase: p for p in verdict.phases}["decode"]
+    assert decode.per_token_ns == pytest.approx(decode.time_ns / 8)
+    assert decode.base_per_token_ns == pytest.approx(decode.base_time_ns / 1)
+    assert all(c.delta_ns < 0 for c in verdict.gains)
+
+
+def test_a_kernel_only_one_run_has_is_added_or_removed_in_place_of_the_other():
+    """decode12 (Llama-3.1-8B decode) against the smaller targeted model: other weights, so its
+    GEMMs are added and the targeted model's removed, each naming what took its place."""
+    _, current = _views(DATA / "decode12_raw.csv")
+    _, baseline = _views(DATA / "targeted_raw.csv", TARGETED_SHAPES)
+    verdict = compare_runs(current, baseline)
+    added = [c for c in verdict.regressions if c.status == ADDED]
+    removed = [c for c in verdict.gains if c.status == REMOVED]
+    assert added and removed
+    gemm = next(c for c in added if c.kernel == "cublaslt_nvjet")
+    assert gemm.explained_by == "kernel" and gemm.base_launches == 0 and gemm.delta_ns == gemm.time_ns
+    assert gemm.explanation.startswith(f"added ({gemm.launches} launches)")
+
+
+def test_the_verdict_is_plain_json(gate):
+    verdict = compare_runs(gate["b4-r2"][1], gate["b4-r1"][1], base_repeats=[gate["b4-r3"][1]])
+    document = json.loads(json.dumps(verdict.to_dict(), allow_nan=False))
+    assert document["significance"] == NOISE and document["noise"]["runs"] == 2
+    assert {c["significance"] for c in document["regressions"] + document["gains"]} <= {REGRESSION, GAIN, NOISE}
+    reduce = next(c for c in document["regressions"] if c["kernel"] == "splitk_reduce" and c["role"] == "o_proj")
+    assert reduce["label"] == "decode · o_proj · splitk_reduce" and reduce["delta_ns"] == 256
+
+
+def test_one_run_a_side_has_no_floor(gate):
+    assert noise_floor([[gate["b4-r1"][1]], [gate["b4-r2"][1]]]) is None
+    verdict = comparison_verdict(gate["b4-r2"][1], gate["b4-r1"][1])
+    assert verdict.noise is None and "no repeats" in verdict.summary
