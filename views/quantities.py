@@ -53,6 +53,9 @@ class Derived:
     text: str
     inputs: tuple[str, ...]
     compute: Callable[..., np.ndarray]  # (ctx, *input values) -> values
+    # the same counters in another form (a sum over SMs / the SM count): as good as measured where
+    # its inputs were; False: a value from other quantities (time from cycles), not a measurement
+    counted: bool = False
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,8 @@ _TABLE = [
        Derived("{cycles_elapsed} / {sm_clock_hz}", ("cycles_elapsed", "sm_clock_hz"),
                lambda c, cycles, hz: 1e9 * _ratio(c, cycles, hz))),
     _q("cycles_elapsed", "cycles", SOL, "sm__cycles_elapsed.avg",
-       Derived("{sm_cycles_elapsed_sum} / {sm_count}", ("sm_cycles_elapsed_sum", "sm_count"), _ratio),
+       Derived("{sm_cycles_elapsed_sum} / {sm_count}", ("sm_cycles_elapsed_sum", "sm_count"), _ratio,
+               counted=True),
        # SpeedOfLight's Elapsed Cycles: the busiest GPC's, 0.4 to 0.9 % above the SMs' mean
        "gpc__cycles_elapsed.max", label(SOL, "Elapsed Cycles"),
        Derived("{time_ns} x {sm_clock_hz}", ("time_ns", "sm_clock_hz"), lambda c, t, hz: t * 1e-9 * hz)),
@@ -159,7 +163,7 @@ _TABLE = [
     _q("dram_write_bytes", "bytes", MWA, "dram__bytes_write.sum"),
     _q("dram_bytes", "bytes", MWA,
        Derived("{dram_read_bytes} + {dram_write_bytes}", ("dram_read_bytes", "dram_write_bytes"),
-               lambda c, r, w: r + w),
+               lambda c, r, w: r + w, counted=True),
        "dram__bytes.sum",
        Derived("{dram_bytes_per_s} x {time_ns}", ("dram_bytes_per_s", "time_ns"), lambda c, r, t: r * t * 1e-9),
        Derived("{dram_pct} x the DRAM peak x {time_ns}", ("dram_pct", "time_ns"),
@@ -323,7 +327,8 @@ def _read(ctx, name: str, busy: frozenset) -> Read:
         values[take] = got[take]
         codes[take] = text_codes[take] + len(texts)
         texts.extend(text_list)
-        derived |= take & (not isinstance(way, str))
+        if not isinstance(way, str):
+            derived |= take & (True if not way.counted else np.logical_or.reduce([r.derived for r in inputs]))
     # the same text twice (two derivations naming one source) is one category
     distinct = list(dict.fromkeys(texts))
     remap = np.array([distinct.index(t) for t in texts] + [-1], dtype=np.int64)

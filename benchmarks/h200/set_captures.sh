@@ -12,9 +12,10 @@ W=${W:-/tmp/sets}
 . "$(dirname "$0")/common.sh"
 SETS=${SETS:-basic roofline full}
 if [ -n "$TINY" ]; then SHAPE="--model llama-3.1-8b --layers 2 --batch 1 --prompt 16"; else SHAPE="--model llama-3.1-8b --layers 2 --batch 8 --prompt 512"; fi
-# a --set full report of these ~52 kernels is some 65 MB: too large to bring back whole (16 MB a file);
-# its CSV exports come back, and the report is split into 15 MB parts
-pack() { (cd $W && tar czf - c | split -b 15m - $OUT/sets.tgz.part-); }
+# a --set full report of these ~52 kernels is some 65 MB (its SourceCounters section carries each
+# kernel's SASS): too large to bring back or commit. Its CSV exports come back, and each report is
+# read on the device by smlens's own .ncu-rep reader into views JSON, to compare with its CSV's.
+pack() { (cd $W && tar czf $OUT/sets.tgz --exclude='*set-full.ncu-rep' c); }
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; ncu --version | tail -1; } 2>&1 | tee $OUT/env.txt
 N=decoder-llama-3.1-8b-smlens
 t $PY -m profiler.cli profile --quiet --store $W/store --format json --keep $W/c/$N --name $N $SHAPE --decode-steps 2 > $W/c/$N.json
@@ -26,6 +27,11 @@ for S in $SETS; do
     $PY -m profiler.workloads.decoder $SHAPE --decode-steps 2 --dtype bf16 --seed 0 > $R.log 2>&1
   t ncu --import $R.ncu-rep --csv --page raw --print-units base > $R.raw.csv && gzip -9f $R.raw.csv
   t ncu --import $R.ncu-rep --csv --page details --print-units base > $R.details.csv && gzip -9f $R.details.csv
+  for F in $R.ncu-rep $R.raw.csv.gz $R.details.csv.gz; do
+    B=$(basename $F); t $PY -m profiler.cli ingest $F --store $W/store --name $B --format json > $W/c/$B.ingest.json
+    $PY -m profiler.cli views $B --store $W/store --format json > $W/c/$B.views.json
+  done
+  ls -la $R.ncu-rep >> $OUT/summary.txt
   pack
 done
-ls -la $W/c | tee $OUT/summary.txt
+ls -la $W/c | tee -a $OUT/summary.txt
