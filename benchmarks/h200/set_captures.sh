@@ -15,7 +15,8 @@ if [ -n "$TINY" ]; then SHAPE="--model llama-3.1-8b --layers 2 --batch 1 --promp
 # a --set full report of these ~52 kernels is some 65 MB (its SourceCounters section carries each
 # kernel's SASS): too large to bring back or commit. Its CSV exports come back, and each report is
 # read on the device by smlens's own .ncu-rep reader into views JSON, to compare with its CSV's.
-pack() { (cd $W && tar czf $OUT/sets.tgz --exclude='*set-full.ncu-rep' c); }
+# (in 15 MB parts: a file over 16 MB does not come back; the basic and roofline reports gzip to 10 MB)
+pack() { rm -f $OUT/sets.tgz.part-*; (cd $W && tar czf - --exclude='*set-full.ncu-rep' c | split -b 15m - $OUT/sets.tgz.part-); }
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; ncu --version | tail -1; } 2>&1 | tee $OUT/env.txt
 N=decoder-llama-3.1-8b-smlens
 t $PY -m profiler.cli profile --quiet --store $W/store --format json --keep $W/c/$N --name $N $SHAPE --decode-steps 2 > $W/c/$N.json
