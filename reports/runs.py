@@ -7,8 +7,10 @@ import pandas as pd
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from reports.formatting import is_missing
+from reports.tables import Column, CompactTable, Rows, broken_lines, output_console
 from views.grouping import ROLE_ORDER
 from views.vocabulary import PHASE_ORDER
 
@@ -48,24 +50,49 @@ def _compact(title: str | None = None, header: bool = True) -> Table:
                  padding=(0, 1), collapse_padding=True)
 
 
-def print_runs(runs: pd.DataFrame, console: Console | None = None) -> None:
-    console = console or Console()
-    if not len(runs):
-        console.print("no runs in the store: `smlens ingest FILE` adds one")
-        return
-    table = _compact("runs")
-    for column in LIST_COLUMNS:
-        # ids, names and dates whole; the device and the tags wrap between words if they must
-        table.add_column(HEADINGS.get(column, column), no_wrap=column in ("id", "name", "created", "kernel_count"),
-                         justify="right" if column == "kernel_count" else "left")
+# What moves out of the row, onto a line of its own under it, until the row fits the width: the
+# tags, then the device and format, then the date and kernel count (ids and names stay in the row).
+_UNDER_THE_ROW = (("tags",), ("device_name", "source_format", "tags"),
+                  ("created", "device_name", "kernel_count", "source_format", "tags"))
+
+
+def _runs_texts(runs: pd.DataFrame) -> list[dict]:
+    texts = []
     for record in (run_record(r) for r in runs.to_dict("records")):
         tags = record.get("tags") or {}
         record["tags"] = _tags_text(tags) if isinstance(tags, dict) else str(tags)
         record["created"] = str(record.get("created") or "")[:16].replace("T", " ")
         if record.get("partial"):
             record["name"] = f"{record['name']} (partial)"
-        table.add_row(*["" if record.get(c) is None else str(record.get(c)) for c in LIST_COLUMNS])
-    console.print(table)
+        texts.append({c: "" if record.get(c) is None else str(record.get(c)) for c in LIST_COLUMNS})
+    return texts
+
+
+def runs_table(runs: pd.DataFrame, width: int) -> CompactTable:
+    """The runs, one row each with every column when it fits in `width`, else with the tags (then
+    more) on a line under the row: nothing is cut."""
+    texts = _runs_texts(runs)
+    table = None
+    for under in ((), *_UNDER_THE_ROW):
+        rows = Rows()
+        for run in texts:
+            note = tuple(fact for c in under if run[c]
+                         for fact in (run[c].split(" ") if c == "tags" else [f"{HEADINGS.get(c, c)} {run[c]}"]))
+            rows.row(run["id"], note=note or None)
+        columns = [Column(HEADINGS.get(c, c), [run[c] for run in texts], "right" if c == "kernel_count" else "left")
+                   for c in LIST_COLUMNS[1:] if c not in under]
+        table = CompactTable("runs", "id", rows, columns)
+        if table.width <= width:
+            break
+    return table
+
+
+def print_runs(runs: pd.DataFrame, console: Console | None = None) -> None:
+    console = console or output_console()
+    if not len(runs):
+        console.print("no runs in the store: `smlens ingest FILE` adds one")
+        return
+    console.print(runs_table(runs, console.width))
 
 
 def _rank(value, order) -> int:
@@ -92,26 +119,43 @@ def run_summary(run: dict, kernels: pd.DataFrame, metric_count: int) -> dict:
     return record
 
 
+HEAD_KEYS = ("name", "created", "source", "sha256", "source_format", "ncu_version", "device_name", "cc", "host",
+             "kernel_count", "metric_count", "partial", "tags", "capture")
+
+
+def head_lines(summary: dict, width: int) -> list[str]:
+    """The run's facts, a key and its value per line; a value wider than the line goes on below
+    its start, broken between a path's folders or between words, never inside a name."""
+    facts = {key: summary.get(key) for key in HEAD_KEYS}
+    facts["capture"] = _capture_text(summary.get("capture"))
+    keys = [k for k in HEAD_KEYS if k != "capture" or facts["capture"]]
+    key_width = max(len(k) for k in keys)
+    lines = []
+    for key in keys:
+        value = facts[key]
+        value = _tags_text(value) if isinstance(value, dict) else "" if value is None else str(value)
+        broken = broken_lines(value, width - key_width - 1, after="/ ") if value else [""]
+        lines.append(f"{key.replace('_', ' '):<{key_width}} {broken[0]}".rstrip())
+        lines += [" " * (key_width + 1) + line for line in broken[1:]]
+    return lines
+
+
+def _capture_text(facts) -> str:
+    if not isinstance(facts, dict) or not facts:  # stores before capture facts lack them
+        return ""
+    lost = facts.get("unmeasured_kernels") or 0
+    return (f"{facts.get('device_count')} device(s) {facts.get('devices')}"
+            + (f", {facts.get('replay_passes'):g} replay passes per kernel"
+               if facts.get("replay_passes") is not None else "")
+            + (f", {lost} kernel(s) ncu could not measure (ID "
+               + ", ".join(map(str, facts.get("unmeasured_kernel_ids") or [])) + ")" if lost else ""))
+
+
 def print_run(summary: dict, console: Console | None = None) -> None:
-    console = console or Console()
-    head = _compact(f"run {summary['id']}", header=False)
-    head.add_column(style="bold", no_wrap=True)
-    head.add_column(overflow="fold")
-    for key in ("name", "created", "source", "sha256", "source_format", "ncu_version", "device_name",
-                "cc", "host", "kernel_count", "metric_count", "partial", "tags"):
-        value = summary.get(key)
-        if isinstance(value, dict):
-            value = _tags_text(value)
-        head.add_row(key.replace("_", " "), "" if value is None else str(value))
-    facts = summary.get("capture")
-    if isinstance(facts, dict) and facts:  # stores before capture facts lack them
-        lost = facts.get("unmeasured_kernels") or 0
-        head.add_row("capture", f"{facts.get('device_count')} device(s) {facts.get('devices')}"
-                     + (f", {facts.get('replay_passes'):g} replay passes per kernel"
-                        if facts.get("replay_passes") is not None else "")
-                     + (f", {lost} kernel(s) ncu could not measure (ID "
-                        + ", ".join(map(str, facts.get("unmeasured_kernel_ids") or [])) + ")" if lost else ""))
-    console.print(head)
+    console = console or output_console()
+    console.print(Text(f"run {summary['id']}", style="bold"))
+    for line in head_lines(summary, console.width):
+        console.print(Text(line), no_wrap=True, crop=False)
     table = _compact("kernels by phase and role")
     for column, justify in (("phase / role", "left"), ("kernels", "right"), ("time µs", "right"),
                             ("share %", "right")):

@@ -9,11 +9,13 @@ a heading wraps between words. Piped output is as wide as its widest table.
 """
 from __future__ import annotations
 
-import os
+import io
+import json
 import re
-import sys
+from dataclasses import replace
 from typing import Any, Callable, Optional
 
+import numpy as np
 import pandas as pd
 from rich import box
 from rich.console import Console
@@ -21,26 +23,18 @@ from rich.table import Table
 from rich.text import Text
 from reports.formatting import is_missing, na_advice, number_text, value_text
 from reports.ranks import COMM_LEGEND, collectives_table, communication_table, imbalance_table
-from reports.tables import (Column, Prose, Rows, compact_table, fit, pct, ratio, share, short_name, si, text,
-                            us)
+from reports.tables import (PIPED_WIDTH, Column, CompactTable, Prose, Rows, compact_table, fit, output_console, pct,
+                            ratio, share, short_name, si, text, us)
 from views import gap as gap_module, registry
 from views.catalog import KERNEL, Figure
-from views.verdict import Verdict
+from views.grouping import ROLE_ORDER
+from views.top_kernels import top_kernels
+from views.verdict import Verdict, verdict as make_verdict
+from views.vocabulary import OUTSIDE_PHASES
 
 MAX_FAILURES = 5
-# Piped output (no terminal, no COLUMNS): wide enough that no table is split or cut.
-PIPED_WIDTH = 1000
-
-Fmt = Callable[[Any], str]
-
-
-def output_console() -> Console:
-    """The console for stdout: the terminal's width, or, piped, as wide as the output needs."""
-    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
-        return Console()
-    return Console(width=PIPED_WIDTH, soft_wrap=True)
-
-
+NO_CUT = 10**6  # a name's width limit that never cuts it
+TOP_KERNELS = 10
 # How a figure of each unit prints, and what its heading adds to the label.
 _FORMATS: dict[str, Fmt] = {"%": pct, "share": share, "ratio": ratio, "ns": us, "GHz": ratio,
                             "bytes": lambda v: si(v, "B"), "ops": si, "FLOP": si, "text": text}
@@ -155,8 +149,88 @@ def shares_of(phase_time_ns: dict) -> str:
     return f"{' and '.join(phase_time_ns)}'s kernel time ({us(sum(phase_time_ns.values()))} µs)"
 
 
+def _filtered_without_phase(result) -> bool:
+    """A result filtered by role or kernel name, not by phase (ViewsResult.filter): its groups hold
+    less than the whole run's time, which its gap's shares stay shares of."""
+    if getattr(result, "phase_time_ns", None):
+        return False
+    total = float(getattr(result, "total_time_ns", float("nan")))
+    groups = result.groups
+    if groups is None or groups.empty or not np.isfinite(total):
+        return False
+    held = pd.to_numeric(groups.loc[groups["role"].astype(object) != "all", "time_ns"], errors="coerce").sum()
+    return bool(held < total * (1 - 1e-9))
+
+
+def share_basis_line(result) -> Optional[str]:
+    """What a filtered result's time shares are of, said once above its verdict; None unfiltered."""
+    phase_time_ns = getattr(result, "phase_time_ns", None)
+    if phase_time_ns:
+        return f"time shares are of {shares_of(phase_time_ns)}"
+    if _filtered_without_phase(result):
+        return f"time shares are of the run's kernel time ({us(result.total_time_ns)} µs), in the verdict as in the tables"
+    return None
+
+
+def verdict_of(result) -> Verdict:
+    """The verdict with the gap's shares: after a role or kernel filter, of the whole run's time
+    (the verdict alone would take the kernels shown for the workload: "44 % of the workload" for
+    a phase's attention, where the gap says 0.9 %)."""
+    if _filtered_without_phase(result):
+        result = replace(result, phase_time_ns={"run": float(result.total_time_ns)})
+    return make_verdict(result)
+
+
+# --- the kernels of most time ------------------------------------------------------------------------
+
+def _kernel_text(label, name) -> str:
+    """A kernel as the table names it: its NVTX range's name where known, its own name beside."""
+    short = short_name(name, NO_CUT) if name else "n/a"
+    return f"{label} ({short})" if label else short
+
+
+def _count(value) -> str:
+    return "n/a" if is_missing(value) else f"{int(value):,}"
+
+
+def top_kernels_tables(top: pd.DataFrame, width: int, basis: str = "the run's kernel time") -> list:
+    """The kernels of most time (views/top_kernels.py), one row each; their names in a column when
+    the table fits in `width`, else each on lines of its own under its row (never cut)."""
+    if top.empty:
+        return []
+    rows = Rows()
+    for rank in range(1, len(top) + 1):
+        rows.row(str(rank))
+    ranks = [rank_suffix(r) for r in top["rank"]] if "rank" in top else [""] * len(top)
+    columns = [
+        Column("time µs", [us(v) for v in top["time_ns"]], definition="gpu__time_duration.sum over its launches"),
+        Column("share %", [pct(v) for v in top["share_pct"]], definition=f"of {basis}"),
+        Column("launches", [_count(v) for v in top["launches"]], definition="kernel launches profiled"),
+        Column("grid", [_count(v) for v in top["grid_blocks"]], definition="launch__grid_size: blocks"),
+        Column("block", [_count(v) for v in top["block_threads"]], definition="launch__block_size: threads"),
+        Column("registers", [_count(v) for v in top["registers_per_thread"]],
+               definition="launch__registers_per_thread"),
+        Column("phase", [_phase_title(text(v), set(top["phase"])) for v in top["phase"]], "left"),
+        Column("role", [f"{text(r)}{k}" for r, k in zip(top["role"], ranks)], "left"),
+    ]
+    names = [_kernel_text(label, name) for label, name in zip(top["label"], top["kernel_name"])]
+    title = "Kernels of most time (named by their NVTX range where known)"
+    whole = CompactTable(title, "#", rows, columns + [Column("kernel", names, "left")])
+    if whole.width <= width:
+        return [whole]
+    rows.notes = names
+    return [CompactTable(title, "#", rows, columns)]
+
+
+def top_kernels_of(result, raw: Optional[pd.DataFrame] = None, limit: int = TOP_KERNELS) -> pd.DataFrame:
+    """The result's kernels of most time, their shares on the gap's basis."""
+    phase_time_ns = getattr(result, "phase_time_ns", None)
+    total = sum(phase_time_ns.values()) if phase_time_ns else float(getattr(result, "total_time_ns", float("nan")))
+    return top_kernels(result.kernels, total, raw, limit)
+
+
 def gap_tables(gap: pd.DataFrame, width: int = 80, phase_time_ns: Optional[dict] = None
-               ) -> tuple[list[Table], list[Column]]:
+               ) -> tuple[list[CompactTable], list[Column]]:
     """The gap per phase and role on one basis, every step a share of elapsed time and each at most
     the one before (the headline beside, no step), the factor each step loses, the memory side and
     the figures that explain the steps, with the catalog's labels: (tables, their columns)."""
@@ -192,7 +266,7 @@ def _group_figures(result, view: str) -> list[Figure]:
             if f.aggregate != KERNEL and f.column in result.groups.columns]
 
 
-def view_tables(result, view: str, width: int = 80) -> tuple[list[Table], list[Column]]:
+def view_tables(result, view: str, width: int = 80) -> tuple[list[CompactTable], list[Column]]:
     """The view's group figures per phase and role, and its checks per group; several tables of
     the same rows when they do not fit in `width` columns."""
     shown = _group_figures(result, view)
@@ -226,25 +300,28 @@ def selection_table(selection: pd.DataFrame) -> Table:
 
 
 def validation_lines(result, view: str, limit: int = MAX_FAILURES) -> list[Text]:
-    """The failures with their discrepancy (first `limit`), then why the rest are n/a and what to do."""
+    """The failures with their discrepancy (first `limit`), then why the rest are n/a and what to do.
+    Kernel names are whole (the line wraps between words instead)."""
     k = result.kernels
     status_column, detail_column = f"validation_{view}", f"validation_detail_{view}"
     if status_column not in k.columns:
         return []
-    status = k[status_column]
+    status = k[status_column].astype(object).to_numpy()
     lines = []
-    failed = k[(status == "fail").to_numpy(dtype=bool, na_value=False)]
-    for _, row in failed.head(limit).iterrows():
-        lines.append(Text.assemble(("  fail ", "bold red"), f"kernel {row.get('kernel_id', '?')} "
-                                   f"{short_name(row.get('kernel_name'), 40)} ({row['phase']}/{row['role']}): ",
-                                   str(row[detail_column])))
+    failed = np.flatnonzero(status == "fail")
+    columns = {c: k[c].astype(object).to_numpy() if c in k.columns else [None] * len(k)
+               for c in ("kernel_id", "kernel_name", "phase", "role", detail_column)}
+    for at in failed[:limit]:
+        kernel_id = "?" if is_missing(columns["kernel_id"][at]) else columns["kernel_id"][at]
+        lines.append(Text.assemble(("  fail ", "bold red"), f"kernel {kernel_id} "
+                                   f"{short_name(columns['kernel_name'][at], NO_CUT)} "
+                                   f"({columns['phase'][at]}/{columns['role'][at]}): ",
+                                   str(columns[detail_column][at])))
     if len(failed) > limit:
         lines.append(Text(f"  ... and {len(failed) - limit} more failures (--format json lists them all)"))
-    na = k[(status == "n/a").to_numpy(dtype=bool, na_value=False)]
-    if len(na):
-        reasons = na[detail_column].astype(object).value_counts()
-        for reason, count in reasons[reasons.index != ""].head(3).items():
-            lines.append(Text(f"  n/a  {count} kernels: {na_advice(reason)}", style="dim"))
+    reasons = pd.Series(columns[detail_column])[status == "n/a"].value_counts()
+    for reason, count in reasons[reasons.index != ""].head(3).items():
+        lines.append(Text(f"  n/a  {count} kernels: {na_advice(reason)}", style="dim"))
     return lines
 
 
@@ -341,8 +418,6 @@ def mlp_lines(mlp: Optional[pd.DataFrame]) -> list[str]:
 
 def _with_capture(run: dict) -> dict:
     """A runs-table row with its `capture` facts decoded (a JSON text in the table)."""
-    import json
-
     facts = run.get("capture")
     if isinstance(facts, str):
         try:
@@ -352,17 +427,25 @@ def _with_capture(run: dict) -> dict:
     return run
 
 
-def print_views(result, run: Optional[dict] = None, console: Optional[Console] = None,
-                verdict: Optional[Verdict] = None) -> None:
-    """The verdict first, then the gap, the validations, and each view's table with its checks."""
-    from views.verdict import verdict as make_verdict
+def run_title(run: dict) -> str:
+    return " ".join(str(x) for x in (run.get("name"), f"run {run['id']}" if run.get("id") else None) if x)
 
+
+def print_views(result, run: Optional[dict] = None, console: Optional[Console] = None,
+                verdict: Optional[Verdict] = None, raw: Optional[pd.DataFrame] = None,
+                only_views: bool = False) -> None:
+    """The verdict first, then the gap, the kernels of most time (`raw`: the capture's kernels, for
+    their registers), the validations, and each view's table with its checks. `only_views`
+    (`--view V8`): the run's title and the views of the result alone."""
     console = console or output_console()
     width = console.width
     run = run or {}
-    title = " ".join(str(x) for x in (run.get("name"), f"run {run['id']}" if run.get("id") else None) if x)
+    title = run_title(run)
     if title:
         console.print(Text(title, style="bold"))
+    if only_views and not result.kernels.empty:
+        _print_each_view(result, console)
+        return
     for line in (device_line(getattr(result, "devices", None)),
                  capture_line(getattr(result, "devices", None), result.kernels, _with_capture(run))):
         if line:
@@ -371,10 +454,11 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
         console.print("no kernels")
         return
     phase_time_ns = getattr(result, "phase_time_ns", None)
-    if phase_time_ns:
-        console.print(Prose(f"time shares are of {shares_of(phase_time_ns)}", style="dim"))
+    basis = share_basis_line(result)
+    if basis:
+        console.print(Prose(basis, style="dim"))
     console.print()
-    for part in verdict_parts(verdict or make_verdict(result), width):
+    for part in verdict_parts(verdict or verdict_of(result), width):
         console.print(part)
     console.print()
     tables, columns = gap_tables(result.gap, width, phase_time_ns)
@@ -387,10 +471,19 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
         console.print(Prose(line))
     _print_ranks(result, console)
     console.print()
+    tables = top_kernels_tables(top_kernels_of(result, raw), width, shares_of(phase_time_ns or {}))
+    for table in tables:
+        console.print(table)
+    console.print(legend(tables[0].columns if tables else []))
+    console.print()
     console.print(summary_table(result))
+    _print_each_view(result, console)
+
+
+def _print_each_view(result, console: Console) -> None:
     for view in result.view_ids:
         console.print()
-        tables, columns = view_tables(result, view, width)
+        tables, columns = view_tables(result, view, console.width)
         for table in tables:
             console.print(table)
         if view == registry.SELECTION_VIEW:
@@ -399,6 +492,106 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
             console.print(legend(columns))
         for text_line in validation_lines(result, view):
             console.print(Prose(text_line))
+
+
+# --- one screen: `smlens views --brief` ----------------------------------------------------------------
+
+BRIEF_LINES = 40  # a screen: what --brief prints at most
+BRIEF_GROUP_COLUMNS = ("phase", "role", "rank", "kernels", "time_ns", "time_share_pct", "bound", "sm_throughput_pct")
+
+
+def _role_key(role, rank) -> tuple:
+    order = list(ROLE_ORDER)
+    return (order.index(role) if role in order else len(order), str(role),
+            -1 if is_missing(rank) else int(rank))
+
+
+def phase_role_table(gap: pd.DataFrame, width: int, basis: str = "the run's kernel time") -> list:
+    """Each role (a row) in each phase (a column): its share of the time and its bound, one cell,
+    setup left out as in the verdict; and the line that says what the cells hold."""
+    if gap is None or gap.empty:
+        return []
+    phases = gap["phase"].astype(object)
+    frame = gap[~phases.isin(OUTSIDE_PHASES).to_numpy()] if (~phases.isin(OUTSIDE_PHASES)).any() else gap
+    ranks = frame["rank"].astype(object).tolist() if "rank" in frame.columns else [None] * len(frame)
+    cells = {(p, r, None if is_missing(k) else int(k)): (share, bound) for p, r, k, share, bound in
+             zip(frame["phase"].astype(object), frame["role"].astype(object), ranks, frame["time_share_pct"],
+                 frame["bound"].astype(object) if "bound" in frame.columns else [None] * len(frame))}
+    keys = sorted(dict.fromkeys((r, k) for _, r, k in cells), key=lambda key: _role_key(*key))
+    rows = Rows()
+    for role, rank in keys:
+        rows.row(f"{role}{rank_suffix(rank)}", "bold" if role == "all" else None)
+    columns = []
+    for phase in dict.fromkeys(p for p, _, _ in cells):
+        texts = []
+        for role, rank in keys:
+            share_pct, bound = cells.get((phase, role, rank), (None, None))
+            texts.append("" if share_pct is None else f"{pct(share_pct):>5} {text(bound)}")
+        columns.append(Column(str(phase), texts, "left"))
+    table = compact_table("Time % and bound per phase and role", "role", rows, columns)
+    return [*fit(table.title, "role", rows, columns, width),
+            Prose(f"time %: of {basis}; bound (V7): the unit nearest its peak when at 60 % or more, else "
+                  "latency", style="dim")]
+
+
+def _line_count(parts: list, width: int) -> int:
+    probe = Console(width=width, file=io.StringIO(), color_system=None)
+    for part in parts:
+        probe.print(part)
+    return probe.file.getvalue().count("\n")
+
+
+def brief_parts(result, run: Optional[dict] = None, width: int = 80, verdict: Optional[Verdict] = None,
+                raw: Optional[pd.DataFrame] = None, lines: int = BRIEF_LINES) -> list:
+    """One screen (at most `lines` lines at `width` columns): the run, the verdict's sentence, each
+    phase and role's time and bound, and as many of the kernels of most time (up to ten) as fit."""
+    run = run or {}
+    head: list = [Text(run_title(run), style="bold")] if run_title(run) else []
+    if result.kernels.empty:
+        return head + [Text("no kernels")]
+    basis = share_basis_line(result)
+    basis_text = shares_of(getattr(result, "phase_time_ns", None) or {})
+    head += [Prose(basis, style="dim")] if basis else []
+    head += [Prose((verdict or verdict_of(result)).summary), Text("")]
+    table = phase_role_table(result.gap, width, basis_text)
+    footer = [Prose("without --brief: the gap and the eight views; --view V4: one view alone", style="dim")]
+    if _line_count(head + table + footer, width) <= lines - 5:  # a longer table: the full output has it
+        head += table + [Text("")]
+    for limit in range(TOP_KERNELS, 0, -1):
+        parts = head + top_kernels_tables(top_kernels_of(result, raw, limit), width, basis_text) + footer
+        if _line_count(parts, width) <= lines:
+            return parts
+    return head + footer
+
+
+def print_brief(result, run: Optional[dict] = None, console: Optional[Console] = None,
+                verdict: Optional[Verdict] = None, raw: Optional[pd.DataFrame] = None) -> None:
+    """`smlens views --brief`: brief_parts at the console's width."""
+    console = console or output_console()
+    width = console.width if console.width < PIPED_WIDTH else 200  # piped: as wide as a wide terminal
+    for part in brief_parts(result, run, width, verdict, raw):
+        console.print(part)
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    return json.loads(frame.to_json(orient="records"))
+
+
+def brief_document(result, run_id=None, verdict: Optional[Verdict] = None,
+                   raw: Optional[pd.DataFrame] = None) -> dict:
+    """`smlens views --brief --format json`: the verdict, each phase and role's time, bound and
+    headline, and the ten kernels of most time (their short names and NVTX labels beside)."""
+    phase_time_ns = getattr(result, "phase_time_ns", None)
+    gap = result.gap if result.gap is not None else pd.DataFrame()
+    top = top_kernels_of(result, raw)
+    top = top.assign(short_name=[short_name(n, NO_CUT) for n in top["kernel_name"]])
+    return {"run": run_id,
+            "time_shares_of": {"time_ns": sum(phase_time_ns.values()), "phase_time_ns": phase_time_ns}
+            if phase_time_ns else {"time_ns": float(getattr(result, "total_time_ns", float("nan"))),
+                                   "phase_time_ns": None},
+            "verdict": (verdict or verdict_of(result)).to_dict(),
+            "groups": _records(gap[[c for c in BRIEF_GROUP_COLUMNS if c in gap.columns]]),
+            "top_kernels": _records(top)}
 
 
 def _print_ranks(result, console: Console) -> None:
