@@ -16,11 +16,15 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from rich.console import Console
+from rich.text import Text
+
 from reports.gate_stats import mann_whitney_u
+from reports.tables import Column, Prose, Rows, fit
 from views import registry
-from views.comparison import (ADDED, KEY, MATCHED, REMOVED, ComparisonVerdict,  # noqa: F401 (one place to import them)
-                              column as _column, comparison_verdict, kernel_baseline_time, kernel_changes,
-                              match_keys, number as _number)
+from views.comparison import (ADDED, GAIN, KEY, MATCHED, NOISE, REGRESSION, REMOVED,  # noqa: F401 (one place)
+                              Change, ComparisonVerdict, column as _column, comparison_verdict,
+                              kernel_baseline_time, kernel_changes, match_keys, number as _number, time_text)
 
 
 def compare_runs(current: pd.DataFrame, baseline: pd.DataFrame, current_run: Optional[dict] = None,
@@ -83,3 +87,71 @@ def per_token(frame: Optional[pd.DataFrame], tokens: dict, columns: list[str]) -
         if column in out.columns:
             out[column] = pd.to_numeric(out[column], errors="coerce") / divisor.to_numpy()
     return out
+
+
+# --- the comparison verdict, in the terminal ---------------------------------------------------------
+
+# A change's colour: worse, better, or within the run-to-run noise (grey, neither)
+SIGNIFICANCE_STYLES = {REGRESSION: "red", GAIN: "green", NOISE: "dim"}
+
+
+def change_line(change: Change) -> str:
+    """`▲ +1.09 ms (+672 %) cold_prefill · gate_up_proj · cublaslt_nvjet: tokens (M) 512 → 4096`."""
+    sign = "\u25b2" if change.delta_ns > 0 else "\u25bc"
+    pct = f" ({change.change_pct:+.1f} %)" if change.change_pct == change.change_pct else ""
+    noise = " within the noise" if change.significance == NOISE else ""
+    floor = f" (floor {time_text(change.noise_ns)})" if change.noise_ns == change.noise_ns else ""
+    return (f"{sign} {'+' if change.delta_ns > 0 else chr(0x2212)}{time_text(abs(change.delta_ns))}{pct}{noise}"
+            f"{floor if noise else ''} {change.label}: {change.explanation}")
+
+
+def phase_columns(verdict: ComparisonVerdict) -> tuple[Rows, list[Column]]:
+    """Each phase's time against the baseline's, and per token where both runs' tokens are known."""
+    rows = Rows()
+    cells: dict[str, list] = {k: [] for k in ("time", "baseline", "change", "change %", "per token",
+                                               "baseline per token", "per token change %")}
+    for p in verdict.phases:
+        rows.row(p.phase, SIGNIFICANCE_STYLES.get(p.significance) if p.significance != NOISE else None)
+        for key, value in (("time", time_text(p.time_ns)), ("baseline", time_text(p.base_time_ns)),
+                           ("change", _signed(p.delta_ns)), ("change %", _pct(p.change_pct)),
+                           ("per token", time_text(p.per_token_ns)), ("baseline per token", time_text(p.base_per_token_ns)),
+                           ("per token change %", _pct(p.per_token_change_pct))):
+            cells[key].append(value)
+    per_token = any(p.per_token_ns == p.per_token_ns for p in verdict.phases)
+    keys = [k for k in cells if per_token or "per token" not in k]
+    return rows, [Column(k, cells[k]) for k in keys]
+
+
+def _signed(ns: float) -> str:
+    if ns != ns:
+        return "n/a"
+    return ("+" if ns > 0 else "\u2212" if ns < 0 else "") + time_text(abs(ns))
+
+
+def _pct(value: float) -> str:
+    return "n/a" if value != value else f"{value:+.1f}"
+
+
+def print_comparison(verdict: ComparisonVerdict, base_run: Optional[dict] = None,
+                     console: Optional[Console] = None, width: Optional[int] = None) -> None:
+    """The comparison verdict: its paragraph, each phase's change, the largest regressions and
+    gains (red, green; grey within the noise)."""
+    console = console or Console()
+    width = width or console.width
+    base_run = base_run or {}
+    name = " ".join(str(x) for x in (base_run.get("name"), f"(run {base_run['id']})" if base_run.get("id") else None)
+                    if x)
+    runs = f", {verdict.base_runs} runs" if verdict.base_runs > 1 else ""
+    console.print(Text(f"Against the baseline {name}{runs}".rstrip(), style="bold"))
+    console.print(Prose(verdict.headline))  # the changes it names follow, one a line
+    rows, columns = phase_columns(verdict)
+    for table in fit("", "phase", rows, columns, width):
+        console.print(table)
+    for title, changes in (("Largest regressions", verdict.regressions), ("Largest gains", verdict.gains)):
+        if changes:
+            console.print(Text(title, style="bold"))
+            for change in changes:
+                console.print(Prose(change_line(change), style=SIGNIFICANCE_STYLES[change.significance]))
+    if verdict.noise is None:
+        console.print(Prose("No repeats: pass --baseline more than once (runs of one build) for a noise floor.",
+                            style="dim"))

@@ -1,5 +1,6 @@
 """The verdict at the top of the report: its sentence, each phase's share and bound, where time can
-be won (views/verdict.py ranks it), the setup kept apart; against a baseline, each phase's change.
+be won (views/verdict.py ranks it), the setup kept apart; against a baseline, each phase's change,
+and before it the comparison verdict (views/comparison.py): what changed, and what explains it.
 """
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any, Optional
 
 from reports.html_tables import change_span, html_table, kernels_link
 from reports.html_text import esc, fmt, fmt_time_ns, is_missing, prose
+from views.comparison import GAIN, NOISE, REGRESSION, Change, ComparisonVerdict
 from views.v7_memory import BOUND_FLOOR_PCT
 from views.verdict import BOUND_WORDS, Verdict
 
@@ -68,7 +70,67 @@ def verdict_section(verdict: Verdict, base: Optional[Verdict] = None,
               f'need if its bound unit ran at its peak (time \u00d7 headroom); click one for its kernels.</p>'
               f'<ol class="opps">{"".join(items)}</ol>') if items else ""
     setup = f'<p class="setup">{prose(verdict.setup.text)}</p>' if verdict.setup else ""
+    if getattr(verdict, "waiting", None):  # tensor parallel: apart from the shares, as the setup
+        setup += f'<p class="setup">{prose(verdict.waiting.text)}</p>'
     words = ", ".join(f"{w}" for w in BOUND_WORDS.values())
     return (f'<section id="verdict"><h2>Verdict</h2><p class="verdict">{prose(verdict.summary)}</p>{missing}'
             + html_table(headers, rows, "phases", sticky=1) + ranked + setup
             + f'<p class="d">Bounds: {esc(words)}; hover a heading for its definition.</p></section>')
+
+
+# --- against a baseline: what changed -------------------------------------------------------------
+
+# A change's class: worse (red), better (green), within the run-to-run noise (grey)
+SIGNIFICANCE_CLASSES = {REGRESSION: "bad", GAIN: "good", NOISE: "na"}
+COMPARISON_COLUMNS = (
+    ("time", "the phase's kernel time in this run"), ("baseline", "the same phase in the baseline"),
+    ("change", "time against the baseline; red: slower, green: faster, grey: within the run-to-run "
+               "noise of the repeats"),
+    ("per token", "the phase's time over the tokens it processed"), ("baseline per token", ""),
+    ("per-token change", "time per token against the baseline's"))
+
+
+def _signed(ns: float) -> str:
+    if is_missing(ns):
+        return "\u2014"
+    return ("+" if ns > 0 else "\u2212" if ns < 0 else "") + fmt_time_ns(abs(ns))
+
+
+def _signed_pct(value: float) -> str:
+    return "\u2014" if is_missing(value) else f"{value:+.1f} %"
+
+
+def _change_item(c: Change) -> str:
+    sign = "\u25b2" if c.delta_ns > 0 else "\u25bc"
+    noise = (f' <span class="d">within the noise (floor {esc(fmt_time_ns(c.noise_ns))})</span>'
+             if c.significance == NOISE else "")
+    pct = f" ({_signed_pct(c.change_pct)})" if not is_missing(c.change_pct) else ""
+    label = kernels_link(f"<b>{esc(c.label)}</b>", c.phase, c.role)
+    return (f'<li><span class="d {SIGNIFICANCE_CLASSES[c.significance]}">{sign} {esc(_signed(c.delta_ns))}'
+            f"{esc(pct)}</span>{noise} {label}: {prose(c.explanation)}</li>")
+
+
+def comparison_section(verdict: ComparisonVerdict, base_name: str = "") -> str:
+    """The comparison verdict, first in a comparison report: the workload's change (absolute, per
+    token, against the noise), each phase's, the largest regressions and gains with what explains
+    each (grey within the noise)."""
+    per_token = any(not is_missing(p.per_token_ns) for p in verdict.phases)
+    headers = ["phase"] + [h for h in COMPARISON_COLUMNS if per_token or "token" not in h[0]]
+    rows = []
+    for p in verdict.phases:
+        cls = SIGNIFICANCE_CLASSES.get(p.significance, "na")
+        cells = [kernels_link(esc(p.phase), p.phase), esc(fmt_time_ns(p.time_ns)), esc(fmt_time_ns(p.base_time_ns)),
+                 f'<span class="d {cls}">{esc(_signed(p.delta_ns))} ({esc(_signed_pct(p.change_pct))})</span>']
+        if per_token:
+            cells += [esc(fmt_time_ns(p.per_token_ns)), esc(fmt_time_ns(p.base_per_token_ns)),
+                      esc(_signed_pct(p.per_token_change_pct))]
+        rows.append(cells)
+    lists = ""
+    for title, changes in (("Largest regressions", verdict.regressions), ("Largest gains", verdict.gains)):
+        if changes:
+            lists += f'<h3>{title}</h3><ol class="opps">{"".join(_change_item(c) for c in changes)}</ol>'
+    noise = ('<p class="d">No repeats, so no noise floor: compare several runs of each build '
+             '(`smlens views RUN --baseline A --baseline B`) for one.</p>' if verdict.noise is None else "")
+    against = f" against {esc(base_name)}" if base_name else ""
+    return (f'<section id="comparison"><h2>What changed{against}</h2><p class="verdict">{prose(verdict.headline)}</p>'
+            + html_table(headers, rows, "phases", sticky=1) + lists + noise + "</section>")

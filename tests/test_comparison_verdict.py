@@ -4,11 +4,14 @@ largest regressions and gains with what explains each, and a noise floor from ru
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from rich.console import Console
 
 from profiler.ingest.capture import read_capture
-from reports.compare import compare_runs
+from reports.compare import compare_runs, print_comparison
+from reports.html_verdict import comparison_section
 from reports.gate_stats import mann_whitney_u
 from tests.conftest import DATA, TARGETED_SHAPES
 from views.comparison import ADDED, GAIN, NOISE, REGRESSION, REMOVED, comparison_verdict, judge, noise_floor
@@ -137,3 +140,23 @@ def test_one_run_a_side_has_no_floor(gate):
     assert noise_floor([[gate["b4-r1"][1]], [gate["b4-r2"][1]]]) is None
     verdict = comparison_verdict(gate["b4-r2"][1], gate["b4-r1"][1])
     assert verdict.noise is None and "no repeats" in verdict.summary
+
+
+def test_the_terminal_and_the_report_grey_what_is_noise(gate):
+    """The run-to-run comparison printed at 80 columns and as the report's section: the gate_up GEMM
+    beyond the floor red, the split-K reduce's 256 ns grey, every line within the width."""
+    verdict = compare_runs(gate["b4-r2"][1], gate["b4-r1"][1], base_repeats=[gate["b4-r3"][1]])
+    console = Console(width=80, record=True, file=open("/dev/null", "w"), color_system="truecolor")
+    print_comparison(verdict, {"id": "b4r1", "name": "gate-b4-r1"}, console)
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert text.splitlines()[0] == "Against the baseline gate-b4-r1 (run b4r1), 2 runs"
+    flat = " ".join(text.split())
+    assert "▲ +256 ns (+7.7 %) within the noise (floor 384 ns) decode · o_proj · splitk_reduce" in flat
+    assert "▲ +1.15 µs (+2.0 %) decode · gate_up_proj · cublaslt_nvjet: DRAM 85.5 % → 83.8 % (V7)" in flat
+    html = comparison_section(verdict, "gate-b4-r1")
+    items = re.findall(r'<li><span class="d (\w+)">(.*?)</span>.*?<b>(.*?)</b>', html)
+    classes = {label: cls for cls, _, label in items}
+    assert classes["decode · gate_up_proj · cublaslt_nvjet"] == "bad"
+    assert classes["decode · o_proj · splitk_reduce"] == "na"
+    assert len(items) == len(verdict.regressions) + len(verdict.gains)

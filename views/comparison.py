@@ -280,7 +280,7 @@ class PhaseChange:
 
 @dataclass
 class ComparisonVerdict:
-    summary: str
+    summary: str  # the headline, then the largest changes beyond the noise
     time_ns: float
     base_time_ns: float
     delta_ns: float
@@ -296,6 +296,7 @@ class ComparisonVerdict:
     runs: int = 1  # runs of the current side
     base_runs: int = 1
     differences: list[str] = field(default_factory=list)  # how the runs differ (device, shapes)
+    headline: str = ""  # the workload's change against the noise, in a sentence (the summary's start)
 
     def to_dict(self) -> dict:
         """Plain JSON values (NaN as null); the noise floor's per-key spreads as a list."""
@@ -507,7 +508,7 @@ def comparison_verdict(current: pd.DataFrame, baseline: pd.DataFrame,
     verdict = ComparisonVerdict("", total, base_total, total - base_total, change, per, base_per,
                                 _change_pct(per, base_per), significance, phases, regressions, gains, noise,
                                 len(cur_runs), len(base_runs), list(differences))
-    verdict.summary = _summary(verdict)
+    verdict.headline, verdict.summary = _summary(verdict)
     return verdict
 
 
@@ -543,8 +544,9 @@ def _change_words(c: Change) -> str:
     return f"{c.label} {_signed_time(c.delta_ns)}{pct}: {c.explanation}"
 
 
-def _summary(v: ComparisonVerdict) -> str:
-    """One paragraph: the workload's change, per token, against the noise, then the largest changes."""
+def _summary(v: ComparisonVerdict) -> tuple[str, str]:
+    """(the headline, the paragraph): the workload's change, per token, against the noise; then
+    the largest changes beyond it."""
     direction = {REGRESSION: "slower", GAIN: "faster"}.get(v.significance, "")
     text = (f"The workload took {time_text(v.time_ns)} against {time_text(v.base_time_ns)}: "
             f"{_signed_time(v.delta_ns)} ({_pct(v.change_pct)})")
@@ -558,12 +560,14 @@ def _summary(v: ComparisonVerdict) -> str:
     elif direction:
         text += f": {direction} (no repeats to measure the run-to-run noise)"
     text += "."
+    if v.differences:
+        text = "The runs differ: " + "; ".join(v.differences) + ". " + text
+    headline = text
     for title, listed in (("Largest regressions", v.regressions), ("Largest gains", v.gains)):
         real = [c for c in listed if c.significance != NOISE]
         if real:
             text += f" {title}: " + "; ".join(_change_words(c) for c in real[:3]) + "."
     if v.noise is not None and not any(c.significance != NOISE for c in v.regressions + v.gains):
         text += " No kernel changed beyond the noise."
-    if v.differences:
-        text = "The runs differ: " + "; ".join(v.differences) + ". " + text
-    return text
+        headline = text
+    return headline, text
