@@ -190,7 +190,7 @@ th[aria-sort=ascending]::after{content:" \25b2";font-size:9px}th[aria-sort=desce
 .sticky2 tr>:nth-child(2){left:var(--k0);box-shadow:inset -1px 0 0 var(--line)}.sticky1 tr>:first-child{box-shadow:inset -1px 0 0 var(--line)}
 .sticky1 th:first-child,.sticky2 th:first-child,.sticky2 th:nth-child(2){z-index:3}
 table{--k0:108px}table.kernels,table.top{--k0:48px}
-tr.hit td{background:#fff3c4}tbody tr:hover td{background:#f7f9ff}
+tr.hit td{background:#fff3c4}tr.total td{border-top:1px solid #c7c7cc}tbody tr:hover td{background:#f7f9ff}
 table.kernels td,table.names td{font-size:12px}table.top td:last-child{white-space:normal;min-width:320px}table.names td:last-child{white-space:normal;word-break:break-all}
 code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace}a.kl{color:#0b57d0;text-decoration:none}a.kl:hover{text-decoration:underline}
 .d{color:var(--mute);font-size:11.5px}.d.bad{color:var(--bad);font-weight:600}.d.good{color:var(--ok);font-weight:600}
@@ -230,8 +230,10 @@ APP_JS = r"""
     Array.prototype.forEach.call(th.parentNode.cells, function(c){ c.removeAttribute('aria-sort'); });
     th.setAttribute('aria-sort', order);
     var sign = order === 'ascending' ? 1 : -1;
-    var rows = Array.prototype.map.call(body.rows, function(r, i){ return [key(r.cells[index]), i, r]; });
-    rows.sort(function(a, b){
+    var rows = Array.prototype.map.call(body.rows, function(r, i){
+      return [key(r.cells[index]), i, r, r.classList.contains('total')]; });
+    rows.sort(function(a, b){  // a row that sums others (a phase's `all`) stays after them
+      if (a[3] !== b[3]) return a[3] ? 1 : -1;
       var c = (a[0] === null || b[0] === null) ? compare(a[0], b[0]) : sign * compare(a[0], b[0]);
       return c || a[1] - b[1];
     });
@@ -626,8 +628,10 @@ def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
     checks = validation_frame(data.kernels, data.view_ids)
     reasons = group_reasons(data.kernels, checks, data.view_ids)
     figures: dict = {}
-    parts = [verdict_section(verdict, base_verdict, phase_times, _phase_times(baseline),
-                             _time_label(data))]
+    # per token, each phase's time over its tokens; else the verdict's own (a TP run's collectives
+    # in, the waiting for a slower rank out)
+    parts = [verdict_section(verdict, base_verdict, phase_times if tokens else None,
+                             _phase_times(baseline) if tokens else None, _time_label(data))]
     nav = ['<a href="#verdict">Verdict</a>']
     for s in _sections(data, baseline, reasons):
         nav.append(f'<a href="#{esc(s.anchor)}">{esc(s.nav or s.title)}</a>')

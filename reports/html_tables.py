@@ -30,13 +30,16 @@ def _heading(header) -> str:
 
 
 def html_table(headers: list, rows: list, cls: str = "", sticky: int = 0, scroll: bool = False,
-               attrs: str = "", sortable: bool = True) -> str:
+               attrs: str = "", sortable: bool = True, totals: Optional[list] = None) -> str:
     """headers: text or (text, definition); rows: lists of cells already escaped (built by _cell).
     `sticky` key columns stay in view when the table scrolls sideways in its box; `scroll` also
-    bounds its height (the heading row stays)."""
+    bounds its height (the heading row stays). `totals`: per row, whether it sums others (a phase's
+    `all`): sorted, such rows stay after the rest, sorted among themselves."""
     head = "".join(_heading(h) for h in headers)
+    totals = totals or [False] * len(rows)
     # a cell's and a row's end tags are implied by the next (HTML's rule): a tenth of the report
-    body = "".join("<tr>" + "".join(f"<td>{c}" for c in row) for row in rows)
+    body = "".join(('<tr class="total">' if total else "<tr>") + "".join(f"<td>{c}" for c in row)
+                   for row, total in zip(rows, totals))
     classes = " ".join(filter(None, [cls, "sortable" if sortable else "", f"sticky{sticky}" if sticky else ""]))
     box = "tw scroll" if scroll else "tw"
     return (f'<div class="{box}"><table class="{esc(classes)}"{attrs}><thead><tr>{head}</tr></thead>'
@@ -203,7 +206,7 @@ def group_table(groups: pd.DataFrame, figures: list, base: Optional[pd.DataFrame
             row.append(delta_cell(column, g.get(column), before(column), formatter, compare,
                                    _why(reasons, phase, role, column)))
         rows.append(row)
-    return html_table(headers, rows, "groups", sticky=2)
+    return html_table(headers, rows, "groups", sticky=2, totals=[k[1] == "all" for k in group_keys(groups)])
 
 
 def _definition(column: str) -> str:
@@ -453,8 +456,9 @@ def selection_table(kernels: pd.DataFrame, base: Optional[pd.DataFrame] = None) 
         against = ""
         if base is not None:
             before = baseline.get((role, phase))
+            # read as the other changes: what the baseline ran -> what this run runs
             against = ("not in the baseline" if before is None else "the same" if before == choices
-                       else "baseline ran " + _describe_change(choices, before, columns, "\u2190"))
+                       else _describe_change(before, choices, columns))
         for i, (_, r) in enumerate(g.iterrows()):
             notes = [change] if i == 0 and change else []
             if r["_behind"]:
@@ -468,18 +472,23 @@ def selection_table(kernels: pd.DataFrame, base: Optional[pd.DataFrame] = None) 
             rows.append(cells)
     catalog = registry.figures()
     headers = ["role", "phase"] + [(catalog[c].label, catalog[c].definition) for c in columns]
-    headers += ["kernels", "time", "what changed"] + (["against the baseline"] if base is not None else [])
+    headers += ["kernels", "time", "what changed"]
+    headers += [(BASELINE_TO_RUN, "what the baseline ran in this role and phase \u2192 what this run runs")] \
+        if base is not None else []
     return html_table(headers, rows, "selection", sortable=False)
 
 
-def _describe_change(before: set, after: set, columns: list, sign: str = "\u2192") -> str:
+BASELINE_TO_RUN = "baseline \u2192 this run"
+
+
+def _describe_change(before: set, after: set, columns: list) -> str:
     parts = []
     catalog = registry.figures()
     for i, column in enumerate(columns):
         old = sorted({k[i] for k in before})
         new = sorted({k[i] for k in after})
         if old != new:
-            parts.append(f"{catalog[column].label} {'/'.join(old)} {sign} {'/'.join(new)}")
+            parts.append(f"{catalog[column].label} {'/'.join(old)} \u2192 {'/'.join(new)}")
     return "; ".join(parts) or "another mix of the same choices"
 
 
@@ -542,13 +551,32 @@ def _name_cell(name: Any) -> str:
     return f'<code title="{esc(short)}">{esc(short[:NAME_WIDTH - 1])}\u2026</code>'
 
 
-def _nvtx_text(stack: Any) -> str:
-    """The innermost range's message: the outer ones repeat the phase."""
+# Ranges open around every kernel of a rank that say nothing of where in the model it ran: a
+# tensor-parallel run's rank range (the rank has its column) and NCCL's own (communicator set-up).
+WHOLE_RUN_RANGES = ("smlens_rank:", "NCCL:")
+
+
+def _ranges(stack: Any) -> list:
     if stack is None or (not isinstance(stack, (list, tuple)) and not hasattr(stack, "tolist")
                          and is_missing(stack)):
-        return ""
+        return []
     items = list(stack.tolist() if hasattr(stack, "tolist") else stack) if not isinstance(stack, str) else [stack]
-    return " / ".join(str(s) for s in items[-2:]) if items else ""
+    return [str(s) for s in items if not str(s).startswith(WHOLE_RUN_RANGES)]
+
+
+def _nvtx_text(stack: Any) -> str:
+    """The innermost range's message: the outer ones repeat the phase."""
+    return " / ".join(_ranges(stack)[-2:])
+
+
+def nvtx_op(stack: Any) -> str:
+    """The operation a role range names (`elementwise op=silu_mul` -> `silu_mul`): what tells apart
+    kernels of one name (`at::elementwise_kernel` runs the activation and the rotary embedding)."""
+    for entry in reversed(_ranges(stack)):
+        for word in entry.partition(":")[2].split():
+            if word.startswith("op=") and len(word) > 3:
+                return word[3:]
+    return ""
 
 
 def top_kernels_table(kernels: pd.DataFrame, limit: int = 12, time_label: str = "total time") -> str:
@@ -556,16 +584,19 @@ def top_kernels_table(kernels: pd.DataFrame, limit: int = 12, time_label: str = 
     that say why and where they ran; each links to its launches in the kernel table."""
     if kernels.empty or "name" not in kernels.columns:
         return ""
-    frame = kernels.assign(_t=numbers(kernels, "time_ns").fillna(0), _short=col(kernels, "name").map(short_name))
+    frame = kernels.assign(_t=numbers(kernels, "time_ns").fillna(0), _name=col(kernels, "name").astype(object),
+                           _op=col(kernels, "nvtx_stack").map(nvtx_op))
     total = frame["_t"].sum()
     catalog = registry.figures()
     shown = [catalog[c] for c in KERNEL_FIRST[1:] if c in catalog and c in kernels.columns]
     rows = []
-    ranked = frame.groupby("name", sort=False, observed=True)["_t"].sum().sort_values(ascending=False)
-    for rank, (name, time) in enumerate(ranked.head(limit).items(), 1):
-        g = frame[frame["name"] == name]
+    # by name and the operation its range names: one name may run several operations
+    ranked = frame.groupby(["_name", "_op"], sort=False)["_t"].sum().sort_values(ascending=False)
+    for rank, ((name, op), time) in enumerate(ranked.head(limit).items(), 1):
+        g = frame[((frame["_name"] == name) & (frame["_op"] == op)).to_numpy()]
         weights = g["_t"] if g["_t"].sum() > 0 else None
-        cells = [esc(rank), kernels_link(_name_cell(name), query=short_name(name)),
+        label = _name_cell(name) + (f' <span class="d">{esc(op)}</span>' if op else "")
+        cells = [esc(rank), kernels_link(label, query=f"op={op}" if op else short_name(name)),
                  esc(fmt_time_ns(time)), esc(_pct(100 * time / total if total else None)), esc(len(g)),
                  esc(fmt_time_ns(time / len(g)))]
         for figure in shown:
@@ -576,7 +607,8 @@ def top_kernels_table(kernels: pd.DataFrame, limit: int = 12, time_label: str = 
         roles = "/".join(dict.fromkeys(str(r) for r in g["role"]))
         phases = "/".join(sorted(dict.fromkeys(str(p) for p in g["phase"]), key=lambda p: _order(p)))
         rows.append(cells + _launch_cells(g.iloc[:1])[0] + [esc(f"{roles} in {phases}")])
-    headers = ["#", "kernel", (time_label, "gpu__time_duration.sum over its launches"),
+    headers = ["#", ("kernel", "its name, and the operation its NVTX range names (op=) where one does"),
+               (time_label, "gpu__time_duration.sum over its launches"),
                ("share", "of the kernel time shown"), ("launches", "kernel launches profiled"),
                ("per launch", "mean time per launch")]
     headers += [(f.label, f.definition + " (time-weighted over its launches)") for f in shown] + list(LAUNCH)

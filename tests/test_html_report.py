@@ -550,3 +550,99 @@ def test_the_charts_leave_out_kernels_outside_any_forward(targeted, outside):
     groups["phase"] = groups["phase"].astype(object).replace("other", outside)
     assert outside in set(groups["phase"])
     assert set(story(groups)["phase"].astype(object)) == {"cold_prefill", "warm_prefill", "decode"}
+
+
+# --- issue 29 item 4: the report's defects, on real captures ------------------------------------------
+
+RUNS = DATA / "h200_runs"
+
+
+@pytest.fixture(scope="module")
+def batches():
+    """Llama-3.1-8B batch 8 against batch 1 (2 x H200 runs of the built-in decoder)."""
+    return (views_input(RUNS / "llama-3.1-8b-b8-p512.csv.gz", None, {"id": "b8", "name": "b8"}),
+            views_input(RUNS / "llama-3.1-8b-b1-p512.csv.gz", None, {"id": "b1", "name": "b1"}))
+
+
+def test_the_v3_right_axis_makes_room_for_its_ticks(targeted):
+    """Its title sat on its tick labels: the second axis had none of the first's automargin and
+    standoff (plot_layout merged only the axes it already had)."""
+    layout = figures_of(targeted[1])["fig-v3"]["layout"]
+    for axis in ("yaxis", "yaxis2"):
+        assert layout[axis]["automargin"] is True and layout[axis]["title"]["standoff"] >= 10, axis
+    assert layout["yaxis2"]["side"] == "right" and layout["yaxis2"]["title"]["text"].startswith("useful MMA share")
+
+
+def test_kernel_selection_against_the_baseline_reads_from_the_baseline_to_this_run(batches):
+    """It read backwards ("baseline ran tile 256x128x64 ← 128x128x64", the current tile first). Now
+    the column says `baseline → this run` and each cell the baseline's choice, then this run's, as
+    the 'what changed' column reads from the phase before."""
+    b8, b1 = batches
+    page = Page(report.render_report(b8, b1))
+    row = page.raw_row("v8", 0, role="o_proj", phase="cold_prefill")
+    tiles = {name: set(run.kernels.loc[(run.kernels["role"] == "o_proj") & (run.kernels["phase"] == "cold_prefill")
+                                       & (run.kernels["kind"] == "gemm"), "tile"]) for name, run in (("b8", b8), ("b1", b1))}
+    assert tiles == {"b8": {"256x128x64"}, "b1": {"128x128x64"}}  # the data: batch 8 runs the larger tile
+    assert row["tile"][0] == "256x128x64"
+    assert row["baseline \u2192 this run"][0] == "tile 128x128x64 \u2192 256x128x64"
+
+
+def test_a_per_token_report_says_per_token_on_its_axes_and_in_its_verdict(batches):
+    """The time charts' axes said "kernel time (µs)" and the verdict gave absolute µs beside a table
+    per token. Now both say per token, and the verdict's figure is the absolute one over the
+    phase's tokens (its shares and ranking are unchanged)."""
+    from reports.compare import tokens_per_phase
+
+    b8, b1 = batches
+    tokens, base_tokens = tokens_per_phase(b8.kernels, b8.run), tokens_per_phase(b1.kernels, b1.run)
+    text = report.render_report(b8, b1, tokens=tokens, base_tokens=base_tokens)
+    figures = figures_of(text)
+    assert figures["fig-v1"]["layout"]["xaxis"]["title"]["text"] == "kernel time per token (\u00b5s)"
+    assert figures["fig-v1-2"]["layout"]["yaxis"]["title"]["text"] == "kernel time per token (\u00b5s)"
+    absolute = report._verdict(b8)
+    told = report._verdict(b8, tokens)
+    assert [g.label for g in told.opportunities] == [g.label for g in absolute.opportunities]
+    best = told.opportunities[0]
+    per = best.saving_ns / tokens[best.phase][0]
+    assert f"up to {per / 1e3:.3g} \u00b5s per token" in best.text or f"up to {per:.3g} ns per token" in best.text
+    assert "per token" in told.summary and all("per token" in p.text for p in told.phases)
+    verdict = Page(text).sections["verdict"]
+    assert "per token" in "".join(Page(text).text)
+    assert verdict["tables"]
+
+
+def test_top_kernels_tell_apart_one_name_by_its_nvtx_operation():
+    """In the TP capture every elementwise row read `at::elementwise_kernel`; their role ranges name
+    the operation (`elementwise op=silu_mul`, `op=rope_kv_cache`): each row says it now, and its
+    time is that name's in that operation."""
+    from reports.html_tables import nvtx_op
+
+    data = views_input(DATA / "h200_tp" / "llama-3.1-8b-tp2-b8-p512.csv.gz", None, {"id": "tp"})
+    top = Page(report.render_report(data)).table("top")
+    elementwise = top[top["kernel"].str.startswith("at::elementwise_kernel ")]
+    assert set(elementwise["kernel"]) == {"at::elementwise_kernel silu_mul", "at::elementwise_kernel rope_kv_cache"}
+    k = data.kernels
+    op = k["nvtx_stack"].map(nvtx_op)
+    from reports.html_text import fmt_time_ns, short_name
+
+    by_kernel = k[op == "rope_kv_cache"].assign(short=lambda f: f["name"].map(short_name))
+    times = by_kernel[by_kernel["short"] == "at::elementwise_kernel"].groupby("name")["time_ns"].sum()
+    shown = elementwise.loc[elementwise["kernel"] == "at::elementwise_kernel rope_kv_cache", "total time"]
+    assert sorted(shown) == sorted(fmt_time_ns(t) for t in times)
+    # the kernel table's NVTX column names the operation, not the rank's and NCCL's ranges
+    nvtx = Page(report.render_report(data)).table("kernels")["NVTX"]
+    assert not nvtx.str.contains("smlens_rank|NCCL").any() and nvtx.str.contains("op=silu_mul").any()
+
+
+def test_a_tensor_parallel_runs_charts_merge_its_ranks():
+    """The TP gap chart had 38 categories (every phase and role per rank, and the collectives,
+    which have no counters). Its bars are per phase and role now, each figure the ranks' mean
+    weighted by their time."""
+    data = views_input(DATA / "h200_tp" / "llama-3.1-8b-tp2-b8-p512.csv.gz", None, {"id": "tp"})
+    figure = figures_of(report.render_report(data))["fig-gap"]
+    active = trace(figure, "SM active")
+    assert len(active) == 18 and not any("allreduce" in label or " r0" in label for label in active)
+    gap = data.gap[(data.gap["phase"] == "decode") & (data.gap["role"] == "qkv_proj")]
+    assert len(gap) == 2  # one row per rank
+    expected = (gap["sm_active_pct"] * gap["time_ns"]).sum() / gap["time_ns"].sum()
+    assert active["decode \u00b7 qkv_proj"] == pytest.approx(expected, rel=1e-4)
