@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import pandas as pd
+
 from reports.html_tables import change_span, html_table, kernels_link
-from reports.html_text import esc, fmt, fmt_time_ns, is_missing, prose
+from reports.html_text import esc, fmt, fmt_time_ns, is_missing, numbers, prose
+from reports.kernel_page import kernel_link
 from views.comparison import GAIN, NOISE, REGRESSION, Change, ComparisonVerdict
 from views.v7_memory import BOUND_FLOOR_PCT
 from views.verdict import BOUND_WORDS, Verdict
@@ -35,11 +38,31 @@ def _bounds(bounds: dict) -> str:
     return ", ".join(f"{b} {s:.0f} %" for b, s in bounds.items() if s >= 0.5) or "\u2014"
 
 
+def longest_kernels(kernels: Optional[pd.DataFrame]) -> dict:
+    """(phase, role, rank) -> the id of the group's longest kernel, whose page an opportunity links;
+    (phase, role, None): of every rank (a group of merged ranks names none)."""
+    if kernels is None or kernels.empty or not {"phase", "role", "time_ns"} <= set(kernels.columns):
+        return {}
+    rank = kernels["rank"].astype(object) if "rank" in kernels.columns else pd.Series(None, index=kernels.index)
+    frame = pd.DataFrame({"phase": kernels["phase"].astype(object), "role": kernels["role"].astype(object),
+                          "rank": rank.where(rank.notna(), None), "time_ns": numbers(kernels, "time_ns"),
+                          "id": kernels["id" if "id" in kernels.columns else "kernel_id"]})
+    frame = frame.sort_values("time_ns", ascending=False, kind="stable")
+    out = {(p, r, None): i for p, r, i in frame.drop_duplicates(["phase", "role"])[["phase", "role", "id"]]
+           .itertuples(index=False)}
+    for p, r, k, i in frame.drop_duplicates(["phase", "role", "rank"])[["phase", "role", "rank", "id"]].itertuples(index=False):
+        if k is not None:
+            out[(p, r, k)] = i
+    return out
+
+
 def verdict_section(verdict: Verdict, base: Optional[Verdict] = None,
                     phase_times: Optional[dict] = None, base_times: Optional[dict] = None,
-                    time_label: str = "time") -> str:
+                    time_label: str = "time", kernels: Optional[pd.DataFrame] = None) -> str:
     """The section. `phase_times`/`base_times`: each phase's time as compared (per token, when
-    asked), else the verdict's own."""
+    asked), else the verdict's own. `kernels`: the run's, for each opportunity's link to the page
+    of its longest kernel."""
+    longest = longest_kernels(kernels)
     compare = base is not None
     headers = ["phase"] + [(time_label if h == "time" else h, d) for h, d in PHASE_COLUMNS]
     if compare:
@@ -65,13 +88,14 @@ def verdict_section(verdict: Verdict, base: Optional[Verdict] = None,
     for g in verdict.opportunities:
         prefix = f"{g.label}: "
         rest = g.text[len(prefix):] if g.text.startswith(prefix) else g.text
-        items.append(f"<li>{kernels_link(f'<b>{esc(g.label)}</b>', g.phase, g.role)}: {prose(rest)}</li>")
+        kernel = longest.get((g.phase, g.role, g.rank))
+        page = (f' <span class="d">({kernel_link(f"its longest kernel, #{esc(kernel)}", kernel)})</span>'
+                if kernel is not None else "")
+        items.append(f"<li>{kernels_link(f'<b>{esc(g.label)}</b>', g.phase, g.role)}: {prose(rest)}{page}</li>")
     ranked = (f'<h3>Where time can be won</h3><p class="lead">Each phase and role by the time it would not '
               f'need if its bound unit ran at its peak (time \u00d7 headroom); click one for its kernels.</p>'
               f'<ol class="opps">{"".join(items)}</ol>') if items else ""
     setup = f'<p class="setup">{prose(verdict.setup.text)}</p>' if verdict.setup else ""
-    if getattr(verdict, "waiting", None):  # tensor parallel: apart from the shares, as the setup
-        setup += f'<p class="setup">{prose(verdict.waiting.text)}</p>'
     if getattr(verdict, "waiting", None):  # tensor parallel: apart from the shares, as the setup
         setup += f'<p class="setup">{prose(verdict.waiting.text)}</p>'
     words = ", ".join(f"{w}" for w in BOUND_WORDS.values())
