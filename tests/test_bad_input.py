@@ -310,9 +310,9 @@ def test_bad_cells_in_the_details_page(tmp_path):
 
 def test_text_in_a_numeric_column_of_a_later_block(tmp_path, monkeypatch):
     """Block 1 decides the types; a bad cell in block 2 is null and counted, not a text column."""
-    from profiler.ingest import capture
+    from profiler.ingest import capture, capture_source
 
-    monkeypatch.setattr(capture, "BLOCK_BYTES", 20_000)  # several blocks out of a 56 kB capture
+    monkeypatch.setattr(capture_source, "BLOCK_BYTES", 20_000)  # several blocks out of a 56 kB capture
     path = tmp_path / "late.csv"
     path.write_bytes(with_cell(TIME, "later", row=11))
     result = capture.read_capture(path)

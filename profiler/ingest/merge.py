@@ -5,7 +5,8 @@ rest without), with the same metrics and `--print-units base`, so the exports sh
 and units row. They are joined as text: that header and units row once, then every kernel row,
 kernel IDs renumbered in run order so they stay unique. Values are not touched here: the capture
 reader converts them, once, when the run is ingested. The text is split into rows, and the units
-row found, by the capture reader's own code, so the two cannot disagree about what a row is.
+row found, by the capture readers' own code (capture_source.py), so the two cannot disagree about
+what a row is.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Iterable
 
 from profiler.errors import BadInput
-from profiler.ingest.capture import find_header, open_binary, row_chunks
+from profiler.ingest.capture_source import find_header, open_binary, row_chunks
 
 _LEADING_ID = re.compile(rb'^(\s*)"([\d,]+)",', re.MULTILINE)  # ncu may print 1000 as "1,000"
 

@@ -39,7 +39,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from profiler.ingest import capture
+from profiler.ingest import capture, capture_raw
+from profiler.ingest.capture_source import check_readable
+from profiler.ingest.capture_table import MEASURED, RunFacts
 from profiler.errors import BadInput
 
 FORMAT_VERSION = 1
@@ -354,7 +356,7 @@ class Store:
         read the same way (None when new)."""
         source = Path(source)
         check_name(name)
-        capture.check_readable(source)
+        check_readable(source)
         sha256 = file_sha256(source)
         shapes_key = json.dumps(sorted((shapes or {}).items()))
         return source, sha256, shapes_key, self._find_sha(sha256, shapes_key, roles_from_order)
@@ -459,12 +461,12 @@ class Store:
         count = 0
         first: pa.Table | None = None
         units: dict = {}
-        facts = capture.RunFacts()
+        facts = RunFacts()
         if kind == "raw":  # streamed: a large capture never sits in memory whole
             writer = None
             try:
-                for table, units in capture.iter_raw_tables(source, shapes, notes, on_progress,
-                                                            roles_from_order):
+                for table, units in capture_raw.iter_raw_tables(source, shapes, notes, on_progress,
+                                                                roles_from_order):
                     table = table.append_column("run_id", pa.array([run_id] * table.num_rows))
                     if writer is None:
                         writer = pq.ParquetWriter(kernels_path, table.schema)
@@ -482,7 +484,7 @@ class Store:
             frame.to_parquet(kernels_path, index=False)
             count = len(frame)
             first = pa.Table.from_pandas(frame.head(1), preserve_index=False)
-            facts.add(pa.Table.from_pandas(frame[[c for c in ("kernel_id", "device", capture.MEASURED,
+            facts.add(pa.Table.from_pandas(frame[[c for c in ("kernel_id", "device", MEASURED,
                                                               "profiler__replayer_passes") if c in frame]],
                                            preserve_index=False))
         fsync_path(kernels_path)
@@ -661,7 +663,7 @@ def new_run_row(run_id: str, source: Path, name: str | None, tags: dict | None, 
         "kernel_count": summary["kernel_count"], "partial": bool(partial),
         "shapes": shapes_key, "roles_from_order": bool(roles_from_order),
         "notes": json.dumps(summary["notes"]),
-        # what the capture says of the run (capture.RunFacts); stores before it lack the column
+        # what the capture says of the run (capture_table.RunFacts); stores before it lack the column
         "capture": json.dumps(summary.get("capture") or {}),
     }
 
