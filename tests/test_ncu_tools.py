@@ -37,6 +37,14 @@ def test_ncu_rep_goes_through_ncu_import_when_ncu_is_on_path(tmp_path, monkeypat
     assert kernels.loc[2, "dram__bytes_read.sum"] == module.loc[2, "dram__bytes_read.sum"] == 50382080.0
 
 
+def test_gemms_without_a_shape_are_noted_once_through_ncu_import(tmp_path, monkeypatch):
+    """The raw reader notes them as it streams the import; the .ncu-rep reader adds no second note."""
+    _fake_ncu(tmp_path, f'cat {DATA / "h200_dtypes_raw.csv"}\n')  # a real raw export: 4 GEMMs unshaped
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    notes = [n for n in read_capture(DATA / "decode12.ncu-rep.gz").notes if "have no problem shape" in n]
+    assert len(notes) == 1 and notes[0].startswith("4 GEMM kernel(s) have no problem shape")
+
+
 def test_ncu_import_failure_is_bad_input(tmp_path, monkeypatch):
     _fake_ncu(tmp_path, 'echo "==ERROR== Failed to open report" >&2\nexit 1\n')
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
