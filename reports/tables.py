@@ -2,6 +2,7 @@
 the terminal's tables (terminal.py, ranks.py, gate_output.py) are built of."""
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -173,7 +174,12 @@ def broken_lines(text: str, width: int, after: str = " /_:,") -> list[str]:
 def _wrapped(heading: str, cells: list) -> str:
     """The heading in lines no wider than the column's cells (never narrower than a word)."""
     widest = max([len(c) for c in cells if c is not None] + [max(len(w) for w in heading.split() or [""])])
-    return "\n".join(textwrap.wrap(heading, widest, break_long_words=False)) or heading
+    return _wrapped_to(heading, widest)
+
+
+@functools.lru_cache(maxsize=1024)
+def _wrapped_to(heading: str, width: int) -> str:  # a heading wraps alike in every table it heads
+    return "\n".join(textwrap.wrap(heading, width, break_long_words=False)) or heading
 
 
 class CompactTable:

@@ -248,12 +248,11 @@ def gap_tables(gap: pd.DataFrame, width: int = 80, phase_time_ns: Optional[dict]
 # --- one table per view ------------------------------------------------------------------------------
 
 
-def _checks(row, view: str) -> str:
-    counts = [row.get(f"{view}_{s}") for s in ("pass", "fail", "n/a")]
-    if any(is_missing(c) for c in counts):
-        return "n/a"
-    passed, failed, na = (int(c) for c in counts)
-    return f"{passed}/{failed}/{na}"
+def _checks(groups: pd.DataFrame, view: str) -> list[str]:
+    """Each group's `passed/failed/n/a` kernels of the view, n/a where a count is missing."""
+    names = [f"{view}_{s}" for s in ("pass", "fail", "n/a")]
+    counts = zip(*[groups[n].tolist() if n in groups.columns else [None] * len(groups) for n in names])
+    return ["n/a" if any(is_missing(c) for c in row) else "/".join(str(int(c)) for c in row) for row in counts]
 
 
 CHECKS_DEFINITION = "kernels whose validation passed / failed / was n/a"
@@ -275,7 +274,8 @@ def view_tables(result, view: str, width: int = 80) -> tuple[list[CompactTable],
     groups = result.groups.reset_index(drop=True)
     rows, positions = _grouped_rows(groups)
     columns = [_figure_column(f, groups, positions) for f in shown]
-    columns.append(Column("checks", [None if p is None else _checks(groups.iloc[p], view) for p in positions],
+    checks = _checks(groups, view)
+    columns.append(Column("checks", [None if p is None else checks[p] for p in positions],
                           definition=CHECKS_DEFINITION))
     return fit(f"{view} {registry.title(view)}", "phase / role", rows, columns, width), columns
 
@@ -306,20 +306,21 @@ def validation_lines(result, view: str, limit: int = MAX_FAILURES) -> list[Text]
     status_column, detail_column = f"validation_{view}", f"validation_detail_{view}"
     if status_column not in k.columns:
         return []
-    status = k[status_column].astype(object).to_numpy()
+    status = k[status_column].to_numpy(dtype=object)
     lines = []
     failed = np.flatnonzero(status == "fail")
-    columns = {c: k[c].astype(object).to_numpy() if c in k.columns else [None] * len(k)
-               for c in ("kernel_id", "kernel_name", "phase", "role", detail_column)}
-    for at in failed[:limit]:
-        kernel_id = "?" if is_missing(columns["kernel_id"][at]) else columns["kernel_id"][at]
-        lines.append(Text.assemble(("  fail ", "bold red"), f"kernel {kernel_id} "
-                                   f"{short_name(columns['kernel_name'][at], NO_CUT)} "
-                                   f"({columns['phase'][at]}/{columns['role'][at]}): ",
-                                   str(columns[detail_column][at])))
+
+    def cells(column: str, at) -> list:  # the rows `at` only: a view's kernels table is wide
+        return k[column].iloc[at].tolist() if column in k.columns else [None] * len(at)
+
+    shown = failed[:limit]
+    for kernel_id, name, phase, role, detail in zip(*[cells(c, shown) for c in (
+            "kernel_id", "kernel_name", "phase", "role", detail_column)]):
+        lines.append(Text.assemble(("  fail ", "bold red"), f"kernel {'?' if is_missing(kernel_id) else kernel_id} "
+                                   f"{short_name(name, NO_CUT)} ({phase}/{role}): ", str(detail)))
     if len(failed) > limit:
         lines.append(Text(f"  ... and {len(failed) - limit} more failures (--format json lists them all)"))
-    reasons = pd.Series(columns[detail_column])[status == "n/a"].value_counts()
+    reasons = pd.Series(cells(detail_column, np.flatnonzero(status == "n/a")), dtype=object).value_counts()
     for reason, count in reasons[reasons.index != ""].head(3).items():
         lines.append(Text(f"  n/a  {count} kernels: {na_advice(reason)}", style="dim"))
     return lines

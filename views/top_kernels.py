@@ -69,9 +69,8 @@ def top_kernels(kernels: pd.DataFrame, total_time_ns: float, raw: Optional[pd.Da
     })
     keys = ["phase", "role", "rank", "label", "kernel_name", "grid_blocks", "block_threads",
             "registers_per_thread"]
-    grouped = (frame.groupby(keys, dropna=False, sort=False)
-               .agg(launches=("time_ns", "size"), time_ns=("time_ns", lambda t: t.sum(min_count=1)))
-               .reset_index())
+    times = frame.groupby(keys, dropna=False, sort=False)["time_ns"]
+    grouped = pd.concat([times.size().rename("launches"), times.sum(min_count=1)], axis=1).reset_index()
     grouped = grouped.sort_values("time_ns", ascending=False, kind="stable", na_position="last").head(limit)
     grouped["share_pct"] = 100 * grouped["time_ns"] / total_time_ns if total_time_ns > 0 else np.nan
     grouped["mean_ns"] = grouped["time_ns"] / grouped["launches"]
