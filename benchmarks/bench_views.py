@@ -27,7 +27,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from profiler.ingest.capture import parse_shapes_file, read_capture  # noqa: E402
+from profiler.ingest.capture import read_capture  # noqa: E402
+from profiler.ingest.shapes import parse_shapes_file  # noqa: E402
 from suite import arguments  # noqa: E402
 from views.registry import compute_views, input_columns  # noqa: E402
 

@@ -15,7 +15,7 @@ import tempfile
 from importlib.resources import as_file, files
 from pathlib import Path
 
-from profiler.ingest.capture import parse_shapes_file
+from profiler.ingest.shapes import parse_shapes_file
 from profiler.ingest.stores import open_store
 from views.registry import compute_views, figures
 

@@ -44,7 +44,8 @@ def _shoot(browser: Browser, page: Path, out: Path, height: int, width: int = WI
 
 def terminal_svg(path: Path) -> None:
     """`smlens views` of the bundled capture at 80 columns: the verdict and the gap."""
-    from profiler.ingest.capture import parse_shapes_file, read_capture
+    from profiler.ingest.capture import read_capture
+    from profiler.ingest.shapes import parse_shapes_file
 
     bundled = ROOT / "profiler" / "data"
     kernels = read_capture(bundled / "h200_targeted_raw.csv.gz",

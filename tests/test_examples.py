@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.ingest.capture import parse_shapes_file
+from profiler.ingest.shapes import parse_shapes_file
 from profiler.ingest.stores import open_store
 from views.registry import compute_views
 

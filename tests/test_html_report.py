@@ -166,7 +166,8 @@ def test_plotly_comes_after_the_verdict_and_the_tables(targeted):
 
 
 def test_the_demos_report_is_at_most_1_5_mb():
-    from profiler.ingest.capture import parse_shapes_file, read_capture
+    from profiler.ingest.capture import read_capture
+    from profiler.ingest.shapes import parse_shapes_file
     from views.registry import compute_views
 
     bundled = Path(report.__file__).resolve().parents[1] / "profiler" / "data"
