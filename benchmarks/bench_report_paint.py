@@ -23,13 +23,13 @@ DATA = Path(__file__).resolve().parents[1] / "profiler" / "data"
 # ms since navigation start: first contentful paint, load, and every figure div holding its svg
 TIMES_JS = """new Promise(function (done) {
   (function poll() {
-    var figs = document.querySelectorAll('div.fig').length;
-    var drawn = document.querySelectorAll('div.fig svg.main-svg').length;
-    if (drawn < figs) { setTimeout(poll, 10); return; }
+    var figs = Array.from(document.querySelectorAll('div.fig'));
+    // plotly draws each chart in two svgs: a chart is drawn when it holds one
+    if (figs.some(function (el) { return !el.querySelector('svg.main-svg'); })) { setTimeout(poll, 10); return; }
     var paint = performance.getEntriesByName('first-contentful-paint')[0];
     var nav = performance.getEntriesByType('navigation')[0];
     done({fcp: paint ? paint.startTime : null, load: nav.loadEventEnd, drawn: performance.now(),
-          figures: figs});
+          figures: figs.length});
   })();
 })"""
 

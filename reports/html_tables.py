@@ -17,6 +17,7 @@ from reports.html_text import (arrow, change_class, col, delta_pct, esc, fmt, fm
                                group_keys, is_missing, na_reasons, numbers, short_name, sort_groups, view_status)
 from views import gap as gap_figures, registry
 from views.catalog import Figure
+from views.top_kernels import range_label
 from views.vocabulary import CHOSEN_KINDS, PHASE_ORDER
 
 # --- tables (every cell escaped here, nowhere else) -----------------------------------------------
@@ -570,13 +571,10 @@ def _nvtx_text(stack: Any) -> str:
 
 
 def nvtx_op(stack: Any) -> str:
-    """The operation a role range names (`elementwise op=silu_mul` -> `silu_mul`): what tells apart
-    kernels of one name (`at::elementwise_kernel` runs the activation and the rotary embedding)."""
-    for entry in reversed(_ranges(stack)):
-        for word in entry.partition(":")[2].split():
-            if word.startswith("op=") and len(word) > 3:
-                return word[3:]
-    return ""
+    """What the kernel's innermost range says it computes (views.top_kernels.range_label: `op=silu_mul`
+    -> `silu_mul`, or a program's module), the whole-run ranges left out: it tells apart kernels
+    of one name (`at::elementwise_kernel` runs the activation and the rotary embedding)."""
+    return range_label(_ranges(stack))
 
 
 def top_kernels_table(kernels: pd.DataFrame, limit: int = 12, time_label: str = "total time") -> str:
