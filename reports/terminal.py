@@ -30,7 +30,7 @@ from views.catalog import KERNEL, Figure
 from views.grouping import ROLE_ORDER
 from views.top_kernels import top_kernels
 from views.verdict import Verdict, verdict as make_verdict
-from views.vocabulary import OUTSIDE_PHASES
+from views.vocabulary import COLLECTIVE_ROLES, OUTSIDE_PHASES
 
 MAX_FAILURES = 5
 NO_CUT = 10**6  # a name's width limit that never cuts it
@@ -218,15 +218,17 @@ def top_kernels_tables(top: pd.DataFrame, width: int, basis: str = "the run's ke
     whole = CompactTable(title, "#", rows, columns + [Column("kernel", names, "left")])
     if whole.width <= width:
         return [whole]
-    rows.notes = names
-    return [CompactTable(title, "#", rows, columns)]
+    tables = fit(title, "#", replace(rows, notes=names), columns, width)  # narrower still: continued
+    for table in tables[1:]:
+        table.rows = rows  # the names once, under the first part's rows
+    return tables
 
 
 def top_kernels_of(result, raw: Optional[pd.DataFrame] = None, limit: int = TOP_KERNELS) -> pd.DataFrame:
     """The result's kernels of most time, their shares on the gap's basis."""
     phase_time_ns = getattr(result, "phase_time_ns", None)
     total = sum(phase_time_ns.values()) if phase_time_ns else float(getattr(result, "total_time_ns", float("nan")))
-    return top_kernels(result.kernels, total, raw, limit)
+    return top_kernels(result.kernels, total, raw, limit, getattr(result, "rank_time_ns", None))
 
 
 def gap_tables(gap: pd.DataFrame, width: int = 80, phase_time_ns: Optional[dict] = None
@@ -527,6 +529,8 @@ def phase_role_table(gap: pd.DataFrame, width: int, basis: str = "the run's kern
         texts = []
         for role, rank in keys:
             share_pct, bound = cells.get((phase, role, rank), (None, None))
+            if is_missing(bound) and role in COLLECTIVE_ROLES:
+                bound = "collective"  # timed without replay: no counters, its time is communication
             texts.append("" if share_pct is None else f"{pct(share_pct):>5} {text(bound)}")
         columns.append(Column(str(phase), texts, "left"))
     table = compact_table("Time % and bound per phase and role", "role", rows, columns)

@@ -49,11 +49,12 @@ def _registers(kernels: pd.DataFrame, raw: Optional[pd.DataFrame]) -> np.ndarray
 
 
 def top_kernels(kernels: pd.DataFrame, total_time_ns: float, raw: Optional[pd.DataFrame] = None,
-                limit: int = LIMIT) -> pd.DataFrame:
+                limit: int = LIMIT, rank_time_ns: Optional[dict] = None) -> pd.DataFrame:
     """The `limit` distinct kernels of most time: kernels alike in phase, role, rank, NVTX label,
     name, grid, block and registers are one row, their time summed; `share_pct` is of
-    `total_time_ns` (what the gap's time shares are of). Registers come from `raw` (the capture's
-    kernels, joined on kernel_id), NaN where it lacks them."""
+    `total_time_ns`, or of its rank's time in `rank_time_ns` (a tensor-parallel run), as the gap's
+    shares are. Registers come from `raw` (the capture's kernels, joined on kernel_id), NaN where
+    it lacks them."""
     if kernels.empty:
         return pd.DataFrame(columns=list(COLUMNS))
     frame = pd.DataFrame({
@@ -72,6 +73,9 @@ def top_kernels(kernels: pd.DataFrame, total_time_ns: float, raw: Optional[pd.Da
     times = frame.groupby(keys, dropna=False, sort=False)["time_ns"]
     grouped = pd.concat([times.size().rename("launches"), times.sum(min_count=1)], axis=1).reset_index()
     grouped = grouped.sort_values("time_ns", ascending=False, kind="stable", na_position="last").head(limit)
-    grouped["share_pct"] = 100 * grouped["time_ns"] / total_time_ns if total_time_ns > 0 else np.nan
+    base = np.full(len(grouped), total_time_ns if total_time_ns > 0 else np.nan)
+    if rank_time_ns:
+        base = grouped["rank"].map({float(k): v for k, v in rank_time_ns.items()}).to_numpy(dtype=float)
+    grouped["share_pct"] = 100 * grouped["time_ns"].to_numpy() / base
     grouped["mean_ns"] = grouped["time_ns"] / grouped["launches"]
     return grouped[list(COLUMNS)].reset_index(drop=True)
