@@ -220,3 +220,18 @@ def test_store_check_keeps_file_names_whole(store, tmp_path):
         text = _text(width, report, printer=print_store_check)
         assert "kernels.parquet" in text and max(len(line) for line in text.splitlines()) <= width
         assert "smlens store repair: the run folder is moved to quarantine" in " ".join(text.split())
+
+
+def test_a_tensor_parallel_runs_kernel_shares_are_of_their_ranks_time():
+    """Rank 0 of the TP=2 capture spent 48.7 ms, most of it waiting in all-reduces, rank 1 1.7 ms:
+    a kernel's share is of its own rank's time, as the gap's are (0.2 % of both ranks' time said
+    nothing)."""
+    raw = read_capture(DATA / "h200_tp" / "llama-3.1-8b-tp2-b1-p512.csv.gz").kernels
+    result = compute_views(raw)
+    top = top_kernels_of(result, raw, limit=40)
+    gap = result.gap.set_index(["phase", "role", "rank"])["time_share_pct"]
+    for rank in (0, 1):
+        row = top[(top["phase"] == "warm_prefill") & (top["role"] == "gate_up_proj") & (top["rank"] == rank)].iloc[0]
+        assert row["share_pct"] == pytest.approx(100 * row["time_ns"] / result.rank_time_ns[rank])
+        assert row["share_pct"] == pytest.approx(gap[("warm_prefill", "gate_up_proj", rank)])  # one kernel
+    assert top.loc[top["rank"] == 1, "share_pct"].max() > 5 > top.loc[top["rank"] == 0, "share_pct"].max()
