@@ -58,7 +58,7 @@ def terminal_svg(path: Path) -> None:
     console.print()
     tables, columns = gap_tables(result.gap, 80)
     console.print(tables[0])
-    console.print(legend(columns[:len(tables[0].columns) - 1]))  # the key column has no entry
+    console.print(legend(tables[0].columns))  # the first table's columns (the key column is apart)
     svg = console.export_svg(title="smlens views, 80 columns")
     # the picture is made offline: the web font's URL goes, a local monospace font stands in
     svg = re.sub(r',?\s*url\("https?://[^"]*"\)\s*format\("[a-z0-9]+"\)', "", svg)
