@@ -145,11 +145,15 @@ def test_unknown_metric_columns_are_kept(tmp_path, data_dir):
     assert set(capture.kernels["my__label"]) == {"alpha"}
 
 
-def test_sniff(data_dir):
-    assert sniff(data_dir / "targeted_raw.csv") == "raw"
-    assert sniff(data_dir / "decode12_details.csv") == "details"
-    assert sniff(data_dir / "full_details.csv.gz") == "details"
-    assert sniff(data_dir / "decode12.ncu-rep.gz") == "ncu-rep"
+def test_sniff_hands_each_format_to_its_one_reader(data_dir):
+    import inspect
+
+    from profiler.ingest.capture import READERS
+
+    for name, kind in (("targeted_raw.csv", "raw"), ("decode12_details.csv", "details"),
+                       ("full_details.csv.gz", "details"), ("decode12.ncu-rep.gz", "ncu-rep")):
+        assert sniff(data_dir / name) == kind and read_capture(data_dir / name).source_format == kind
+    assert len({str(inspect.signature(read)) for read in READERS.values()}) == 1  # one interface
 
 
 def test_parse_stack_with_colons_and_custom_domain():
