@@ -477,7 +477,9 @@ def print_views(result, run: Optional[dict] = None, console: Optional[Console] =
     tables = top_kernels_tables(top_kernels_of(result, raw), width, shares_of(phase_time_ns or {}))
     for table in tables:
         console.print(table)
-    console.print(legend(tables[0].columns if tables else []))
+    if tables:  # its columns say what they are: a line of their sources
+        console.print(Prose("; ".join(f"{c.heading}: {c.definition}" for c in tables[0].columns if c.definition),
+                            style="dim"))
     console.print()
     console.print(summary_table(result))
     _print_each_view(result, console)
