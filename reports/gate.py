@@ -3,8 +3,11 @@
 Input is the per-kernel figure table of each run (`views.registry.compute_views(kernels).kernels`),
 a few runs of the baseline and a few of the current build. For each rule (`reports.gate_rules`) the
 kernels of every run are grouped (by default per phase, role and kernel family) and reduced to one
-figure per group and run: a sum for extensive figures (time, DRAM bytes, ops), a time-weighted mean
-for the others. One run is then one sample.
+figure per group and run by the views' own rule (views/grouping.py) and the catalog's declaration
+of the figure: a sum for extensive figures (time, DRAM bytes, ops), a ratio of sums for ratios
+(fill), a time-weighted mean for the others, the value holding the most time for a text figure (a
+top stall: the largest of the group's stall means); n/a when one kernel of the group lacks it or
+holds a value outside its physical range. One run is then one sample.
 
 A group regresses when its median moves in the rule's worse direction by at least the rule's
 relative threshold *and* its absolute minimum effect, and, with several runs on each side, when the
@@ -36,6 +39,8 @@ from reports.formatting import is_missing
 from reports.gate_rules import (DEFAULT_RULES, GROUP_BY, Rule, RulesError, load_rules, parse_rules)
 from reports.gate_stats import mann_whitney_u, smallest_p_value
 from views import registry
+from views.catalog import ARGMAX, MEAN, MODE, RATIO, SUM
+from views.grouping import GroupSpec
 
 __all__ = ["DEFAULT_RULES", "GROUP_BY", "Rule", "RulesError", "load_rules",
            "parse_rules", "Run", "Comparison", "GateResult", "run_gate", "compare_rule",
@@ -99,11 +104,32 @@ def _is(frame: pd.DataFrame, column: str, value: str) -> np.ndarray:
     return (frame[column] == value).to_numpy(dtype=bool, na_value=False)
 
 
+GATE_GROUP = "gate_group"  # the column that numbers the rule's groups for views.grouping
+GROUPED = (MEAN, SUM, RATIO, MODE, ARGMAX)  # the catalog's aggregates that combine over a group
+
+
+def group_spec(rule: Rule) -> GroupSpec:
+    """How the rule's figure combines over a group: the catalog's declaration (registry.spec_of),
+    or the rule's own `aggregate`, or for a column no view declares (or one declared per kernel
+    only) a time-weighted mean."""
+    declared = rule.declared
+    if rule.aggregate is None and declared is not None and declared.aggregate in GROUPED:
+        return registry.spec_of([declared])
+    how = rule.how
+    return GroupSpec(means=[rule.figure] if how == "mean" else [], sums=[rule.figure] if how == "sum" else [],
+                     modes={rule.figure: None} if how == "mode" else {})
+
+
 def _reduce(frame: pd.DataFrame, rule: Rule, groups: dict[tuple, np.ndarray]) -> dict[tuple, GroupFigure]:
-    time = _column(frame, "time_ns")
-    text = rule.how == "mode"
-    values = (frame[rule.figure].to_numpy(dtype=object) if text else _column(frame, rule.figure)) \
-        if rule.figure in frame else None
+    """Each group's figure and time under the views' own grouping rule (views/grouping.py, by
+    way of registry.group_figures: time-weighted, a figure one kernel lacks is n/a for the
+    group), with its kernels' validation failures."""
+    codes = np.zeros(len(frame), dtype=np.int64)
+    for number, rows in enumerate(groups.values()):
+        codes[rows] = number
+    spec = group_spec(rule)
+    combined = registry.group_figures(frame.assign(**{GATE_GROUP: codes}), spec, [GATE_GROUP])
+    combined = combined.set_index(GATE_GROUP)
     views = [v for v in rule.checked_views if f"validation_{v}" in frame]
     # a view fails this figure where its cross-checks fail or the figure is out of its bounds
     failing = {v: registry.failed_for(frame, v, rule.figure) for v in views}
@@ -114,19 +140,15 @@ def _reduce(frame: pd.DataFrame, rule: Rule, groups: dict[tuple, np.ndarray]) ->
         value = frame[column].iat[row] if column in frame else ""
         return "" if is_missing(value) else str(value)
 
+    def figure(number: int, column: str, missing: object) -> object:
+        value = combined.at[number, column] if number in combined.index and column in combined else missing
+        return missing if is_missing(value) else value
+
+    text = rule.how == "mode"
     out = {}
-    for key, rows in groups.items():
-        weight = time[rows]
-        group_time = float(np.nansum(weight)) if np.isfinite(weight).any() else math.nan
-        if values is None:
-            value: object = None if text else math.nan
-        elif text:
-            value = _weighted_mode(values[rows], weight)
-        elif rule.how == "sum":
-            numbers = values[rows]  # a sum with a hole in it is not the group's total: n/a
-            value = float(numbers.sum()) if np.isfinite(numbers).all() else math.nan
-        else:
-            value = _weighted_mean(values[rows], weight)
+    for number, (key, rows) in enumerate(groups.items()):
+        value = figure(number, rule.figure, None if text else math.nan)
+        value = value if text or value is None else float(value)
         failed, na_views = {}, {}
         for view in views:
             bad = rows[failing[view][rows]]
@@ -134,29 +156,8 @@ def _reduce(frame: pd.DataFrame, rule: Rule, groups: dict[tuple, np.ndarray]) ->
                 failed[view] = (len(bad), detail(view, int(bad[0])))
             if not_applicable[view][rows].all():
                 na_views[view] = detail(view, int(rows[0]))
-        out[key] = GroupFigure(value, group_time, len(rows), failed, na_views)
+        out[key] = GroupFigure(value, float(figure(number, "time_ns", math.nan)), len(rows), failed, na_views)
     return out
-
-
-def _weighted_mean(numbers: np.ndarray, weight: np.ndarray) -> float:
-    ok = np.isfinite(numbers)
-    if not ok.any():
-        return math.nan
-    w = weight[ok]
-    if np.isfinite(w).all() and w.sum() > 0:
-        return float((numbers[ok] * w).sum() / w.sum())
-    return float(numbers[ok].mean())  # no times: launches count equally
-
-
-def _weighted_mode(values: np.ndarray, weight: np.ndarray) -> str | None:
-    totals: dict[str, float] = {}
-    for value, w in zip(values, weight):
-        if is_missing(value) or value == "":
-            continue
-        totals[str(value)] = totals.get(str(value), 0.0) + (w if np.isfinite(w) else 1.0)
-    if not totals:
-        return None
-    return max(sorted(totals), key=lambda v: totals[v])
 
 
 # ---- comparison -------------------------------------------------------------------------------
@@ -185,7 +186,7 @@ class Comparison:
 
     def to_json(self) -> dict:
         return {
-            "rule": self.rule.label, "figure": self.rule.figure, "worse": self.rule.worse,
+            "rule": self.rule.label, "figure": self.rule.figure, "worse": self.rule.direction,
             "group": self.group, "status": self.status,
             "baseline": [_json_value(v) for v in self.baseline],
             "current": [_json_value(v) for v in self.current],
@@ -253,7 +254,7 @@ def _numeric_comparison(rule: Rule, comp: Comparison, base: list[float], cur: li
     b, c = comp.baseline_center, comp.current_center
     comp.change = c - b
     comp.change_pct = (c - b) / abs(b) * 100 if b != 0 else (math.inf if c != b else 0.0)
-    direction = rule.worse
+    direction = rule.direction
 
     def passes_threshold(effect: float) -> bool:
         relative = abs(effect) / abs(b) * 100 if b != 0 else math.inf
@@ -390,16 +391,18 @@ def _compare_group(rule: Rule, comp: Comparison, base: list[GroupFigure], cur: l
     if not base_ok and not cur_ok:
         comp.status, comp.note = "n/a", f"{rule.figure} is n/a on both sides"
         return
+    # before the n/a of one side: a figure out of its physical range is n/a in its group (the
+    # views' rule), and the failed validation says why
+    failures = _validation_failures(base, cur, labels)
+    if failures and rule.on_validation_fail != "ignore" and \
+            _blocked_by_validation(rule, comp, failures, len(base) + len(cur), problems, warnings):
+        return
     if not base_ok or not cur_ok:
         side = "baseline" if not base_ok else "current"
         cause = _na_cause(rule, side, base if side == "baseline" else cur,
                           cur if side == "baseline" else base)
         comp.status, comp.note = "cannot judge", cause
         problems.add(cause, comp.group_label)
-        return
-    failures = _validation_failures(base, cur, labels)
-    if failures and rule.on_validation_fail != "ignore" and \
-            _blocked_by_validation(rule, comp, failures, len(base) + len(cur), problems, warnings):
         return
     if rule.how == "mode":
         _text_comparison(comp, [str(v) for v in base_ok], [str(v) for v in cur_ok])

@@ -54,9 +54,9 @@ def format_change(comp: Comparison) -> str:
 
 def threshold_text(comp: Comparison) -> str:
     rule = comp.rule
-    if rule.worse == "changed":
+    if rule.direction == "changed":
         return "changed"
-    sign = {"higher": "+", "lower": "−", "either": "±"}[rule.worse]
+    sign = {"higher": "+", "lower": "−", "either": "±"}[rule.direction]
     effect = f"{rule.min_effect:g} pts" if rule.unit == "%" else format_value(rule.min_effect, rule.unit)
     floor = f" and {effect}" if rule.min_effect else ""
     return f"{sign}{rule.relative_pct:g}%{floor}"

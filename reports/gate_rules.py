@@ -1,11 +1,13 @@
 """The rules of `smlens gate`: which figure, which direction is worse, how far is too far.
 
 A rule names a figure column of the views' per-kernel table (`views.registry.compute_views(...)
-.kernels`; the catalog, `views.registry.figures()`, says its unit, its views and how it combines),
-the direction that is worse, a relative threshold (`relative_pct`) and an absolute
-minimum effect (`min_effect`, in the figure's own unit) that must both be passed, the statistic
-that must also agree over repeated runs, and how kernels are grouped (`by`). Rules come from a
-gate.toml (examples/gate.toml says every key) or `DEFAULT_RULES`.
+.kernels`), a relative threshold (`relative_pct`) and an absolute minimum effect (`min_effect`, in
+the figure's own unit) that must both be passed, the statistic that must also agree over repeated
+runs, and how kernels are grouped (`by`). What the figure is comes from the catalog
+(`views.registry.figures()`): its unit, the views that vouch for it, how a group combines it and
+which way is better, so the direction that is worse is the catalog's unless a rule says otherwise
+(`either`, or a figure the catalog gives no direction). Rules come from a gate.toml
+(examples/gate.toml says every key) or `DEFAULT_RULES`.
 """
 from __future__ import annotations
 
@@ -15,13 +17,13 @@ from pathlib import Path
 from typing import Mapping
 
 from views import registry
-from views.catalog import SUM, Figure
+from views.catalog import HIGHER, LOWER, RATIO, SUM, Figure
 
 GROUP_BY = ("phase", "role", "kernel_family")
 WORSE = ("higher", "lower", "either", "changed")
 STATISTICS = ("mann-whitney", "threshold")
 ON_VALIDATION = ("error", "strict", "warn", "ignore")
-AGGREGATES = ("sum", "mean", "mode")
+AGGREGATES = ("sum", "mean", "mode")  # what a rule's `aggregate` may ask instead of the catalog's
 
 
 class RulesError(ValueError):
@@ -29,13 +31,25 @@ class RulesError(ValueError):
 
 
 def gate_aggregate(figure: Figure | None) -> str:
-    """How the gate combines a figure over the launches of one group and run: a sum for extensive
-    figures, the time-weighted mode of a text figure, else the time-weighted mean of the per-kernel
-    values (a ratio too: the kernels of one family and group run alike). A column the catalog
-    does not declare is averaged."""
+    """How a group combines the figure, as the catalog declares it: a sum, a ratio of sums, `mode`
+    for a text figure (the value holding the most time, or for a top stall the largest of its
+    group's means), else a time-weighted mean; views/grouping.py does each. A column the catalog
+    does not declare, or declares per kernel only, is averaged."""
     if figure is None:
         return "mean"
-    return "sum" if figure.aggregate == SUM else "mode" if figure.is_text else "mean"
+    if figure.is_text:  # a tile, declared per kernel, is gated as the value holding the most time
+        return "mode"
+    return {SUM: "sum", RATIO: "ratio"}.get(figure.aggregate, "mean")
+
+
+def catalog_worse(figure: Figure | None) -> str | None:
+    """The direction the catalog calls worse: against its better one; `changed` for a text figure;
+    None where it declares no direction (the rule must say)."""
+    if figure is None:
+        return None
+    if figure.is_text:
+        return "changed"
+    return {HIGHER: "lower", LOWER: "higher"}.get(figure.better)
 
 
 @dataclass(frozen=True)
@@ -45,7 +59,7 @@ class Rule:
     also differ significantly (`mann-whitney`) or the threshold alone decides (`threshold`)."""
 
     figure: str
-    worse: str
+    worse: str | None = None  # None: the catalog's (catalog_worse)
     relative_pct: float = 10.0
     min_effect: float = 0.0
     statistic: str = "mann-whitney"
@@ -75,6 +89,11 @@ class Rule:
         return self.aggregate or gate_aggregate(self.declared)
 
     @property
+    def direction(self) -> str | None:
+        """Which way is worse: the rule's own, else the catalog's."""
+        return self.worse or catalog_worse(self.declared)
+
+    @property
     def checked_views(self) -> tuple[str, ...]:
         if self.views is not None:
             return self.views
@@ -99,14 +118,13 @@ class Rule:
 # - counters that do not depend on clocks (fill, waves, DRAM bytes) get thresholds far above their
 #   spread and far below what a batch-size change does (fill 0.125 -> 0.5 from batch 1 to 4).
 DEFAULT_RULES: tuple[Rule, ...] = (
-    Rule("time_ns", "higher", relative_pct=10, min_effect=2_000, name="time per kernel family"),
-    Rule("time_ns", "higher", relative_pct=10, min_effect=5_000, by=("phase", "role"),
-         name="time per role"),
-    Rule("useful_tensor_pct", "lower", relative_pct=10, min_effect=0.2, min_time_share_pct=3),
-    Rule("fill", "lower", relative_pct=5, min_effect=0.02, min_time_share_pct=3),
-    Rule("achieved_occupancy_pct", "lower", relative_pct=10, min_effect=2.0, min_time_share_pct=3),
-    Rule("wave_efficiency", "lower", relative_pct=10, min_effect=0.05, min_time_share_pct=3),
-    Rule("dram_bytes", "higher", relative_pct=10, min_effect=1e6),
+    Rule("time_ns", relative_pct=10, min_effect=2_000, name="time per kernel family"),
+    Rule("time_ns", relative_pct=10, min_effect=5_000, by=("phase", "role"), name="time per role"),
+    Rule("useful_tensor_pct", relative_pct=10, min_effect=0.2, min_time_share_pct=3),
+    Rule("fill", relative_pct=5, min_effect=0.02, min_time_share_pct=3),
+    Rule("achieved_occupancy_pct", relative_pct=10, min_effect=2.0, min_time_share_pct=3),
+    Rule("wave_efficiency", relative_pct=10, min_effect=0.05, min_time_share_pct=3),
+    Rule("dram_bytes", relative_pct=10, min_effect=1e6),
 )
 
 
@@ -136,8 +154,11 @@ def _toml_loads(text: str) -> dict:
 def _check_rule(rule: Rule, where: str) -> Rule:
     if not rule.figure or not isinstance(rule.figure, str):
         raise RulesError(f"{where}: `figure` must name a figure column, e.g. \"time_ns\"")
-    if rule.worse not in WORSE:
+    if rule.worse is not None and rule.worse not in WORSE:
         raise RulesError(f"{where}: `worse` must be one of {', '.join(WORSE)}, not {rule.worse!r}")
+    if rule.direction is None:
+        raise RulesError(f"{where}: the catalog gives {rule.figure} no better direction: say `worse` "
+                         f"({', '.join(WORSE)})")
     if rule.statistic not in STATISTICS:
         raise RulesError(f"{where}: `statistic` must be one of {', '.join(STATISTICS)}, "
                          f"not {rule.statistic!r}")
@@ -155,9 +176,9 @@ def _check_rule(rule: Rule, where: str) -> Rule:
     if not rule.by or not all(isinstance(col, str) for col in rule.by):
         raise RulesError(f"{where}: `by` must list grouping columns, e.g. [\"phase\", \"role\"]")
     text_figure = rule.how == "mode"
-    if text_figure and rule.worse != "changed":
+    if text_figure and rule.direction != "changed":
         raise RulesError(f'{where}: {rule.figure} is a text figure: use worse = "changed"')
-    if not text_figure and rule.worse == "changed":
+    if not text_figure and rule.direction == "changed":
         raise RulesError(f"{where}: {rule.figure} is a number: worse must be higher, lower or "
                          "either (or set aggregate = \"mode\" for a text figure)")
     return rule
@@ -189,8 +210,9 @@ def parse_rules(document: Mapping) -> tuple[Rule, ...]:
         if bad:
             raise RulesError(f"{where}: unknown key(s) {', '.join(sorted(bad))}; "
                              f"known: {', '.join(sorted(_RULE_KEYS))}")
-        if "figure" not in entry or "worse" not in entry:
-            raise RulesError(f"{where}: every rule needs `figure` and `worse`")
+        if "figure" not in entry:
+            raise RulesError(f"{where}: every rule needs `figure` (and `worse` where the catalog "
+                             "gives it no direction)")
         values = {**defaults, "required": True, **entry}  # a rule someone wrote must apply
         for key in ("by", "views"):
             if key in values and values[key] is not None:

@@ -18,7 +18,7 @@ def test_example_gate_toml_reads_and_matches_the_defaults_it_documents():
     assert {r.label for r in DEFAULT_RULES} == set(by_label)
     for default in DEFAULT_RULES:
         written = by_label[default.label]
-        fields = ("figure", "worse", "relative_pct", "min_effect", "by", "min_time_share_pct",
+        fields = ("figure", "direction", "relative_pct", "min_effect", "by", "min_time_share_pct",
                   "statistic", "alpha", "on_validation_fail")
         assert [getattr(written, f) for f in fields] == [getattr(default, f) for f in fields]
         assert written.required  # a rule someone wrote must find its figure
@@ -45,7 +45,8 @@ def test_defaults_alone_keep_the_built_in_rules():
 
 
 @pytest.mark.parametrize("document, words", [
-    ({"rule": [{"figure": "time_ns"}]}, "needs `figure` and `worse`"),
+    ({"rule": [{"worse": "higher"}]}, "every rule needs `figure`"),
+    ({"rule": [{"figure": "waves"}]}, "the catalog gives waves no better direction: say `worse`"),
     ({"rule": [{"figure": "time_ns", "worse": "slower"}]}, "`worse` must be one of"),
     ({"rule": [{"figure": "time_ns", "worse": "higher", "relative": 5}]}, "unknown key(s) relative"),
     ({"rule": [{"figure": "time_ns", "worse": "higher", "alpha": 5}]}, "`alpha` must lie between 0 and 1"),
@@ -93,3 +94,16 @@ def test_rule_label_and_unit():
     assert Rule("time_ns", "higher").unit == "ns"
     assert Rule("dram_bytes", "higher", by=("phase", "role")).label == "dram_bytes by phase/role"
     assert Rule("custom_metric", "higher").how == "mean" and Rule("custom_metric", "higher").unit == ""
+
+
+def test_a_rule_takes_its_direction_and_aggregation_from_the_catalog():
+    """The catalog says fill is better higher (a ratio of sums), time and DRAM bytes better lower
+    (sums), the top stall a text figure: a rule that names only the figure gates each that way."""
+    rules = parse_rules({"defaults": {"include_default_rules": False},
+                         "rule": [{"figure": "fill"}, {"figure": "time_ns"}, {"figure": "dram_bytes"},
+                                  {"figure": "top_stall"}, {"figure": "waves", "worse": "either"},
+                                  {"figure": "fill", "worse": "either", "name": "fill moved"}]})
+    assert [(r.direction, r.how) for r in rules] == [
+        ("lower", "ratio"), ("higher", "sum"), ("higher", "sum"), ("changed", "mode"), ("either", "mean"),
+        ("either", "ratio")]
+    assert all(r.worse is None and r.direction for r in DEFAULT_RULES)  # none restates the catalog

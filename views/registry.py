@@ -286,7 +286,13 @@ def _computed_views(ids: list[str]) -> list[str]:
 
 def _group_spec(ids: list[str]) -> grouping.GroupSpec:
     computed = _computed_views(ids)
-    shown = [f for f in figures().values() if f.view in computed]
+    spec = spec_of([f for f in figures().values() if f.view in computed])
+    spec.modes.update({c: None for c in GROUP_TEXT_IDENTITY})
+    return spec
+
+
+def spec_of(shown: list[Figure]) -> grouping.GroupSpec:
+    """How a group combines these figures: each as its catalog declaration says."""
     argmaxes = {f.column: (f.argmax_of, f.argmax_floor, f.argmax_value) for f in shown
                 if f.aggregate == ARGMAX}
     # the figures an ARGMAX chooses among are averaged too, even those no table shows
@@ -295,12 +301,22 @@ def _group_spec(ids: list[str]) -> grouping.GroupSpec:
                                                        + compared)),
                               sums=[f.column for f in shown if f.aggregate == SUM],
                               ratios={f.column: f.ratio_of for f in shown if f.aggregate == RATIO},
-                              modes={**{f.column: f.mode_fallback for f in shown if f.aggregate == MODE},
-                                     **{c: None for c in GROUP_TEXT_IDENTITY}},
+                              modes={f.column: f.mode_fallback for f in shown if f.aggregate == MODE},
                               argmaxes=argmaxes,
                               mode_values={f.column: f.mode_value for f in shown
                                            if f.aggregate == MODE and f.mode_value},
                               mode_shares=[f.column for f in shown if f.aggregate == MODE and f.mode_shares])
+
+
+def group_figures(kernels: pd.DataFrame, spec: grouping.GroupSpec, by: list[str]) -> pd.DataFrame:
+    """The per-kernel figures of `kernels` combined per group of the `by` columns by the views'
+    own rule (views/grouping.py: time-weighted, a figure missing on one kernel missing for the
+    group, a figure out of its physical range missing): one row per group with its `kernels` and
+    `time_ns`. Kernels ncu could not measure are left out, as from the views' groups. For a
+    grouping of its own (the gate's phase, role and kernel family); `spec_of` says how."""
+    kernels = kernels[device.measured(kernels)] if len(kernels) else kernels
+    parts = grouping.partials(_within_bounds(kernels), spec, [], list(by))
+    return grouping.finish(parts, float("nan"), spec.modes, spec.argmaxes, spec.mode_values, spec.mode_shares)
 
 
 def _assemble(kernels: pd.DataFrame, ids: list[str], devices: pd.DataFrame,
