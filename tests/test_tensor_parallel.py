@@ -23,6 +23,7 @@ from profiler.ingest.capture import read_capture
 from profiler.run import distributed, ncu
 from profiler.workloads import tensor_parallel as tpw
 from profiler.workloads.models import MODELS, get_model, shard, valid_tp
+from reports.formats.views_json import views_document, views_json
 from tests.cli import smlens
 from tests.test_profile import FAKES, ncu_calls, one_line_error
 
@@ -306,7 +307,7 @@ def test_groups_per_rank_only_for_a_run_with_ranks(tp8_views):
     assert len(tp8_views.kernels) == 108  # the timed rows are not kernels the views read counters of
     one = compute_views(read_capture(ONE_GPU_8B_B8).kernels)
     assert "rank" not in one.groups.columns and "rank" not in one.gap.columns
-    assert one.communication.empty and one.imbalance.empty and "communication" not in one.to_dict()
+    assert one.communication.empty and one.imbalance.empty and "communication" not in views_document(one)
     # each rank's shares are of its own time: its roles (collectives included) make 100 %
     roles = tp8_views.groups
     assert np.allclose(roles.groupby("rank")["time_share_pct"].sum().to_numpy(), [100.0, 100.0])
@@ -331,7 +332,7 @@ def test_allreduce_rows_in_the_time_view(tp8_views, tp8):
     expected = timed.groupby(["phase", "rank"])["gpu__time_duration.sum"].sum()
     assert {(r.phase, r.rank): r.time_ns for r in allreduce.itertuples()} == pytest.approx(expected.to_dict())
     assert allreduce["sm_throughput_pct"].isna().all()  # no counter was read for them
-    as_json = json.loads(tp8_views.to_json())
+    as_json = json.loads(views_json(tp8_views))
     rows = [g for g in as_json["groups"] if g["role"] == "allreduce"]
     assert len(rows) == 6 and rows[0]["validations"]["V1"] == {"pass": 0, "fail": 0, "n/a": 0}
     assert len(as_json["timed"]) == 12 and len(as_json["communication"]) == 6
