@@ -6,9 +6,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional
 
-from rich.console import Console
-from rich.table import Table
-
 from profiler.commands.common import request_values, say, store_path
 from profiler.errors import BadInput, SmlensError
 from profiler.ingest.store import check_name, parse_tags
@@ -19,6 +16,7 @@ from profiler.run import profile as prof
 from profiler.run.distributed import require_gpus
 from profiler.run.options import DEFAULT_WORKLOAD
 from profiler.run.program import check_program
+from reports.doctor import print_checks
 from reports.formats import Format
 from views.registry import required_metrics
 
@@ -130,9 +128,5 @@ def doctor(ncu: Optional[str] = None, deep: bool = False, format: Format = Forma
     if format == Format.json:
         say(json.dumps(doc.to_json(checks), indent=2))
     else:
-        table = Table("check", "status", "detail", "what to do")
-        colour = {"ok": "green", "warn": "yellow", "problem": "red"}
-        for c in checks:
-            table.add_row(c.name, f"[{colour[c.status]}]{c.status}[/]", c.detail, c.fix)
-        Console().print(table)
+        print_checks(doc.to_json(checks))
     return doc.exit_code(checks)
