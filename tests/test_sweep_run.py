@@ -91,7 +91,7 @@ def test_a_grid_stores_one_tagged_run_per_point_and_is_not_profiled_twice(fake_e
             "--quiet", "--format", "json"]
     code, out, err = smlens(*args)
     assert code == 0, err
-    result = json.loads(out)
+    result = json.loads(out)["run"]
     assert result["counts"] == {"profiled": 2} and result["exit_code"] == 0
     assert "[1/2] tiny b1 p8: profiling" in err and "[2/2] tiny b2 p8: stored run" in err
     runs = sweep_runs(store)
@@ -106,7 +106,7 @@ def test_a_grid_stores_one_tagged_run_per_point_and_is_not_profiled_twice(fake_e
     # the same command again profiles nothing and names the same runs
     code, out, err = smlens(*args)
     assert code == 0, err
-    again = json.loads(out)
+    again = json.loads(out)["run"]
     assert again["counts"] == {"stored": 2} and len(ncu_calls(fake_env)) == 4
     assert {s["run_id"] for s in again["point_states"]} == {s["run_id"] for s in result["point_states"]}
     # a larger grid over the same workload reuses what another sweep stored with the same metrics
@@ -128,7 +128,7 @@ def test_an_interrupted_sweep_resumes_and_a_crashed_point_does_not_stop_the_othe
     monkeypatch.setenv("FAKE_NCU_MODE", "hang")
     code, out, err = smlens(*args, "--time-limit", "3", "--", *PROGRAM)
     assert code == ncu.EXIT_TIME_LIMIT, err
-    first = json.loads(out)
+    first = json.loads(out)["run"]
     assert [s["status"] for s in first["point_states"]] == ["partial", "to do", "to do"]
     assert err.strip().splitlines()[-1].startswith("smlens: sweep ") and "resume" in err
     (cut,) = sweep_runs(store)[(None, "1", "16")]
@@ -141,8 +141,11 @@ def test_an_interrupted_sweep_resumes_and_a_crashed_point_does_not_stop_the_othe
     calls_before = len(ncu_calls(fake_env))
     code, out, err = smlens(*args, "--", *PROGRAM)
     assert code == ncu.EXIT_WORKLOAD_FAILED, err
-    result = json.loads(out)
+    document = json.loads(out)
+    result = document["run"]
     assert result["sweep"] == first["sweep"]
+    # the sweep's view shows every point: the crashed one with its partial run, marked
+    assert [p["status"] for p in document["sweep_view"]["points"]] == ["complete", "partial", "complete"]
     states = {s["point"]["batch"]: s for s in result["point_states"]}
     assert [states[b]["status"] for b in ("1", "2", "4")] == ["profiled", "failed", "profiled"]
     assert states["1"]["superseded_partial_runs"] == [cut["id"]]

@@ -1,0 +1,355 @@
+"""A sweep: how each phase and role's gap moves as batch size, prompt length and model change.
+
+Input: the points of a grid (profiler/run/sweep.py, or runs chosen from the store), each with its
+coordinates, its run's status and its views (registry.compute_views). Output: per point, phase
+and role, the gap's steps (gap.HEADLINE, gap.STEPS), the useful MMA share, waves and wave
+efficiency, occupancy and its limiter, the top stall family, DRAM % and the bound, the kernel
+cuBLASLt or cuDNN chose and the time per token; then, along each axis (batch at each prompt,
+prompt at each batch, one line per model), the points where something changes: the bound flips,
+the chosen kernel or tile changes (V8), the wave count of the role's main kernel crosses an
+integer, the useful MMA share jumps (the token count crossing a tile size). Findings are those
+changes in sentences, the largest share of time first. Pure: no I/O, no printing.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from views import gap as gap_module
+from views.catalog import ARGMAX, GROUP, KERNEL, LOWER, NEITHER, Figure
+from views.vocabulary import CHOSEN_KINDS, PHASE_ORDER, PREFILL_PHASES, ROLES, STALL_FAMILIES
+
+AXES = ("batch", "prompt")          # ordered axes a line runs along; the model is a line of its own
+COMPLETE, PARTIAL, MISSING = "complete", "partial", "missing"
+
+# The figures of the views a sweep follows, by their catalog columns (the gap's steps first).
+FOLLOWED = (gap_module.HEADLINE, *gap_module.STEPS, "fill", "wave_efficiency", "achieved_occupancy_pct",
+            "occupancy_limiter", "dram_pct", "bound", "bound_pct", "time_ns", "time_share_pct")
+
+FIGURES = (
+    Figure("time_per_token_ns", "time per token", "ns", LOWER, GROUP,
+           "time_ns / the tokens the profiled layer step processed: batch x prompt in a prefill, "
+           "batch in a decode step; the fair comparison across batch sizes and prompt lengths",
+           ratio_of=("time_ns", "tokens")),
+    Figure("main_waves", "waves", "waves", NEITHER, KERNEL,
+           "V5's waves of the group's longest GEMM or attention kernel: grid / (SMs x blocks per SM); "
+           "of a persistent GEMM (V8), its tiles / its grid, the rounds each CTA runs"),
+    Figure("main_kernel", "kernel chosen", "text", NEITHER, KERNEL,
+           "V8's choice for the group's GEMMs or attention that holds the most time: family, tile, "
+           "split-K, architecture path"),
+    Figure("top_stall_family", "top stall family", "text", NEITHER, ARGMAX,
+           "the stall family (views/vocabulary.py STALL_FAMILIES) with the largest time-weighted share",
+           argmax_of=tuple((family, f"stall_{family}_share") for family in STALL_FAMILIES)),
+)
+
+# A change in the useful MMA share this large between neighbours is a jump, not drift: a tile
+# whose token dimension the batch now fills (8 of 8 rows against 4 of 8 is 0.5 apart).
+FILL_JUMP = 0.1
+# Waves within this of an integer are that integer (1.0000 waves is one full wave, not a second).
+WAVE_SLACK = 0.01
+# A wave efficiency below this is a tail worth telling (the last round leaves a tenth of the slots idle).
+TAIL_COSTS = 0.9
+# Change kinds, most telling first: the order findings are told in at equal weight.
+CHANGE_KINDS = ("bound", "kernel", "waves", "fill")
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    coords: dict                    # model (None for a program), batch, prompt
+    run_id: str | None
+    name: str | None
+    status: str                     # complete | partial | missing
+    result: object | None = None    # its ViewsResult (None: missing)
+    note: str = ""                  # why partial or missing
+
+
+@dataclass
+class SweepResult:
+    points: pd.DataFrame            # one row per point: coordinates, run, status, note
+    series: pd.DataFrame            # one row per point, phase and role: the followed figures
+    changes: pd.DataFrame           # along each line, each neighbour pair where something changed
+    findings: list = field(default_factory=list)   # dicts: text, kind, weight, chart, runs
+    lines: list = field(default_factory=list)      # the line keys (model and the other axis)
+
+    def axis_values(self, axis: str) -> list[int]:
+        return sorted({int(v) for v in self.points[axis]})
+
+
+def tokens(phase: str, batch: float, prompt: float) -> float:
+    """Tokens one profiled layer step processes in `phase`."""
+    if phase in PREFILL_PHASES:
+        return float(batch) * float(prompt)
+    return float(batch) if phase == "decode" else float("nan")
+
+
+def _main_kernels(result) -> pd.DataFrame:
+    """Per phase and role, the waves of its longest chosen (GEMM, attention) kernel, and the V8
+    choice holding the most time."""
+    kernels = result.kernels
+    cols = [c for c in ("phase", "role", "kind", "time_ns", "waves", "work_units", "grid_blocks", "persistent")
+            if c in kernels.columns]
+    rows = kernels[cols]
+    if {"persistent", "work_units", "grid_blocks"} <= set(cols):
+        # a persistent GEMM's grid is one wave of CTAs that loop over the tiles: its rounds are
+        # tiles / CTAs (V5's work units over the grid)
+        persistent = rows["persistent"].astype("boolean").fillna(False).to_numpy(dtype=bool)
+        rounds = rows["work_units"].to_numpy(dtype=float) / rows["grid_blocks"].to_numpy(dtype=float)
+        rows = rows.assign(waves=np.where(persistent, rounds, rows["waves"].to_numpy(dtype=float)))
+    if "kind" in rows:
+        rows = rows[rows["kind"].isin(CHOSEN_KINDS).to_numpy(dtype=bool, na_value=False)
+                    & (rows["kind"].astype(object) != "splitk_reduce").to_numpy()]
+    out = {}
+    if len(rows) and "waves" in rows:
+        rows = rows.assign(phase=rows["phase"].astype(object), role=rows["role"].astype(object))
+        longest = rows.sort_values("time_ns", ascending=False, kind="stable").drop_duplicates(["phase", "role"])
+        for r in longest.itertuples(index=False):
+            out[(r.phase, r.role)] = {"main_waves": float(r.waves)}
+    sel = result.selection
+    if sel is not None and len(sel):
+        sel = sel[sel["kind"].astype(object) != "splitk_reduce"]
+        best = sel.sort_values("time_ns", ascending=False, kind="stable").drop_duplicates(["phase", "role"])
+        for r in best.itertuples(index=False):
+            out.setdefault((r.phase, r.role), {})["main_kernel"] = r.choice
+    return out
+
+
+def _top_family(row: dict) -> str | None:
+    shares = {f: row.get(f"stall_{f}_share") for f in STALL_FAMILIES}
+    shares = {f: v for f, v in shares.items() if v is not None and not pd.isna(v)}
+    return max(shares, key=shares.get) if shares else None
+
+
+def point_series(point: SweepPoint) -> list[dict]:
+    """The followed figures of one point, per phase and role (and per phase, role `all`)."""
+    if point.result is None:
+        return []
+    gap = point.result.gap
+    groups = point.result.groups
+    stall_cols = [f"stall_{f}_share" for f in STALL_FAMILIES if f"stall_{f}_share" in groups]
+    # what the gap does not carry (the stall families, the limiter) comes from the groups
+    extra = [c for c in FOLLOWED if c not in gap and c in groups]
+    by_group = {(str(r["phase"]), str(r["role"])): r
+                for r in groups[["phase", "role", *stall_cols, *extra]].to_dict("records")}
+    mains = _main_kernels(point.result)
+    out = []
+    for r in gap.to_dict("records"):
+        phase, role = str(r["phase"]), str(r["role"])
+        row = {"model": None, **point.coords, "run_id": point.run_id, "status": point.status, "phase": phase,
+               "role": role}
+        group = by_group.get((phase, role), {})
+        row.update({c: r[c] if c in r else group.get(c) for c in FOLLOWED})
+        row["time_per_token_ns"] = _div(r.get("time_ns"), tokens(phase, point.coords["batch"],
+                                                                 point.coords["prompt"]))
+        row.update({"main_waves": np.nan, "main_kernel": None, **mains.get((phase, role), {})})
+        row["top_stall_family"] = _top_family(group)
+        out.append(row)
+    return out
+
+
+def _div(a, b) -> float:
+    try:
+        return float(a) / float(b) if b and not math.isnan(float(b)) else float("nan")
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _wave_count(waves: float) -> int | None:
+    """The waves a grid takes: 0.73 is one (part-filled), 1.2 two, 1.004 one."""
+    if waves is None or pd.isna(waves) or waves <= 0:
+        return None
+    return max(1, math.ceil(waves - WAVE_SLACK))
+
+
+def _changes_between(a: dict, b: dict) -> list[dict]:
+    found = []
+    if a["bound"] is not None and b["bound"] is not None and a["bound"] != b["bound"] \
+            and isinstance(a["bound"], str) and isinstance(b["bound"], str):
+        found.append({"kind": "bound", "before": a["bound"], "after": b["bound"],
+                      "detail": f"{_bound_text(a)} → {_bound_text(b)}", "costly": True})
+    if isinstance(a["main_kernel"], str) and isinstance(b["main_kernel"], str) \
+            and a["main_kernel"] != b["main_kernel"]:
+        found.append({"kind": "kernel", "before": a["main_kernel"], "after": b["main_kernel"],
+                      "detail": f"{a['main_kernel']} → {b['main_kernel']}", "costly": True})
+    wa, wb = _wave_count(a["main_waves"]), _wave_count(b["main_waves"])
+    if wa is not None and wb is not None and wa != wb:
+        efficiency = [e for e in (a["wave_efficiency"], b["wave_efficiency"]) if not pd.isna(e)]
+        # told when the tail costs: a wave efficiency under TAIL_COSTS, or one that moves by 0.05
+        costly = bool(efficiency) and (min(efficiency) < TAIL_COSTS or
+                                       (len(efficiency) == 2 and abs(efficiency[1] - efficiency[0]) >= 0.05))
+        found.append({"kind": "waves", "costly": costly, "before": f"{a['main_waves']:.2f}", "after": f"{b['main_waves']:.2f}",
+                      "detail": f"{a['main_waves']:.2f} → {b['main_waves']:.2f} waves ({wa} → {wb} "
+                                f"wave{'s' if wb > 1 else ''}, wave efficiency {_num(a['wave_efficiency'])} → "
+                                f"{_num(b['wave_efficiency'])})"})
+    fa, fb = a["fill"], b["fill"]
+    if fa is not None and fb is not None and not pd.isna(fa) and not pd.isna(fb) and abs(fb - fa) >= FILL_JUMP:
+        found.append({"kind": "fill", "before": f"{fa:.2f}", "after": f"{fb:.2f}",
+                      "detail": f"useful MMA share {fa:.2f} → {fb:.2f}", "costly": True})
+    return found
+
+
+def _bound_text(row: dict) -> str:
+    pct = row.get("bound_pct")
+    at = f" at {pct:.0f} %" if pct is not None and not pd.isna(pct) and row["bound"] != "latency" else ""
+    dram = row.get("dram_pct")
+    extra = (f" (DRAM {dram:.0f} %)" if row["bound"] == "latency" and dram is not None and not pd.isna(dram)
+             else "")
+    return f"{row['bound']}{at}{extra}"
+
+
+def _num(value) -> str:
+    return "n/a" if value is None or pd.isna(value) else f"{value:.2f}"
+
+
+def line_key(row: dict, axis: str) -> tuple:
+    """What one line along `axis` holds fixed: the model and the other axis."""
+    other = "prompt" if axis == "batch" else "batch"
+    return (row.get("model"), other, int(row[other]))
+
+
+def line_label(key: tuple) -> str:
+    model, other, value = key
+    return ", ".join(([model] if model else []) + [f"{other} {value}"])
+
+
+def changes(series: pd.DataFrame) -> pd.DataFrame:
+    """Along each axis and line, per phase and role, each neighbour pair of complete points where
+    something changed; a pair with a partial or missing point between is no neighbour."""
+    columns = ["axis", "model", "fixed", "fixed_value", "phase", "role", "from", "to", "kind", "before",
+               "after", "detail", "costly", "weight_pct", "runs"]
+    out = []
+    if series.empty:
+        return pd.DataFrame(columns=columns)
+    records = series.to_dict("records")
+    for axis in AXES:
+        lines: dict[tuple, list[dict]] = {}
+        for row in records:
+            lines.setdefault((*line_key(row, axis), row["phase"], row["role"]), []).append(row)
+        for (model, fixed, value, phase, role), rows in lines.items():
+            rows = sorted(rows, key=lambda r: int(r[axis]))
+            for a, b in zip(rows, rows[1:]):
+                if a["status"] != COMPLETE or b["status"] != COMPLETE:
+                    continue
+                weight = np.nanmean([a.get("time_share_pct") or np.nan, b.get("time_share_pct") or np.nan])
+                for change in _changes_between(a, b):
+                    out.append({"axis": axis, "model": model, "fixed": fixed, "fixed_value": value,
+                                "phase": phase, "role": role, "from": int(a[axis]), "to": int(b[axis]),
+                                **change, "weight_pct": float(weight), "runs": [a["run_id"], b["run_id"]]})
+    return pd.DataFrame(out, columns=columns)
+
+
+def chart_id(phase: str, role: str, axis: str) -> str:
+    return f"{phase}-{role}-{axis}"
+
+
+def _series_along(series: pd.DataFrame, change: dict, column: str) -> str:
+    """`column` at each point of the change's line: '0.12, 0.50, 1.00 at batch 1, 4, 16'."""
+    axis, fixed = change["axis"], change["fixed"]
+    rows = series[(series["phase"] == change["phase"]) & (series["role"] == change["role"])
+                  & (series[fixed].astype(int) == change["fixed_value"])]
+    if change["model"] is not None and "model" in rows:
+        rows = rows[rows["model"] == change["model"]]
+    rows = rows.sort_values(axis, key=lambda s: s.astype(int))
+    values = [f"{v:.2f}" if not pd.isna(v) else "n/a" for v in rows[column]]
+    if not values or all(v == "n/a" for v in values):
+        return ""
+    return f"{', '.join(values)} at {axis} {', '.join(str(int(x)) for x in rows[axis])}"
+
+
+def findings(series: pd.DataFrame, found: pd.DataFrame, points: pd.DataFrame) -> list[dict]:
+    """The changes in sentences: points not measured whole first, then the changes, the same
+    change of one role in several phases or lines told once; by the time the groups hold and the
+    kind of change (the bound before a kernel before waves before fill)."""
+    out = []
+    bad = points[points["status"] != COMPLETE]
+    if len(bad):
+        listed = "; ".join(f"{_point_label(r)}: {r['status']}" + (f" ({r['note']})" if r["note"] else "")
+                           for r in bad.to_dict("records"))
+        out.append({"kind": "points", "weight_pct": float("inf"), "charts": [],
+                    "runs": [r for r in bad["run_id"] if isinstance(r, str)],
+                    "text": f"{len(bad)} of {len(points)} point(s) not measured whole: {listed}."})
+    if found.empty:
+        return out
+    told: dict[tuple, list[dict]] = {}
+    for change in found.to_dict("records"):
+        if change["kind"] == "waves" and not change["costly"]:
+            continue  # a crossing that leaves no tail worth a sentence: in the changes, not told
+        before, after = change["before"], change["after"]
+        if change["kind"] == "fill":  # 0.12 → 1.00 and 0.13 → 1.00 are one jump
+            before, after = f"{float(before):.1f}", f"{float(after):.1f}"
+        told.setdefault((change["kind"], change["role"], change["axis"], change["from"], change["to"],
+                         before, after), []).append(change)
+    rank = {k: i for i, k in enumerate(CHANGE_KINDS)}
+    said = []
+    for (kind, role, axis, start, end, _, _), same in told.items():
+        phases = list(dict.fromkeys(c["phase"] for c in same))
+        lines = list(dict.fromkeys(line_label((c["model"], c["fixed"], c["fixed_value"])) for c in same))
+        first = same[0]
+        where = f"{' and '.join(phases)} · {role} ({'; '.join(lines)})"
+        step = f"{axis} {start} → {end}"
+        if kind == "bound":
+            text = f"{where}: the bound flips at {step}: {first['detail']}"
+            fill = _series_along(series, first, "fill")
+            text += f"; useful MMA share {fill}" if fill else ""
+        elif kind == "kernel":
+            text = f"{where}: the library picks another kernel at {step}: {first['detail']}"
+        elif kind == "waves":
+            text = f"{where}: the main kernel's wave count crosses an integer at {step}: {first['detail']}"
+        else:
+            text = f"{where}: the useful MMA share jumps at {step}: {first['before']} → {first['after']}"
+        weight = max(c["weight_pct"] for c in same)
+        said.append({"kind": kind, "weight_pct": weight, "kind_rank": rank[kind],
+                     "charts": list(dict.fromkeys(chart_id(c["phase"], role, axis) for c in same)),
+                     "runs": list(dict.fromkeys(r for c in same for r in c["runs"])),
+                     "text": f"{text} (up to {weight:.1f} % of a run's time)."})
+    said.sort(key=lambda f: (-f["weight_pct"], f["kind_rank"]))
+    return out + [{k: v for k, v in f.items() if k != "kind_rank"} for f in said]
+
+
+def _point_label(row: dict) -> str:
+    return " ".join(([row["model"]] if row.get("model") else []) + [f"b{row['batch']}", f"p{row['prompt']}"])
+
+
+def _order(series: pd.DataFrame) -> pd.DataFrame:
+    if series.empty:
+        return series
+    phase_rank = {p: i for i, p in enumerate(PHASE_ORDER)}
+    role_rank = {r: i for i, r in enumerate((*ROLES, "all"))}
+    keys = series.assign(_p=series["phase"].map(phase_rank).fillna(len(phase_rank)),
+                         _r=series["role"].map(role_rank).fillna(len(role_rank)))
+    return keys.sort_values(["_p", "_r", "model", "batch", "prompt"], kind="stable").drop(columns=["_p", "_r"])
+
+
+def sweep(points: list[SweepPoint]) -> SweepResult:
+    """The sweep over its points (each with its views, or missing)."""
+    point_rows = [{"model": p.coords.get("model"), "batch": int(p.coords["batch"]),
+                   "prompt": int(p.coords["prompt"]), "run_id": p.run_id, "name": p.name,
+                   "status": p.status, "note": p.note} for p in points]
+    frame = pd.DataFrame(point_rows, columns=["model", "batch", "prompt", "run_id", "name", "status", "note"])
+    rows = [row for p in points for row in point_series(p)]
+    series = pd.DataFrame(rows)
+    if not series.empty:
+        series["batch"] = series["batch"].astype(int)
+        series["prompt"] = series["prompt"].astype(int)
+        series = _order(series).reset_index(drop=True)
+    found = changes(series)
+    lines = sorted({line_key(r, axis) for r in point_rows for axis in AXES}, key=str)
+    return SweepResult(frame, series, found, findings(series, found, frame), lines)
+
+
+def mixed(identities: dict[str, dict]) -> str | None:
+    """What differs between the points' runs that must not (the device, the ncu metric set): one
+    line naming it and the runs on each side, or None when they are alike."""
+    for key, what in (("device", "devices"), ("cc", "compute capabilities"), ("metrics", "ncu metric sets")):
+        values: dict[str, list[str]] = {}
+        for run, identity in identities.items():
+            value = identity.get(key)
+            if value is not None and value == value:
+                values.setdefault(str(value), []).append(run)
+        if len(values) > 1:
+            sides = "; ".join(f"{v[:40]}: run {', '.join(r[:3])}{' ...' if len(r) > 3 else ''}"
+                              for v, r in values.items())
+            return f"the runs are of different {what} ({sides})"
+    return None
