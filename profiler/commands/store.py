@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 import pandas as pd
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from profiler.commands.common import say, store_path
 from profiler.errors import BadInput
@@ -24,8 +25,6 @@ def ingest(files: Sequence[Path], store: Optional[str] = None, name: Optional[st
            roles_from_eager_order: bool = False, format: Format = Format.table) -> list[dict]:
     """Each capture file into the store as a run (one that is there already is named, not added
     twice); a missing second file is refused before the first is stored. Returns the runs' rows."""
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
     parsed_tags = parse_tags(tags)
     check_name(name)
     for file in files:
