@@ -2,10 +2,11 @@
 (the verdict's text), the page's load event, and when every chart is drawn, each the median of
 several fresh tabs. Needs Chromium (apt-get install -y chromium).
 
-    PYTHONPATH=. python3 benchmarks/bench_report_paint.py [TABS]
+    PYTHONPATH=. python3 benchmarks/bench_report_paint.py [TABS] [--quick]
 """
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import tempfile
@@ -15,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from profiler.ingest.capture import parse_shapes_file, read_capture  # noqa: E402
 from reports import html as report  # noqa: E402
+from suite import arguments  # noqa: E402
 from tests.chromium import Browser, find_chromium  # noqa: E402
 from views.registry import compute_views  # noqa: E402
 
@@ -67,4 +69,6 @@ def main(tabs: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tabs", type=int, nargs="?", default=5, help="fresh tabs, one paint each")
+    main(arguments(parser, quick={"tabs": 1}).tabs)

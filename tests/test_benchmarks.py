@@ -82,9 +82,15 @@ def _store_s3(out):
     assert result["runs"] == 6 and result["refused_commits"] >= 0 and result["runs_table_bytes"] > 0
 
 
+def _report_paint(out):
+    charts = re.search(r"report: [\d.]+ MB \([\d,]+ bytes\), (\d+) charts", out)
+    assert charts and int(charts.group(1)) > 0  # the demo report's charts, each drawn
+    assert re.search(r"first contentful paint \d+, load \d+, every chart drawn \d+", out)
+
+
 CHECKS = {"bench_ingest.py": _ingest, "bench_views.py": _views, "bench_report.py": _report,
           "bench_gate.py": _gate, "bench_annotate.py": _annotate, "bench_profile.py": _profile,
-          "bench_store_s3.py": _store_s3}
+          "bench_store_s3.py": _store_s3, "bench_report_paint.py": _report_paint}
 NEEDS = {"bench_annotate.py": ("torch", "transformers"), "bench_store_s3.py": ("moto", "s3fs", "duckdb")}
 
 
@@ -92,6 +98,10 @@ NEEDS = {"bench_annotate.py": ("torch", "transformers"), "bench_store_s3.py": ("
 def test_every_benchmark_runs_quick(script):
     for module in NEEDS.get(script.name, ()):
         pytest.importorskip(module)
+    if script.name == "bench_report_paint.py":
+        from tests.chromium import find_chromium
+        if find_chromium() is None:
+            pytest.skip("no Chromium")
     proc = subprocess.run([sys.executable, str(script), "--quick"], cwd=ROOT, capture_output=True, text=True,
                           timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr[-2000:]
