@@ -27,7 +27,7 @@ declare -A SUITES=(
   [dtypes]="fp16 and int8 (wgmma) GEMMs under ncu with the views' metrics"
   [compiled]="eager, compiled and static-cache Hugging Face generates (compiled_captures.sh)"
   [sets]="the decoder under smlens's metrics and ncu --set basic, roofline, full (set_captures.sh)"
-  [sweep]="the sweep study (sweep_study.sh)"
+  [sweep]="smlens sweep grids of the decoder over batch, prompt and model (sweep_study.sh)"
 )
 usage() {
   echo "usage: OUT=DIR bash benchmarks/h200/run.sh SUITE [SUITE ...]; the suites:" >&2
