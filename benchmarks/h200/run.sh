@@ -12,22 +12,22 @@
 #   FAKE_NCU_CSV=tests/data/h200_runs/dedup-reference-all-layers.csv.gz bash benchmarks/h200/run.sh models
 # (tp also FAKE_SMI_GPUS=2 FAKE_NCU_KEEP_PIDS=1). Knobs: MODELS (model:layers ...), BATCHES, PY, WHL.
 HERE=$(cd "$(dirname "$0")" && pwd)
-declare -A SUITES=(
-  [check]="the decoder alone and under smlens profile: dedup against every kernel, a time limit, doctor"
-  [models]="smlens profile of the built-in decoder, four models at batch 1 and 8, all eight views"
-  [gate]="the gate's decode-only captures: Llama-3.1-8B, 1 layer, batch 1 three times, batch 4 three times"
-  [cost]="what smlens profile costs against plain ncu --set basic and --set full (bench_profile.py gpu)"
-  [det-gemm]="smlens profile --workload det-gemm: cuBLAS bf16, det and LayerCast at M = 1, 16, 2048"
-  [det-record]="the deterministic GEMMs' numbers of record: smlens bench determinism --emulate --generate"
-  [hf]="unmodified Hugging Face generates under smlens profile -- CMD: four dense families, batch 1 and 8"
-  [hf-cost]="one 32-layer Hugging Face generate: under smlens profile, the built-in decoder, alone"
-  [moe]="a Hugging Face Mixtral-8x7B generate (2 layers) under smlens profile -- CMD"
+declare -A SUITES=(  # one line each, to fit 80 columns in --list
+  [check]="the decoder alone and profiled: dedup, every kernel, a limit"
+  [models]="the built-in decoder, four models at batch 1 and 8, all eight views"
+  [gate]="the gate's decode-only captures: batch 1 and 4, three runs each"
+  [cost]="smlens profile against ncu --set basic and full (bench_profile.py)"
+  [det-gemm]="--workload det-gemm: cuBLAS bf16, det, LayerCast at M = 1, 16, 2048"
+  [det-record]="the det GEMMs' numbers of record: bench determinism, emulated"
+  [hf]="Hugging Face generates under profile --: four families, batch 1, 8"
+  [hf-cost]="a 32-layer HF generate: profiled, as the built-in decoder, alone"
+  [moe]="a Hugging Face Mixtral-8x7B generate (2 layers) under profile --"
   [graphs]="a decode replayed as a CUDA graph, --graph-profiling node"
-  [tp]="tensor parallel on 2 GPUs: the decoder at TP 2, its ranks' shapes at TP 1, a torchrun program"
+  [tp]="2 GPUs: the decoder at TP 2, its ranks' shapes at TP 1, torchrun"
   [dtypes]="fp16 and int8 (wgmma) GEMMs under ncu with the views' metrics"
-  [compiled]="eager, compiled and static-cache Hugging Face generates (compiled_captures.sh)"
-  [sets]="the decoder under smlens's metrics and ncu --set basic, roofline, full (set_captures.sh)"
-  [sweep]="smlens sweep grids of the decoder over batch, prompt and model (sweep_study.sh)"
+  [compiled]="eager, compiled, static-cache HF generates (compiled_captures.sh)"
+  [sets]="smlens's metrics against ncu's standard sets (set_captures.sh)"
+  [sweep]="smlens sweep grids over batch, prompt and model (sweep_study.sh)"
 )
 usage() {
   echo "usage: OUT=DIR bash benchmarks/h200/run.sh SUITE [SUITE ...]; the suites:" >&2
