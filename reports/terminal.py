@@ -133,6 +133,8 @@ def verdict_parts(verdict: Verdict, width: int) -> list:
             parts.append(Prose(f"{rank}. {group.text}"))
     if verdict.setup is not None:
         parts.append(Prose(verdict.setup.text, style="dim"))
+    if getattr(verdict, "waiting", None) is not None:  # tensor parallel: apart, as the setup
+        parts.append(Prose(verdict.waiting.text, style="dim"))
     return parts
 
 

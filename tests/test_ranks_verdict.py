@@ -90,3 +90,11 @@ def test_the_report_shows_the_wait_apart():
     assert shares["cold_prefill"] == "46 %" and shares["warm_prefill"] == "43.9 %"
     times = dict(zip(page.table("verdict")["phase"], page.table("verdict")["time"]))
     assert times["cold_prefill"] == "3.96 ms"  # compute and transfer of both ranks, no waiting
+
+
+def test_the_terminal_shows_the_wait_apart(judged):
+    from reports.terminal import verdict_parts
+
+    texts = [str(getattr(p, "text", "")) for p in verdict_parts(judged, 200)]
+    assert judged.waiting.text in texts
+    assert texts.index(judged.waiting.text) > texts.index(str(judged.summary))
