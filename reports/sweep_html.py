@@ -35,40 +35,44 @@ def _panel_title(figure) -> str:
     return f"{figure.label}{' (' + unit + ')' if unit else ''}"
 
 
-def chart(series, phase: str, role: str, axis: str) -> Optional[dict]:
-    """The figure of one phase and role against `axis`: a panel per PANELS figure, a line per
-    model and value of the other axis."""
-    rows = series[(series["phase"] == phase) & (series["role"] == role)]
-    if rows[axis].nunique() < 2:
+def chart(rows: list[dict], phase: str, role: str, axis: str) -> Optional[dict]:
+    """The figure of one phase and role (`rows`: its series records) against `axis`: a panel per
+    PANELS figure, a line per model and value of the other axis."""
+    if len({r[axis] for r in rows}) < 2:
         return None
     figures = catalog()
     other = "prompt" if axis == "batch" else "batch"
+    lines: dict[tuple, list[dict]] = {}
+    for r in rows:
+        lines.setdefault((r.get("model"), r[other]), []).append(r)
     data, annotations = [], []
     rows_n = -(-len(PANELS) // PANEL_COLUMNS)
-    keys = list(dict.fromkeys(zip(rows["model"] if "model" in rows else [None] * len(rows), rows[other])))
+    drawn = []
+    for (model, fixed), these in lines.items():
+        these = sorted(these, key=lambda r: r[axis])
+        name = ", ".join(([model] if isinstance(model, str) else []) + [f"{other} {fixed}"])
+        hover = ["<br>".join(f"{h}: {esc(r.get(h))}" for h in HOVER if isinstance(r.get(h), str))
+                 + f"<br>run {esc(r.get('run_id'))}" for r in these]
+        drawn.append((name, [int(r[axis]) for r in these], these, hover))
     for number, column in enumerate(PANELS, 1):
-        axis_suffix = "" if number == 1 else str(number)
-        for line, (model, fixed) in enumerate(keys):
-            these = rows[(rows[other] == fixed) & ((rows["model"] == model) if model is not None else True)]
-            these = these.sort_values(axis)
-            name = ", ".join(([model] if isinstance(model, str) else []) + [f"{other} {fixed}"])
-            hover = ["<br>".join(f"{h}: {esc(r.get(h))}" for h in HOVER if isinstance(r.get(h), str))
-                     + f"<br>run {esc(r.get('run_id'))}" for r in these.to_dict("records")]
+        suffix = "" if number == 1 else str(number)
+        unit = figures[column].unit
+        for line, (name, x, these, hover) in enumerate(drawn):
+            colour = COLOURS[line % len(COLOURS)]
             data.append({"type": "scatter", "mode": "lines+markers", "name": name, "legendgroup": name,
-                         "showlegend": number == 1, "x": [int(v) for v in these[axis]],
-                         "y": [_value(v, figures[column].unit) for v in these[column]],
+                         "showlegend": number == 1, "x": x, "y": [_value(r.get(column), unit) for r in these],
                          "text": hover, "hovertemplate": "%{x}: %{y:.3g}<br>%{text}<extra>" + esc(name) + "</extra>",
-                         "xaxis": f"x{axis_suffix}", "yaxis": f"y{axis_suffix}",
-                         "line": {"color": COLOURS[line % len(COLOURS)]},
-                         "marker": {"color": COLOURS[line % len(COLOURS)]}})
+                         "xaxis": f"x{suffix}", "yaxis": f"y{suffix}", "line": {"color": colour},
+                         "marker": {"color": colour}})
         annotations.append({"text": esc(_panel_title(figures[column])), "showarrow": False,
-                            "xref": f"x{axis_suffix} domain", "yref": f"y{axis_suffix} domain",
+                            "xref": f"x{suffix} domain", "yref": f"y{suffix} domain",
                             "x": 0, "y": 1.12, "xanchor": "left", "font": {"size": 12}})
+    ticks = sorted({int(r[axis]) for r in rows})
     axes = {}
     for number in range(1, len(PANELS) + 1):
         suffix = "" if number == 1 else str(number)
-        axes[f"xaxis{suffix}"] = {"type": "log", "title": {"text": axis if number > len(PANELS) - PANEL_COLUMNS else ""},
-                                  "tickvals": sorted(int(v) for v in rows[axis].unique())}
+        bottom = number > len(PANELS) - PANEL_COLUMNS
+        axes[f"xaxis{suffix}"] = {"type": "log", "title": {"text": axis if bottom else ""}, "tickvals": ticks}
         axes[f"yaxis{suffix}"] = {"rangemode": "tozero"}
     layout = plot_layout(f"{phase} · {role} against {axis}", height=240 * rows_n + 80,
                          grid={"rows": rows_n, "columns": PANEL_COLUMNS, "pattern": "independent",
@@ -104,12 +108,14 @@ def render_sweep(result: sweep_view.SweepResult, sweep_id: Optional[str] = None)
     series = result.series
     figures: dict = {}
     sections = []
-    if not series.empty:
-        pairs = list(dict.fromkeys(zip(series["phase"], series["role"])))
-        for phase, role in pairs:
+    groups: dict[tuple, list[dict]] = {}
+    for r in series.to_dict("records") if not series.empty else []:
+        groups.setdefault((r["phase"], r["role"]), []).append(r)
+    if groups:
+        for (phase, role), rows in groups.items():
             drawn = ""
             for axis in sweep_view.AXES:
-                figure = chart(series, phase, role, axis)
+                figure = chart(rows, phase, role, axis)
                 if figure is None:
                     continue
                 div_id = f"fig-{sweep_view.chart_id(phase, role, axis)}"
