@@ -51,6 +51,7 @@ SLOW_TESTS = {
         "test_cpu_run_det_bits", "test_cpu_run_renders_and_compares_with_itself"},
     "test_benchmarks.py": {  # each a subprocess: a benchmark's --quick run, run.sh's suite, a script
         "test_every_benchmark_runs_quick", "test_run_sh_models_suite_with_the_fake_ncu",
+        "test_bench_profile_gpu_quick_with_the_fake_ncu",
         "test_det_configs_writes_the_tables_the_record_of_call_14_ran_with"},
     "test_examples.py": {  # a subprocess each; the HF program and the CI gate under the fake ncu
         "test_ci_gate_on_main_then_on_a_change", "test_profile_hf_model_under_smlens_profile",

@@ -112,6 +112,23 @@ def test_every_benchmark_runs_quick(script):
         check(proc.stdout)
 
 
+@needs_torch
+def test_bench_profile_gpu_quick_with_the_fake_ncu():
+    """The cost benchmark's GPU mode (run.sh's cost suite) on the tiny decoder, the fake ncu replaying
+    the H200 dedup reference: smlens profiles the 54 kernels of layer 0 of each phase, plain ncu all
+    149 (its PROVENANCE.md), the same split the H200 run measured."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PATH": f"{FAKES}{os.pathsep}{os.environ['PATH']}",
+           "FAKE_NCU_CSV": str(DEDUP_REFERENCE)}
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_profile.py"), "gpu", "--quick"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = _last_json(proc.stdout)
+    assert result["workload_alone"]["rc"] == 0 and result["smlens_profile"]["rc"] == 0
+    assert result["smlens_profile"]["kernels"] == 54 and result["smlens_profile"]["skipped"] > 0
+    for plain in ("ncu_one_metric", "ncu_set_full", "ncu_set_basic"):
+        assert result[plain]["rc"] == 0 and result[plain]["kernels"] == 149, plain
+
+
 # --- BENCHMARKS.md ----------------------------------------------------------------------------------
 
 # A path from the repository's root into these folders, ending in a name (a `<model>` or `{a,b}` part
