@@ -159,10 +159,12 @@ def fig_time(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None, unit: st
     the times are divided by (" per token")."""
     if groups is None or groups.empty or "time_ns" not in groups.columns:
         return None
-    groups = sort_groups(groups[col(groups, "role").astype("object") != "all"])
+    # a tensor-parallel run's ranks summed (their collectives are the TP section's): one bar a phase
+    catalog = registry.figures()
+    groups = sort_groups(across_ranks(groups[col(groups, "role").astype("object") != "all"], catalog))
     compare = base is not None and not base.empty and "time_ns" in base.columns
     if compare:
-        base = sort_groups(base[col(base, "role").astype("object") != "all"])
+        base = sort_groups(across_ranks(base[col(base, "role").astype("object") != "all"], catalog))
     phases = list(dict.fromkeys(list(groups["phase"]) + (list(base["phase"]) if compare else [])))
     phases.sort(key=lambda p: order_key([p], PHASE_ORDER))
     scale = {"ms": 1e6, "µs": 1e3}[unit]

@@ -651,3 +651,13 @@ def test_a_tensor_parallel_runs_charts_merge_its_ranks():
     assert len(gap) == 2  # one row per rank
     expected = (gap["sm_active_pct"] * gap["time_ns"]).sum() / gap["time_ns"].sum()
     assert active["decode \u00b7 qkv_proj"] == pytest.approx(expected, rel=1e-4)
+
+
+def test_a_tensor_parallel_runs_time_chart_sums_its_ranks():
+    """Its bars took one rank's time per role (a dict keyed by phase kept the last rank's)."""
+    data = views_input(DATA / "h200_tp" / "llama-3.1-8b-tp2-b8-p512.csv.gz", None, {"id": "tp"})
+    figure = figures_of(report.render_report(data))["fig-v1"]
+    bars = {t["name"]: dict(zip(t["y"], t["x"])) for t in figure["data"]}
+    assert "allreduce" not in bars  # timed without ncu: the TP section's
+    groups = data.groups[(data.groups["phase"] == "cold_prefill") & (data.groups["role"] == "gate_up_proj")]
+    assert len(groups) == 2 and bars["gate_up_proj"]["cold_prefill"] == pytest.approx(groups["time_ns"].sum() / 1e6, rel=1e-4)
