@@ -6,8 +6,8 @@
 # $OUT/<suite>.tgz as soon as each step ends (a call cut short still returns what was done) and appends
 # each step's wall time and exit code to $OUT/times.txt. BUDGET (seconds, default 540) bounds a suite:
 # steps that no longer fit are skipped, said so in times.txt.
-# Locally, no GPU (the fake ncu and nvidia-smi of tests/fakes; tiny models on the CPU), for the
-# suites that need no GPU of their own (check, models, gate, cost, hf, tp, compiled, sets):
+# Locally, no GPU (the fake ncu and nvidia-smi of tests/fakes; tiny models on the CPU), every suite
+# but those whose programs need a GPU of their own (det-gemm, det-record, graphs, dtypes):
 #   SKIP_WHEELS=1 TINY=1 OUT=/tmp/o PATH=tests/fakes:$PATH \
 #   FAKE_NCU_CSV=tests/data/h200_runs/dedup-reference-all-layers.csv.gz bash benchmarks/h200/run.sh models
 # (tp also FAKE_SMI_GPUS=2 FAKE_NCU_KEEP_PIDS=1). Knobs: MODELS (model:layers ...), BATCHES, PY, WHL.
