@@ -32,9 +32,11 @@ from reports.html_tables import (badge, changes_table, columns_of, gap_table, gr
                                  selection_table, shares_table, top_kernels_table, validation_box)
 from reports.html_text import (REGRESSION_PCT, esc, fmt_time_ns, is_missing, numbers, script_json,
                                validation_frame, view_status)
-from reports.html_verdict import verdict_section
+from reports.html_verdict import comparison_section, verdict_section
+from reports.kernel_page import KERNEL_JS, kernel_sections
 from views import registry
 from views.catalog import ARGMAX, MEAN, MODE, RATIO, SUM
+from views.kernel_detail import kernel_details
 from views.verdict import Verdict, verdict as make_verdict
 
 # --- the input ------------------------------------------------------------------------------------
@@ -58,6 +60,9 @@ class ReportInput:
     communication: pd.DataFrame = field(default_factory=pd.DataFrame)
     imbalance: pd.DataFrame = field(default_factory=pd.DataFrame)
     collectives: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # the kernels table the views ran over, row for row with `kernels` (same index): the kernel
+    # pages' raw counters
+    source: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 # The views keep the kernels table's identity names; the report reads the views JSON's names.
@@ -85,7 +90,9 @@ def from_views(result: Any, run: dict, source_kernels: Optional[pd.DataFrame] = 
     devices = getattr(result, "devices", None)
     if devices is not None and len(devices) and not run.get("device_name") and "name" in devices:
         run["device_name"] = ", ".join(str(n) for n in devices["name"].dropna().unique())
+    aligned = source_kernels is not None and len(source_kernels) == len(kernels)
     return ReportInput(run=run, kernels=kernels,
+                       source=source_kernels.set_axis(kernels.index) if aligned else pd.DataFrame(),
                        groups=_frame(getattr(result, "groups", None)),
                        gap=_frame(getattr(result, "gap", None)),
                        view_ids=list(getattr(result, "view_ids", registry.VIEWS)),
@@ -128,8 +135,10 @@ def filter_input(data: ReportInput, phase: Optional[str] = None,
     # communication per phase and rank sums every role: with a role it goes, like the gap's `all`
     ranks = {"communication": keep(data.communication) if not role else pd.DataFrame(),
              "imbalance": keep(data.imbalance), "collectives": keep(data.collectives)}
-    return replace(data, kernels=keep(data.kernels), groups=groups, gap=gap, share_of=share_of,
-                   mlp=mlp, phase_time_ns=phase_time_ns, **ranks)
+    kernels = keep(data.kernels)
+    source = data.source.loc[kernels.index] if len(data.source) else data.source
+    return replace(data, kernels=kernels, groups=groups, gap=gap, share_of=share_of,
+                   mlp=mlp, phase_time_ns=phase_time_ns, source=source, **ranks)
 
 
 def _shares_of(frame: pd.DataFrame, basis: float) -> pd.DataFrame:
@@ -318,7 +327,11 @@ DRAW_JS = r"""
                     modeBarButtonsToRemove:['select2d','lasso2d']});
     el.on('plotly_click', function(ev){
       var point = ev && ev.points && ev.points[0];
-      if (point && point.customdata && window.smlensShow) window.smlensShow(String(point.customdata));
+      var spec = point && point.customdata ? String(point.customdata) : '';
+      // a kernel's mark opens its page (reports/kernel_page.py); a group's, its kernels
+      if (spec.charAt(0) === '#' && document.getElementById('kernel-' + spec.slice(1)))
+        location.hash = 'kernel-' + spec.slice(1);
+      else if (spec && window.smlensShow) window.smlensShow(spec);
     });
     requestAnimationFrame(draw);
   }
@@ -620,6 +633,11 @@ def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
         baseline = filter_input(baseline, phase, role)
     verdict = _verdict(data, tokens)
     base_verdict = _verdict(baseline, base_tokens if tokens else None) if baseline is not None else None
+    # each kernel's page and what changed, in absolute times (before figures go per token)
+    pages = kernel_sections(kernel_details(data.kernels, data.source if len(data.source) else None,
+                                           baseline.kernels if baseline is not None else None, data.view_ids))
+    changed = (comparison_section(compare.compare_runs(data.kernels, baseline.kernels, data.run, baseline.run),
+                                  _name(baseline.run)) if baseline is not None else "")
     if tokens:
         data = per_token(data, tokens)
         if baseline is not None and base_tokens:
@@ -630,9 +648,10 @@ def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
     figures: dict = {}
     # per token, each phase's time over its tokens; else the verdict's own (a TP run's collectives
     # in, the waiting for a slower rank out)
-    parts = [verdict_section(verdict, base_verdict, phase_times if tokens else None,
-                             _phase_times(baseline) if tokens else None, _time_label(data))]
-    nav = ['<a href="#verdict">Verdict</a>']
+    parts = ([changed] if changed else []) + [
+        verdict_section(verdict, base_verdict, phase_times if tokens else None,
+                        _phase_times(baseline) if tokens else None, _time_label(data), data.kernels)]
+    nav = (['<a href="#comparison">What changed</a>'] if changed else []) + ['<a href="#verdict">Verdict</a>']
     for s in _sections(data, baseline, reasons):
         nav.append(f'<a href="#{esc(s.anchor)}">{esc(s.nav or s.title)}</a>')
         drawn = ""
@@ -654,16 +673,16 @@ def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{content_security_policy()}\">"
+        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{content_security_policy(KERNEL_JS)}\">"
         f"<title>{title}</title><style>{CSS}</style></head><body>"
         + _header(data, baseline, phase, role)
         + f"<nav>{''.join(nav)}</nav><main>" + "".join(parts) + _kernels_section(data, checks, baseline)
-        + _summary(data, checks) + "</main>"
+        + _summary(data, checks) + pages + "</main>"
         "<footer>Made by smlens from Nsight Compute counters. Figures of groups are weighted by "
         "kernel time. Badges: <b class=\"ok\">pass</b> <b class=\"bad\">fail</b> "
         "<b class=\"na\">n/a</b>.</footer>"
         # the page's script first (sorting, filtering), then the charts: nothing waits for plotly.js
-        f"<script>{APP_JS}</script>{chart_scripts(figures)}</body></html>\n")
+        f"<script>{APP_JS}</script><script>{KERNEL_JS}</script>{chart_scripts(figures)}</body></html>\n")
 
 
 def _phase_times(data: Optional[ReportInput]) -> dict:

@@ -47,6 +47,14 @@ def html_table(headers: list, rows: list, cls: str = "", sticky: int = 0, scroll
             f"<tbody>{body}</tbody></table></div>")
 
 
+KERNEL_ANCHOR = "kernel-"  # a kernel's page in the report is #kernel-<id> (reports/kernel_page.py)
+
+
+def kernel_page_link(text: str, kernel_id: Any) -> str:
+    """`text` (escaped already) linking to the kernel's page."""
+    return f'<a href="#{esc(KERNEL_ANCHOR)}{esc(kernel_id)}">{text}</a>'
+
+
 def kernels_link(text: str, phase: Any = None, role: Any = None, query: Any = None) -> str:
     """`text` linking to the kernel table, filtered to a phase and role or to a search."""
     if query is not None:
@@ -501,16 +509,17 @@ KERNEL_FIRST = ("time_ns", "sm_active_pct", "tensor_pipe_pct", "dram_pct", "achi
 
 def kernel_table(kernels: pd.DataFrame, checks: pd.DataFrame, view_ids: list[str],
                  base_time: Optional[pd.Series] = None, time_label: str = "time") -> str:
-    """Every kernel, compactly: a short name (full names are listed once below), the figures that
-    tell most first (time, SM active, tensor, DRAM, occupancy, the launch), the rest of the catalog's
-    summary figures, and each view's validation badge with the discrepancy of a failure (or the
-    reason of an n/a) in its tooltip. `base_time`: each kernel's baseline time per launch."""
+    """Every kernel, compactly: its id, a click on which opens its page (reports/kernel_page.py:
+    every figure, its counters, the baseline's; a link in each row would add 4 kB), a short name
+    (full names are listed once below), the figures that tell most (time, SM active, tensor, DRAM,
+    occupancy, the launch), and each view's validation badge with the discrepancy of a failure (or
+    the reason of an n/a) in its tooltip. `base_time`: each kernel's baseline time per launch."""
     if kernels.empty:
         return '<p class="na">No kernels.</p>'
     catalog = registry.figures()
     first = [catalog[c] for c in KERNEL_FIRST if c in catalog and c in kernels.columns]
-    rest = [f for f in catalog.values() if f.summary and f.column in kernels.columns and f not in first]
-    headers = ["#", ("kernel", "the kernel's name without its namespace, template arguments and "
+    headers = [("#", "the kernel's id: click it for every figure of the kernel, with its counters"),
+               ("kernel", "the kernel's name without its namespace, template arguments and "
                                "parameters (full names below)"), "phase", "role"]
     headers += [(time_label if f.column == "time_ns" else f.label, f.definition) for f in first]
     headers += list(LAUNCH)
@@ -528,10 +537,6 @@ def kernel_table(kernels: pd.DataFrame, checks: pd.DataFrame, view_ids: list[str
         columns.append([change_span("time_ns", t, b, fmt_time_ns) if not is_missing(b)
                         else '<span class="d">not in baseline</span>'
                         for t, b in zip(numbers(kernels, "time_ns"), base_time)])
-    for figure in rest:
-        show = figure_format(figure)
-        headers.append((figure.label, figure.definition))
-        columns.append([esc(show(v)) for v in kernels[figure.column]])
     headers += [("kind", "what the kernel is, from its name"), ("NVTX", "the innermost NVTX ranges open at launch")]
     columns.append([esc(v) for v in col(kernels, "kind")])
     columns.append([esc(_nvtx_text(v)) for v in col(kernels, "nvtx_stack")])

@@ -8,9 +8,8 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from reports.html_tables import change_span, html_table, kernels_link
+from reports.html_tables import change_span, html_table, kernel_page_link, kernels_link
 from reports.html_text import esc, fmt, fmt_time_ns, is_missing, numbers, prose
-from reports.kernel_page import kernel_link
 from views.comparison import GAIN, NOISE, REGRESSION, Change, ComparisonVerdict
 from views.v7_memory import BOUND_FLOOR_PCT
 from views.verdict import BOUND_WORDS, Verdict
@@ -89,7 +88,7 @@ def verdict_section(verdict: Verdict, base: Optional[Verdict] = None,
         prefix = f"{g.label}: "
         rest = g.text[len(prefix):] if g.text.startswith(prefix) else g.text
         kernel = longest.get((g.phase, g.role, g.rank))
-        page = (f' <span class="d">({kernel_link(f"its longest kernel, #{esc(kernel)}", kernel)})</span>'
+        page = (f' <span class="d">({kernel_page_link(f"its longest kernel, #{esc(kernel)}", kernel)})</span>'
                 if kernel is not None else "")
         items.append(f"<li>{kernels_link(f'<b>{esc(g.label)}</b>', g.phase, g.role)}: {prose(rest)}{page}</li>")
     ranked = (f'<h3>Where time can be won</h3><p class="lead">Each phase and role by the time it would not '

@@ -3,11 +3,11 @@ in the report: every figure by view with the metric that gave it and the raw cou
 validation, the kernel's name, NVTX range, shapes and launch, and the baseline's matched kernel
 beside.
 
-In the report every kernel has a section `#kernel-<id>`, empty and hidden until a link, a chart
-mark or the address names it; the page's script (KERNEL_JS) then builds it from one JSON block of
-texts formatted here. Static tables for 188 kernels of 88 figures would add megabytes; the JSON
-names each text once (a table of strings) and holds per kernel only indices into it, and it is
-gzipped: the demo's report grows by about 70 kB.
+In the report a kernel's section `#kernel-<id>` is made when a link, a chart mark or the address
+names it, and hidden when another is opened: the page's script (KERNEL_JS) builds it from one
+packed JSON block of texts formatted here. Static tables for 188 kernels of 88 figures would add megabytes; the JSON
+holds each figure's values over the kernels in one list, names each other text once, and is
+gzipped: the demo's report grows by about 45 kB.
 """
 from __future__ import annotations
 
@@ -22,17 +22,11 @@ from rich.text import Text
 
 from reports.formatting import number_text
 from reports.html_tables import figure_format
-from reports.html_text import change_class, esc, script_json
+from reports.html_text import change_class
 from reports.tables import Column, Prose, Rows, fit
 from views import registry
+from views.common import plain
 from views.kernel_detail import FigureValue, KernelDetail
-
-ANCHOR = "kernel-"  # a kernel's section is #kernel-<id>
-
-
-def anchor(kernel_id) -> str:
-    return f"{ANCHOR}{kernel_id}"
-
 
 def _value(f: FigureValue, value) -> str:
     figure = registry.figures().get(f.column)
@@ -132,79 +126,119 @@ def print_kernel(d: KernelDetail, console: Optional[Console] = None) -> None:
 # --- the report -----------------------------------------------------------------------------------
 
 def kernel_data(details: list[KernelDetail]) -> dict:
-    """The JSON the page's script builds a kernel's section from. Every text is in `strings` once
-    (labels, values, sources, counter names, validation details); `views` is [view, title,
-    [figure...]], `figures` each figure's label, `sources` the lists of sources kernels share, and
-    `named` which counters each source names. Per kernel id: its header lines, values, source list,
-    validations and counters (and the baseline's values and changes), all as string indices."""
+    """The JSON the page's script builds a kernel's section from, by column: one kernel's figure
+    is much like another's (`0 %`, `100 %`, `n/a`), so a figure's values over every kernel in one
+    list pack to two thirds of the same values kernel by kernel.
+
+    `ids`: the kernels in order, `n` below their position. `strings`: each label, source, counter
+    name, header line and validation text once. `views`: [view, title, [figure...]]; `figures`:
+    each figure's label; `v[figure][n]` its value's text (`b` the baseline's and `d` the change,
+    `+3.3 %|bad`, against one); `sources[s[n]][figure]` what gave it, `named[source]` the counters
+    a source names, `c[counter][n]` their raw values; `h[n]` the header lines; `st[view][n]`,
+    `dt[view][n]` each view's validation and its detail."""
     strings: dict[str, int] = {}
 
     def s(text: str) -> int:
         return strings.setdefault(text, len(strings))
 
+    first = details[0] if details else None
+    views, figures = [], []
+    for view in first.views if first else []:
+        views.append([view.view, view.title, list(range(len(figures), len(figures) + len(view.figures)))])
+        figures += [s(f.label) for f in view.figures]
+    compare = any(d.baseline is not None for d in details)
+    values = [[] for _ in figures]
+    base = [[] for _ in figures] if compare else []
+    change = [[] for _ in figures] if compare else []
+    status = [[] for _ in views]
+    detail = [[] for _ in views]
+    counters: dict[int, list] = {}
+    named: dict[int, dict] = {}
     source_lists: dict[tuple, int] = {}
-    views: list = []
-    figures: list = []
-    kernels: dict = {}
-    named: dict = {}
-    for d in details:
-        if not views:
-            for view in d.views:
-                views.append([view.view, view.title, list(range(len(figures), len(figures) + len(view.figures)))])
-                figures += [s(f.label) for f in view.figures]
-        values, sources, base, change, counters = [], [], [], [], {}
-        for view in d.views:
-            for f in view.figures:
-                values.append(s(_value(f, f.value)))
-                sources.append(-1 if f.source is None else s(f.source))
-                if d.baseline is not None:
-                    text, verdict = _change(f)
-                    base.append(s(_value(f, f.base_value)))
-                    change.append(s(f"{text}|{verdict}" if verdict else text))
-                for name, value in f.counters.items():
-                    counters[s(name)] = s(counter_text(value))
-                    if f.source is not None:  # which counters each source names, over every kernel
-                        named.setdefault(s(f.source), {})[s(name)] = None
-        record = {"h": [s(line) for line in header_lines(d)], "v": values,
-                  "s": source_lists.setdefault(tuple(sources), len(source_lists)),
-                  "st": [[s(view.status), s(view.detail)] for view in d.views], "c": counters}
-        if d.baseline is not None:
-            record.update(b=base, d=change)
-        kernels[str(d.id)] = record
-    return {"strings": list(strings), "views": views, "figures": figures, "sources": list(map(list, source_lists)),
-            "kernels": kernels, "named": {index: list(counted) for index, counted in named.items()}}
+    sources, heads = [], []
+    for n, d in enumerate(details):
+        shown = [f for view in d.views for f in view.figures]
+        for i, f in enumerate(shown):
+            values[i].append(_value(f, f.value))
+            if compare:
+                text, verdict = _change(f)
+                base[i].append(_value(f, f.base_value) if d.baseline is not None else "")
+                change[i].append(f"{text}|{verdict}" if verdict else text)
+            for name, value in f.counters.items():  # as ncu gave it: a number
+                counters.setdefault(s(name), [None] * len(details))[n] = _number(value)
+                named.setdefault(s(f.source), {})[s(name)] = None  # a counter is named by a source
+        sources.append(source_lists.setdefault(tuple(-1 if f.source is None else s(f.source) for f in shown),
+                                               len(source_lists)))
+        heads.append([s(line) for line in header_lines(d)])
+        for v, view in enumerate(d.views):
+            status[v].append(s(view.status))
+            detail[v].append(s(view.detail))
+    out = {"ids": [str(d.id) for d in details], "strings": list(strings), "views": views, "figures": figures,
+           "v": values, "sources": [list(k) for k in source_lists], "s": sources, "h": heads, "st": status,
+           "dt": detail, "c": counters, "named": {k: list(v) for k, v in named.items()}}
+    if compare:
+        out.update(b=base, d=change)
+    return out
+
+
+def _number(value):
+    """A counter as a JSON number (12000 rather than 12000.0), text as it is."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2 ** 53:
+        return int(value)
+    return value
+
+
+# Python's base85 alphabet with `<`, `>` and `&` swapped for characters it does not use, so the
+# packed data can hold no markup (`<!--`, `</script`) inside its <script> element
+_B85 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~"
+PAGE_B85 = _B85.translate(str.maketrans("<>&", ",.:"))
+
+
+def pack(data: dict) -> str:
+    """The kernels' JSON gzipped in base85 (a quarter more than the bytes, base64 a third)."""
+    # not html_text.script_json: it rounds numbers to what a chart shows, and counters stay raw; packed,
+    # no text can close the script
+    text = json.dumps(plain(data), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    raw = gzip.compress(text.encode("utf-8"), mtime=0)
+    return base64.b85encode(raw).decode("ascii").translate(str.maketrans(_B85, PAGE_B85))
+
+
+def unpack(text: str) -> dict:
+    """The kernels' data as the page holds it, back to JSON (what KERNEL_JS reads; for tests)."""
+    raw = base64.b85decode(text.translate(str.maketrans(PAGE_B85, _B85)))
+    return json.loads(gzip.decompress(raw).decode("utf-8"))
 
 
 def kernel_sections(details: list[KernelDetail]) -> str:
-    """A hidden, empty section per kernel (filled by KERNEL_JS when linked) and their data, gzipped
-    and in base64: the JSON of the demo's 188 kernels is 257 kB, a quarter of that packed, and the
-    browser unpacks it (DecompressionStream) only when a kernel is opened."""
-    placeholders = "".join(f'<section id="{esc(anchor(d.id))}" class="kpage" hidden></section>' for d in details)
-    packed = base64.b64encode(gzip.compress(script_json(kernel_data(details)).encode("utf-8"), mtime=0)).decode()
-    return placeholders + f'<script type="application/octet-stream" id="smlens-kernels">{packed}</script>'
-
-
-def unpack(page_data: str) -> dict:
-    """The kernels' data as the page holds it, back to JSON (what KERNEL_JS reads; for tests)."""
-    return json.loads(gzip.decompress(base64.b64decode(page_data)).decode("utf-8"))
-
-
-def kernel_link(text: str, kernel_id) -> str:
-    """`text` (escaped already) linking to the kernel's page."""
-    return f'<a href="#{esc(anchor(kernel_id))}">{text}</a>'
+    """The kernels' data packed (the JSON of the demo's 188 kernels is 260 kB, 40 kB packed; the
+    browser unpacks it with DecompressionStream when a kernel is first opened), and the place
+    KERNEL_JS puts each kernel's section, `#kernel-<id>`, when linked."""
+    return (f'<div id="kernel-pages"></div>'
+            f'<script type="application/octet-stream" id="smlens-kernels">{pack(kernel_data(details))}</script>')
 
 
 # Builds a kernel's section when the address names it (#kernel-<id>): every text goes in through
 # textContent, so nothing a capture holds becomes markup. Closes the one open before.
-KERNEL_JS = r"""
+KERNEL_JS = (r"""
 (function(){
   var node = document.getElementById('smlens-kernels');
   if (!node) return;
   var data = null, S = null, open = null, loading = null;
+  function bytes(text){  // base85 (kernel_page.PAGE_B85's alphabet) -> bytes
+    var A = %(alphabet)s, n = text.length, full = Math.floor(n / 5) * 4, tail = n %% 5;
+    var out = new Uint8Array(full + (tail ? tail - 1 : 0)), o = 0;
+    for (var i = 0; i < n; i += 5) {
+      var v = 0;
+      for (var j = 0; j < 5; j++) v = v * 85 + (i + j < n ? A.indexOf(text.charAt(i + j)) : 84);
+      for (var k = 3; k >= 0; k--) { if (o + 3 - k < out.length) out[o + 3 - k] = (v >>> (8 * k)) & 255; }
+      o += 4;
+    }
+    return out;
+  }
   function load(){  // the gzipped JSON, unpacked once, the first time a kernel is opened
     if (!loading) {
-      var bytes = Uint8Array.from(atob(node.textContent.trim()), function(c){ return c.charCodeAt(0); });
-      var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+      var raw = bytes(node.textContent.trim());
+      var stream = new Blob([raw]).stream().pipeThrough(new DecompressionStream('gzip'));
       loading = new Response(stream).text().then(function(text){ data = JSON.parse(text); S = data.strings; });
     }
     return loading;
@@ -215,16 +249,15 @@ KERNEL_JS = r"""
     if (cls) e.className = cls;
     return e;
   }
-  function build(section, k){
-    var head = k.h, sources = data.sources[k.s];
-    section.appendChild(el('h2', S[head[0]]));
-    head.slice(1).forEach(function(line){ section.appendChild(el('p', S[line], 'meta')); });
-    var at = 0, compare = !!k.b;
+  function build(section, n){
+    var sources = data.sources[data.s[n]], compare = !!data.b;
+    section.appendChild(el('h2', S[data.h[n][0]]));
+    data.h[n].slice(1).forEach(function(line){ section.appendChild(el('p', S[line], 'meta')); });
     data.views.forEach(function(view, v){
-      var st = k.st[v], status = S[st[0]], h = el('h3', view[0] + ' ' + view[1] + ' ');
+      var status = S[data.st[v][n]], h = el('h3', view[0] + ' ' + view[1] + ' ');
       h.appendChild(el('b', status, {pass:'ok', fail:'bad'}[status] || 'na'));
       section.appendChild(h);
-      if (S[st[1]]) section.appendChild(el('p', S[st[1]], 'd'));
+      if (S[data.dt[v][n]]) section.appendChild(el('p', S[data.dt[v][n]], 'd'));
       var table = el('table'), tr = el('tr');
       ['figure', 'value'].concat(compare ? ['baseline', 'change'] : [], ['from', 'counters']).forEach(function(t){
         tr.appendChild(el('th', t));
@@ -232,18 +265,18 @@ KERNEL_JS = r"""
       table.appendChild(el('thead')).appendChild(tr);
       var body = table.appendChild(el('tbody'));
       view[2].forEach(function(f){
-        var row = body.appendChild(el('tr')), i = at++;
+        var row = body.appendChild(el('tr'));
         row.appendChild(el('td', S[data.figures[f]]));
-        row.appendChild(el('td', S[k.v[i]]));
+        row.appendChild(el('td', data.v[f][n]));
         if (compare) {
-          row.appendChild(el('td', S[k.b[i]]));
-          var parts = S[k.d[i]].split('|');
+          row.appendChild(el('td', data.b[f][n]));
+          var parts = data.d[f][n].split('|');
           row.appendChild(el('td', parts[0], parts[1] ? 'd ' + parts[1] : 'd'));
         }
-        var src = sources[i];
+        var src = sources[f];
         row.appendChild(el('td', src < 0 ? 'from the figures above' : S[src], 'd'));
-        var counts = (data.named[src] || []).filter(function(c){ return k.c[c] !== undefined; })
-          .map(function(c){ return S[c] + ' = ' + S[k.c[c]]; });
+        var counts = (data.named[src] || []).filter(function(c){ return data.c[c][n] !== null; })
+          .map(function(c){ return S[c] + ' = ' + String(data.c[c][n]); });
         row.appendChild(el('td', counts.join('; '), 'd'));
       });
       var wrap = el('div', null, 'tw');
@@ -254,18 +287,28 @@ KERNEL_JS = r"""
   function show(){
     var m = /^#kernel-(.+)$/.exec(location.hash), id = m ? decodeURIComponent(m[1]) : null;
     if (open) { open.hidden = true; open = null; }
-    var section = id !== null && document.getElementById('kernel-' + id);
-    if (!section) return;
+    if (id === null) return;
     load().then(function(){
-      var k = data.kernels[id];
-      if (!k || location.hash !== '#kernel-' + m[1]) return;
-      if (!section.firstChild) build(section, k);
+      var n = data.ids.indexOf(id);
+      if (n < 0 || location.hash !== '#kernel-' + m[1]) return;
+      var section = document.getElementById('kernel-' + id);
+      if (!section) {  // made the first time it is opened, then kept (hidden when another is)
+        section = el('section', null, 'kpage');
+        section.id = 'kernel-' + id;
+        build(section, n);
+        document.getElementById('kernel-pages').appendChild(section);
+      }
       section.hidden = false;
       open = section;
       section.scrollIntoView();
     });
   }
   window.addEventListener('hashchange', show);
+  // a kernel's id in the kernel table opens its page
+  document.addEventListener('click', function(e){
+    var cell = e.target.closest('#kernel-table tbody td:first-child');
+    if (cell) location.hash = 'kernel-' + cell.textContent.trim();
+  });
   show();
 })();
-"""
+""" % {"alphabet": json.dumps(PAGE_B85)})

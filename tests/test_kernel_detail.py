@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from profiler.ingest.capture import read_capture
-from reports.kernel_page import KERNEL_JS, anchor, kernel_data, kernel_sections, print_kernel, unpack
+from reports.kernel_page import KERNEL_JS, kernel_data, kernel_sections, print_kernel, unpack
 from tests.conftest import DATA
 from views import registry
 from views.kernel_detail import kernel_detail, kernel_details, position
@@ -69,9 +69,9 @@ def test_every_figure_by_view_with_its_counter_and_raw_value(llama):
 def test_against_batch_1_the_matched_launch_and_its_change(llama):
     """The decode qkv GEMM at batch 8 against batch 1's: the token dimension fills the 64x8 tile's
     8 rows at M=8, one of them at M=1 (V3's useful MMA share 1 against 1/8)."""
-    (capture8, b8), (capture1, b1) = llama["b8"], llama["b1"]
+    (capture8, b8), (_, b1) = llama["b8"], llama["b1"]
     at, base_at = _rows(b8, "decode", "qkv_proj", "gemm")[0], _rows(b1, "decode", "qkv_proj", "gemm")[0]
-    detail = kernel_detail(b8, at, capture8, b1, capture1)
+    detail = kernel_detail(b8, at, capture8, b1)
     assert detail.baseline["id"] == b1["kernel_id"].iloc[base_at]
     assert detail.baseline["shapes"] == {"M": 1, "N": 6144, "K": 4096}
     time = _figure(detail, "time_ns")
@@ -86,8 +86,8 @@ def test_a_launch_is_matched_in_its_own_range_and_order(llama):
     """Decode's at::elementwise_kernel: at batch 8 five launches in rope_kv_cache and two in
     silu_mul, at batch 1 four in rope_kv_cache (its silu_mul runs a vectorized kernel). Each rope
     launch gets the rope launch of its order (the fifth the last), silu_mul's none."""
-    (capture8, b8), (capture1, b1) = llama["b8"], llama["b1"]
-    details = kernel_details(b8, capture8, b1, capture1)
+    (capture8, b8), (_, b1) = llama["b8"], llama["b1"]
+    details = kernel_details(b8, capture8, b1)
     elementwise = [at for at in _rows(b8, "decode", "elementwise", "elementwise")
                    if b8["kernel_name"].iloc[at].startswith("void at::elementwise_kernel")]
     ranges = [b8["nvtx_stack"].iloc[at][-1] for at in elementwise]
@@ -98,14 +98,14 @@ def test_a_launch_is_matched_in_its_own_range_and_order(llama):
     assert [details[at].baseline["id"] for at in elementwise[:5]] == base_ids + base_ids[-1:]
     assert [details[at].baseline for at in elementwise[5:]] == [None, None]
     # one kernel alone is matched the same way as all at once
-    assert kernel_detail(b8, elementwise[2], capture8, b1, capture1).baseline == details[elementwise[2]].baseline
+    assert kernel_detail(b8, elementwise[2], capture8, b1).baseline == details[elementwise[2]].baseline
 
 
 def test_a_kernel_the_baseline_lacks_has_no_baseline(llama):
     capture, kernels = llama["b8"]
     other = read_capture(DATA / "targeted_raw.csv").kernels
     detail = kernel_detail(kernels, _rows(kernels, "decode", "qkv_proj", "gemm")[0], capture,
-                           compute_views(other).kernels, other)
+                           compute_views(other).kernels)
     assert detail.baseline is None and _figure(detail, "time_ns").base_value is None
 
 
@@ -116,10 +116,10 @@ def test_position_by_id(llama):
 
 
 def test_the_terminal_page_fits_80_columns_and_cuts_no_name(llama):
-    (capture8, b8), (capture1, b1) = llama["b8"], llama["b1"]
+    (capture8, b8), (_, b1) = llama["b8"], llama["b1"]
     at = _rows(b8, "decode", "elementwise", "elementwise")[0]
     console = Console(width=80, record=True, file=open("/dev/null", "w"))
-    print_kernel(kernel_detail(b8, at, capture8, b1, capture1), console)
+    print_kernel(kernel_detail(b8, at, capture8, b1), console)
     text = console.export_text()
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80
@@ -132,26 +132,127 @@ def test_the_terminal_page_fits_80_columns_and_cuts_no_name(llama):
 
 
 def test_the_reports_data_names_every_figure_of_every_kernel(llama):
-    (capture8, b8), (capture1, b1) = llama["b8"], llama["b1"]
-    details = kernel_details(b8, capture8, b1, capture1)
+    (capture8, b8), (_, b1) = llama["b8"], llama["b1"]
+    details = kernel_details(b8, capture8, b1)
     html = kernel_sections(details)
-    assert html.count('class="kpage" hidden') == len(b8)
-    assert f'id="{anchor(b8["kernel_id"].iloc[0])}"' in html
     packed = html.split('id="smlens-kernels">', 1)[1].split("</script>", 1)[0]
     data = unpack(packed)
     assert data == json.loads(json.dumps(kernel_data(details)))
     strings = data["strings"]
     figures = sum(len(v[2]) for v in data["views"])
-    at = _rows(b8, "decode", "qkv_proj", "gemm")[0]
-    record = data["kernels"][str(b8["kernel_id"].iloc[at])]
-    assert len(record["v"]) == len(record["b"]) == len(record["d"]) == figures
-    assert strings[record["h"][1]] == f"name: {b8['kernel_name'].iloc[at]}"
+    assert data["ids"] == [str(i) for i in b8["kernel_id"]]
+    assert len(data["v"]) == len(data["b"]) == len(data["d"]) == figures == len(data["figures"])
+    assert all(len(column) == len(b8) for column in data["v"] + data["b"] + data["d"])
+    n = _rows(b8, "decode", "qkv_proj", "gemm")[0]
+    assert strings[data["h"][n][1]] == f"name: {b8['kernel_name'].iloc[n]}"
     time_at = data["views"][0][2][0]
     assert strings[data["figures"][time_at]] == "time"
-    assert strings[data["sources"][record["s"]][time_at]] == "gpu__time_duration.sum"
-    counters = {strings[int(k)]: strings[v] for k, v in record["c"].items()}  # JSON keys are texts
-    assert counters["gpu__time_duration.sum"] == f"{b8['time_ns'].iloc[at]:,.0f}"
+    assert data["v"][time_at][n] == f"{b8['time_ns'].iloc[n] / 1000:.3g} \u00b5s"
+    assert strings[data["sources"][data["s"][n]][time_at]] == "gpu__time_duration.sum"
+    counters = {strings[int(k)]: values[n] for k, values in data["c"].items() if values[n] is not None}
+    assert counters["gpu__time_duration.sum"] == capture8["gpu__time_duration.sum"].iloc[n] == 17888  # raw
+    fill_at = [f.column for v in details[n].views for f in v.figures].index("fill")
+    assert (data["v"][fill_at][n], data["b"][fill_at][n], data["d"][fill_at][n]) == ("1.00", "0.12", "+700.0 %|good")
+    for view, statuses in zip(data["views"], data["st"]):
+        assert strings[statuses[n]] == b8[f"validation_{view[0]}"].iloc[n]
     # the page's script reads these keys, and writes texts only through textContent
-    for key in ("strings", "views", "figures", "sources", "named", ".h", ".v", ".s", ".st", ".c", ".b", ".d"):
-        assert key.lstrip(".") in KERNEL_JS
+    for key in ("ids", "strings", "views", "figures", "sources", "named", "data.h", "data.v", "data.s",
+                "data.st", "data.dt", "data.c", "data.b", "data.d"):
+        assert key in KERNEL_JS
     assert "innerHTML" not in KERNEL_JS
+
+
+# --- in the report ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def comparison_report(llama):
+    """Llama-3.1-8B batch 8 against batch 1, as `smlens report --baseline` renders it."""
+    (capture8, b8), (capture1, b1) = llama["b8"], llama["b1"]
+    from reports import html as report
+
+    current = report.from_views(compute_views(capture8), {"id": "b8", "name": "llama-b8"}, capture8)
+    baseline = report.from_views(compute_views(capture1), {"id": "b1", "name": "llama-b1"}, capture1)
+    return report.render_report(current, baseline)
+
+
+def test_the_report_holds_every_kernels_page_and_the_comparison_first(llama, comparison_report):
+    (capture8, b8), (_, b1) = llama["b8"], llama["b1"]
+    text = comparison_report
+    packed = text.split('id="smlens-kernels">', 1)[1].split("</script>", 1)[0]
+    data = unpack(packed)
+    assert data["ids"] == [str(i) for i in b8["kernel_id"]] and "b" in data  # against the baseline
+    assert text.index('<section id="comparison">') < text.index('<section id="verdict">')
+    assert '<a href="#comparison">What changed</a>' in text
+    # each opportunity links to the page of its group's longest kernel
+    verdict = text[text.index('<section id="verdict">'):]
+    verdict = verdict[:verdict.index("</section>")]
+    linked = [int(i) for i in __import__("re").findall(r'href="#kernel-(\d+)"', verdict)]
+    assert linked
+    for kernel_id in linked:
+        row = b8[b8["kernel_id"] == kernel_id].iloc[0]
+        group = b8[(b8["phase"] == row["phase"]) & (b8["role"] == row["role"])]
+        assert row["time_ns"] == group["time_ns"].max()
+    # the page's script is allowed by the policy's hash, like the others
+    from reports import html as report
+    assert report.script_hash(KERNEL_JS) in text[:text.index("</head>")]
+
+
+@pytest.mark.slow
+def test_a_kernels_page_opens_in_the_browser_when_linked(tmp_path, comparison_report, llama):
+    """Chromium opens #kernel-<id>: the section is built from the packed data (DecompressionStream),
+    shows each figure of each view with the baseline's value and change, and a click on another
+    kernel's id in the kernel table opens that one and hides the first."""
+    import os
+    from tests.chromium import Browser, find_chromium
+
+    binary = find_chromium()
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must have Chromium for the report tests: apt-get install chromium")
+        pytest.skip("no chromium on PATH (apt-get install chromium)")
+    _, b8 = llama["b8"]
+    path = tmp_path / "compare.html"
+    path.write_text(comparison_report, encoding="utf-8")
+    at = _rows(b8, "decode", "qkv_proj", "gemm")[0]
+    kernel_id = b8["kernel_id"].iloc[at]
+    browser = Browser(binary, window=(1400, 1000))
+    try:
+        session = browser.open(path.resolve().as_uri() + f"#kernel-{kernel_id}")
+        page = browser.evaluate(session, """new Promise(function (done) {
+            var t0 = Date.now();
+            (function poll() {
+              var s = document.getElementById('kernel-%s');
+              if ((s && !s.hidden) || Date.now() - t0 > 20000) {
+                done(s && {hidden: s.hidden, title: s.querySelector('h2').textContent,
+                           views: Array.from(s.querySelectorAll('h3')).map(function (h) { return h.textContent; }),
+                           rows: Array.from(s.querySelectorAll('tbody tr')).map(function (r) {
+                             return Array.from(r.cells).map(function (c) { return c.textContent; }); })});
+              } else setTimeout(poll, 50);
+            })();
+        })""" % kernel_id)
+        assert page and not page["hidden"]
+        assert page["title"].startswith(f"kernel {kernel_id} \u00b7 decode \u00b7 qkv_proj")
+        assert [v.split(" ")[0] for v in page["views"]] == list(registry.VIEWS)
+        assert len(page["rows"]) == sum(1 for f in registry.figures() if f in b8.columns)
+        fill = next(r for r in page["rows"] if r[0] == "useful MMA share")
+        assert fill[1:4] == ["1.00", "0.12", "+700.0 %"]
+        time = next(r for r in page["rows"] if r[0] == "time")
+        assert time[4] == "gpu__time_duration.sum" and time[5] == f"gpu__time_duration.sum = {int(b8['time_ns'].iloc[at])}"
+        other = b8["kernel_id"].iloc[0]
+        state = browser.evaluate(session, """new Promise(function (done) {
+            var cell = Array.from(document.querySelectorAll('#kernel-table tbody td:first-child'))
+              .filter(function (c) { return c.textContent === '%s'; })[0];
+            cell.click();
+            var t0 = Date.now();
+            (function poll() {
+              var s = document.getElementById('kernel-%s');
+              if ((s && !s.hidden) || Date.now() - t0 > 20000)
+                done({hash: location.hash, opened: !!s && !s.hidden,
+                      first: document.getElementById('kernel-%s').hidden});
+              else setTimeout(poll, 50);
+            })();
+        })""" % (other, other, kernel_id))
+        assert state == {"hash": f"#kernel-{other}", "opened": True, "first": True}
+        assert browser.errors(session) == []
+    finally:
+        browser.close()
