@@ -229,7 +229,7 @@ def fig_tensor(groups: pd.DataFrame, base: Optional[pd.DataFrame] = None) -> Opt
         f"Tensor pipe, {fill} and useful tensor work", 420, barmode="group", scattermode="group",
         yaxis={"title": {"text": "% of elapsed time"}, "rangemode": "tozero"},
         yaxis2={"title": {"text": f"{fill} (useful / executed)"}, "overlaying": "y", "side": "right",
-                "range": [0, 1.05], "showgrid": False},
+                "range": [0, 1.05], "dtick": 0.2, "tickformat": ".1f", "showgrid": False},
         xaxis={"tickangle": -30})}
 
 
