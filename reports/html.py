@@ -314,7 +314,11 @@ DRAW_JS = r"""
     if (layout.legend && layout.legend.orientation === 'v')
       layout.legend = {orientation: 'h', x: 0, y: 1, yanchor: 'bottom'};
     layout.margin = {l: 40, r: 8, t: layout.margin.t, b: 40};
-    if (layout.xaxis && layout.xaxis.tickangle !== undefined) layout.xaxis.tickangle = -90;
+    if (layout.xaxis && layout.xaxis.tickangle !== undefined) {  // upright labels: the plot keeps its height
+      layout.xaxis.tickangle = -90;
+      layout.height = (layout.height || 400) + 140;
+      el.style.height = layout.height + 'px';
+    }
     return layout;
   }
   function draw(){
