@@ -129,6 +129,12 @@ def test_a_bound_flip_and_a_costly_wave_crossing_are_found(swept):
     (flip,) = sweep_view.changes(series).query("kind == 'bound'").to_dict("records")
     assert flip["before"] == "memory" and flip["after"] == "latency"
     assert re.match(r"memory at 6\d % → latency \(DRAM \d+ %\)", flip["detail"])
+    points = pd.DataFrame({"model": ["m", "m"], "batch": [1, 2], "prompt": [512, 512], "run_id": ["a", "b"],
+                           "name": ["a", "b"], "status": [sweep_view.COMPLETE] * 2, "note": ["", ""]})
+    (told,) = [f["text"] for f in sweep_view.findings(series, sweep_view.changes(series), points)
+               if "bound flips" in f["text"]]
+    assert told.startswith("decode · qkv_proj (m, prompt 512): the bound flips at batch 1 → 2: memory at ")
+    assert "; useful MMA share 1.00, 1.00 at batch 1, 2 (" in told
     # the persistent decode gate_up GEMM (224 tiles on 132 CTAs: 1.70 rounds, efficiency 0.85)
     # after a 4.94-round prefill one: the count crosses and the tail costs
     waves = pd.concat([relabelled(swept, [("llama-3.1-8b", 8)], "decode", "gate_up_proj"),

@@ -85,34 +85,42 @@ def tokens(phase: str, batch: float, prompt: float) -> float:
     return float(batch) if phase == "decode" else float("nan")
 
 
-def _main_kernels(result) -> pd.DataFrame:
+def _column(kernels: pd.DataFrame, name: str, dtype=float) -> np.ndarray | None:
+    return kernels[name].to_numpy(dtype=dtype, na_value=np.nan if dtype is float else None) \
+        if name in kernels.columns else None
+
+
+def _main_kernels(result) -> dict:
     """Per phase and role, the waves of its longest chosen (GEMM, attention) kernel, and the V8
-    choice holding the most time."""
+    choice holding the most time. Plain arrays: a sweep reads a hundred runs."""
     kernels = result.kernels
-    cols = [c for c in ("phase", "role", "kind", "time_ns", "waves", "work_units", "grid_blocks", "persistent")
-            if c in kernels.columns]
-    rows = kernels[cols]
-    if {"persistent", "work_units", "grid_blocks"} <= set(cols):
-        # a persistent GEMM's grid is one wave of CTAs that loop over the tiles: its rounds are
-        # tiles / CTAs (V5's work units over the grid)
-        persistent = rows["persistent"].astype("boolean").fillna(False).to_numpy(dtype=bool)
-        rounds = rows["work_units"].to_numpy(dtype=float) / rows["grid_blocks"].to_numpy(dtype=float)
-        rows = rows.assign(waves=np.where(persistent, rounds, rows["waves"].to_numpy(dtype=float)))
-    if "kind" in rows:
-        rows = rows[rows["kind"].isin(CHOSEN_KINDS).to_numpy(dtype=bool, na_value=False)
-                    & (rows["kind"].astype(object) != "splitk_reduce").to_numpy()]
-    out = {}
-    if len(rows) and "waves" in rows:
-        rows = rows.assign(phase=rows["phase"].astype(object), role=rows["role"].astype(object))
-        longest = rows.sort_values("time_ns", ascending=False, kind="stable").drop_duplicates(["phase", "role"])
-        for r in longest.itertuples(index=False):
-            out[(r.phase, r.role)] = {"main_waves": float(r.waves)}
+    kinds, waves, time_ns = (_column(kernels, "kind", object), _column(kernels, "waves"),
+                             _column(kernels, "time_ns"))
+    out: dict = {}
+    if kinds is not None and waves is not None and time_ns is not None:
+        units, grid = _column(kernels, "work_units"), _column(kernels, "grid_blocks")
+        persistent = _column(kernels, "persistent", object)
+        if units is not None and grid is not None and persistent is not None:
+            # a persistent GEMM's grid is one wave of CTAs that loop over the tiles: its rounds
+            # are tiles / CTAs (V5's work units over the grid)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                waves = np.where(persistent == True, units / grid, waves)  # noqa: E712 (None: not known)
+        phases, roles = _column(kernels, "phase", object), _column(kernels, "role", object)
+        longest: dict = {}
+        for k in np.flatnonzero(np.isin(kinds, [c for c in CHOSEN_KINDS if c != "splitk_reduce"])):
+            key = (str(phases[k]), str(roles[k]))
+            if key not in longest or time_ns[k] > time_ns[longest[key]]:
+                longest[key] = k
+        out = {key: {"main_waves": float(waves[k])} for key, k in longest.items()}
     sel = result.selection
     if sel is not None and len(sel):
-        sel = sel[sel["kind"].astype(object) != "splitk_reduce"]
-        best = sel.sort_values("time_ns", ascending=False, kind="stable").drop_duplicates(["phase", "role"])
-        for r in best.itertuples(index=False):
-            out.setdefault((r.phase, r.role), {})["main_kernel"] = r.choice
+        best: dict = {}
+        for phase, role, kind, choice, spent in zip(sel["phase"], sel["role"], sel["kind"], sel["choice"],
+                                                    sel["time_ns"]):
+            if kind != "splitk_reduce" and ((phase, role) not in best or spent > best[(phase, role)][1]):
+                best[(phase, role)] = (choice, spent)
+        for key, (choice, _) in best.items():
+            out.setdefault(key, {})["main_kernel"] = choice
     return out
 
 
@@ -135,7 +143,7 @@ def point_series(point: SweepPoint) -> list[dict]:
                 for r in groups[["phase", "role", *stall_cols, *extra]].to_dict("records")}
     mains = _main_kernels(point.result)
     out = []
-    for r in gap.to_dict("records"):
+    for r in gap[["phase", "role", *(c for c in FOLLOWED if c in gap)]].to_dict("records"):
         phase, role = str(r["phase"]), str(r["role"])
         row = {"model": None, **point.coords, "run_id": point.run_id, "status": point.status, "phase": phase,
                "role": role}
@@ -244,18 +252,26 @@ def chart_id(phase: str, role: str, axis: str) -> str:
     return f"{phase}-{role}-{axis}"
 
 
-def _series_along(series: pd.DataFrame, change: dict, column: str) -> str:
-    """`column` at each point of the change's line: '0.12, 0.50, 1.00 at batch 1, 4, 16'."""
-    axis, fixed = change["axis"], change["fixed"]
-    rows = series[(series["phase"] == change["phase"]) & (series["role"] == change["role"])
-                  & (series[fixed].astype(int) == change["fixed_value"])]
-    if change["model"] is not None and "model" in rows:
-        rows = rows[rows["model"] == change["model"]]
-    rows = rows.sort_values(axis, key=lambda s: s.astype(int))
-    values = [f"{v:.2f}" if not pd.isna(v) else "n/a" for v in rows[column]]
+def _series_along(lines: dict, change: dict, column: str) -> str:
+    """`column` at each point of the change's line (`lines`: the series records by line and
+    group): '0.12, 0.50, 1.00 at batch 1, 4, 16'."""
+    axis = change["axis"]
+    rows = sorted(lines.get((axis, change["model"], change["fixed_value"], change["phase"], change["role"]), []),
+                  key=lambda r: int(r[axis]))
+    values = [f"{r[column]:.2f}" if not pd.isna(r[column]) else "n/a" for r in rows]
     if not values or all(v == "n/a" for v in values):
         return ""
-    return f"{', '.join(values)} at {axis} {', '.join(str(int(x)) for x in rows[axis])}"
+    return f"{', '.join(values)} at {axis} {', '.join(str(int(r[axis])) for r in rows)}"
+
+
+def _lines(series: pd.DataFrame) -> dict:
+    """The series records by (axis, model, the other axis's value, phase, role)."""
+    out: dict = {}
+    for r in series.to_dict("records"):
+        for axis in AXES:
+            model, _, value = line_key(r, axis)
+            out.setdefault((axis, model, value, r["phase"], r["role"]), []).append(r)
+    return out
 
 
 def findings(series: pd.DataFrame, found: pd.DataFrame, points: pd.DataFrame) -> list[dict]:
@@ -282,6 +298,7 @@ def findings(series: pd.DataFrame, found: pd.DataFrame, points: pd.DataFrame) ->
         told.setdefault((change["kind"], change["role"], change["axis"], change["from"], change["to"],
                          before, after), []).append(change)
     rank = {k: i for i, k in enumerate(CHANGE_KINDS)}
+    lines_of = _lines(series) if (found["kind"] == "bound").any() else {}
     said = []
     for (kind, role, axis, start, end, _, _), same in told.items():
         phases = list(dict.fromkeys(c["phase"] for c in same))
@@ -291,7 +308,7 @@ def findings(series: pd.DataFrame, found: pd.DataFrame, points: pd.DataFrame) ->
         step = f"{axis} {start} → {end}"
         if kind == "bound":
             text = f"{where}: the bound flips at {step}: {first['detail']}"
-            fill = _series_along(series, first, "fill")
+            fill = _series_along(lines_of, first, "fill")
             text += f"; useful MMA share {fill}" if fill else ""
         elif kind == "kernel":
             text = f"{where}: the library picks another kernel at {step}: {first['detail']}"
