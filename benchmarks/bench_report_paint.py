@@ -14,7 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from profiler.ingest.capture import parse_shapes_file, read_capture  # noqa: E402
+from profiler.ingest.capture import read_capture  # noqa: E402
+from profiler.ingest.shapes import parse_shapes_file  # noqa: E402
 from reports import html as report  # noqa: E402
 from suite import arguments  # noqa: E402
 from tests.chromium import Browser, find_chromium  # noqa: E402

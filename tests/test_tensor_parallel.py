@@ -148,7 +148,7 @@ def test_rank_marker_and_a_process_without_one():
     assert nvtx.rank_marker(["smlens:decode", "smlens_rank:rank=3 tp=4 device=3"]) == 3
     assert nvtx.rank_marker(["myapp:rank = 12"]) == 12 and nvtx.rank_marker(["smlens:ranked"]) is None
     assert nvtx.classify(["smlens_rank:rank=2 tp=4"], "x")["role"] == "other"  # a rank names no role
-    from profiler.ingest.capture import Classifier
+    from profiler.ingest.capture_table import Classifier
     classifier = Classifier()
     cells = pd.Series(['1  "app:prefill:a:b:c:d:e:f"', '1  "smlens_rank:rank=1:a:b:c:d:e:f"', "", ""])
     derived = classifier.derive(cells, pd.Series(["k"] * 4), pd.Series([10, 10, 10, 11]))
