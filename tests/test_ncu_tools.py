@@ -28,7 +28,8 @@ def test_ncu_rep_goes_through_ncu_import_when_ncu_is_on_path(tmp_path, monkeypat
     capture = read_capture(DATA / "decode12.ncu-rep.gz")
     assert capture.source_format == "ncu-rep"
     args = log.read_text().split()
-    assert args[0] == "--import" and args[1].endswith(".ncu-rep") and args[2:] == ["--csv", "--page", "raw"]
+    assert args[0] == "--import" and args[1].endswith(".ncu-rep")
+    assert args[2:] == ["--csv", "--page", "raw", "--print-units", "base"]  # as smlens profile exports
     kernels = capture.kernels.set_index("kernel_id")
     assert len(kernels) == 12 and kernels.loc[2, "shape_n"] == 6144
     # the same numbers as the module reader gives with no ncu at all
