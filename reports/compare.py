@@ -132,17 +132,22 @@ def _pct(value: float) -> str:
     return "n/a" if value != value else f"{value:+.1f}"
 
 
+def run_name(run: Optional[dict]) -> str:
+    """`llama-b1 (run 3f2a9c1e)`, or the id alone."""
+    run = run or {}
+    return " ".join(str(x) for x in (run.get("name"), f"(run {run['id']})" if run.get("id") else None) if x)
+
+
 def print_comparison(verdict: ComparisonVerdict, base_run: Optional[dict] = None,
-                     console: Optional[Console] = None, width: Optional[int] = None) -> None:
-    """The comparison verdict: its paragraph, each phase's change, the largest regressions and
+                     console: Optional[Console] = None, width: Optional[int] = None,
+                     run: Optional[dict] = None) -> None:
+    """The comparison verdict: its headline, each phase's change, the largest regressions and
     gains (red, green; grey within the noise)."""
     console = console or Console()
     width = width or console.width
-    base_run = base_run or {}
-    name = " ".join(str(x) for x in (base_run.get("name"), f"(run {base_run['id']})" if base_run.get("id") else None)
-                    if x)
     runs = f", {verdict.base_runs} runs" if verdict.base_runs > 1 else ""
-    console.print(Text(f"Against the baseline {name}{runs}".rstrip(), style="bold"))
+    title = f"{run_name(run)} against the baseline" if run else "Against the baseline"
+    console.print(Text(f"{title} {run_name(base_run)}{runs}".rstrip(), style="bold"))
     console.print(Prose(verdict.headline))  # the changes it names follow, one a line
     rows, columns = phase_columns(verdict)
     for table in fit("", "phase", rows, columns, width):

@@ -256,3 +256,42 @@ def test_a_kernels_page_opens_in_the_browser_when_linked(tmp_path, comparison_re
         assert browser.errors(session) == []
     finally:
         browser.close()
+
+
+# --- from the store -----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    from profiler.ingest.stores import open_store
+
+    folder = tmp_path_factory.mktemp("kernel-store") / "store"
+    the_store = open_store(folder)
+    for batch in ("b8", "b1"):
+        the_store.ingest(RUNS / f"llama-3.1-8b-{batch}-p512.csv.gz", name=f"llama-{batch}")
+    return folder
+
+
+def test_show_kernel_from_the_store_as_json(store, llama, capsys):
+    from profiler.commands.compare import show_kernel
+    from reports.formats import Format
+
+    _, b8 = llama["b8"]
+    at = _rows(b8, "decode", "qkv_proj", "gemm")[0]
+    document = show_kernel("llama-b8", str(b8["kernel_id"].iloc[at]), "llama-b1", str(store), Format.json)
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads(json.dumps(document))
+    assert printed["baseline"] and printed["shapes"] == {"M": 8, "N": 6144, "K": 4096}
+    assert printed["baseline"] != printed["run"] and printed["name"] == b8["kernel_name"].iloc[at]
+    fill = next(f for v in printed["views"] for f in v["figures"] if f["column"] == "fill")
+    assert (fill["value"], fill["base_value"]) == (pytest.approx(1.0), pytest.approx(0.125))
+    time = next(f for v in printed["views"] for f in v["figures"] if f["column"] == "time_ns")
+    assert time["counters"] == {"gpu__time_duration.sum": 17888}
+
+
+def test_an_unknown_kernel_is_a_one_line_error(store, llama):
+    from profiler.commands.compare import show_kernel
+    from profiler.errors import BadInput
+
+    last = llama["b8"][1]["kernel_id"].max()
+    with pytest.raises(BadInput, match=rf"^run \w+ has no kernel '999': its kernels are 0 to {last} "):
+        show_kernel("llama-b8", "999", store=str(store))
