@@ -37,7 +37,7 @@ pack() {
 { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader
   $PY -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)'
   ncu --version | tail -1; echo "store $STORE"; } 2>&1 | tee $OUT/env.txt
-for i in "${!GRIDS[@]}"; do
+for i in ${ORDER:-${!GRIDS[@]}}; do  # ORDER="1 0": the grids in another order
   $SWEEP ${GRIDS[$i]} --plan --format json > $OUT/plan-$i.json 2>> $OUT/sweep-$i.err
   LEFT=$(( LIMIT - SECONDS ))
   if [ $LEFT -le 0 ]; then echo "grid $i: no time left in this call" | tee -a $OUT/times.txt; continue; fi

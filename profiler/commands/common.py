@@ -45,6 +45,15 @@ def write_text(path: Path, text: str) -> None:
 def request_values(request_type, options: Mapping[str, object]) -> dict:
     """The command line's options (by parameter name) that a request dataclass has a field for:
     lists as tuples, and None (not given) left to the field's default. `given` is the caller's."""
-    own = {f.name for f in fields(request_type)} - {"given"}
-    return {k: (tuple(v) if isinstance(v, list) else v) for k, v in options.items()
-            if k in own and v is not None}
+    own = {f.name: f for f in fields(request_type) if f.name != "given"}
+    return {k: _typed(own[k], v) for k, v in options.items() if k in own and v is not None}
+
+
+def _typed(field, value):
+    """A list as a tuple, a path as a Path: click's own parameters (ctx.params) hold a Path
+    option as the string typer converts only for the command's function, in some typer versions."""
+    if isinstance(value, list):
+        return tuple(value)
+    if isinstance(value, str) and "Path" in str(field.type):
+        return Path(value)
+    return value
