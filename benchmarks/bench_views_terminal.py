@@ -1,6 +1,6 @@
 """`smlens views` on the demo run, end to end: what a person waits for at the terminal.
 
-    python3 benchmarks/bench_views_terminal.py [--repeats 7] [--tree DIR] [--brief] [--profile]
+    python3 benchmarks/bench_views_terminal.py [--repeats 7] [--tree DIR] [--brief] [--profile] [--quick]
 
 The demo run (the bundled H200 capture, profiler/data/h200_targeted_raw.csv.gz with its shapes:
 188 kernels) is ingested once into a temporary store; then `python -m profiler.cli views` runs
@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from suite import arguments
 
 ROOT = Path(__file__).resolve().parent.parent
 CAPTURE = ROOT / "profiler" / "data" / "h200_targeted_raw.csv.gz"
@@ -81,7 +83,7 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, default=ROOT, help="the checkout whose code runs")
     parser.add_argument("--brief", action="store_true", help="time `smlens views --brief`")
     parser.add_argument("--profile", action="store_true")
-    args = parser.parse_args()
+    args = arguments(parser, quick={"repeats": 1})
 
     tree = args.tree.resolve()
     env = {**os.environ, "PYTHONPATH": str(tree)}

@@ -88,7 +88,13 @@ def _report_paint(out):
     assert re.search(r"first contentful paint \d+, load \d+, every chart drawn \d+", out)
 
 
-CHECKS = {"bench_ingest.py": _ingest, "bench_views.py": _views, "bench_report.py": _report,
+def _views_terminal(out):
+    outputs = {r["output"]: r for r in map(json.loads, out.splitlines()) if "output" in r}
+    # the demo run's views, whole: at 80 columns tables go on below, so more lines than piped
+    assert 0 < outputs["piped"]["lines"] < outputs["80 columns"]["lines"]
+
+
+CHECKS = {"bench_views_terminal.py": _views_terminal, "bench_ingest.py": _ingest, "bench_views.py": _views, "bench_report.py": _report,
           "bench_gate.py": _gate, "bench_annotate.py": _annotate, "bench_profile.py": _profile,
           "bench_store_s3.py": _store_s3, "bench_report_paint.py": _report_paint}
 NEEDS = {"bench_annotate.py": ("torch", "transformers"), "bench_store_s3.py": ("moto", "s3fs", "duckdb")}
