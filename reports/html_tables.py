@@ -584,7 +584,8 @@ def nvtx_op(stack: Any) -> str:
 
 def top_kernels_table(kernels: pd.DataFrame, limit: int = 12, time_label: str = "total time") -> str:
     """The kernels that take the most time, by name summed over their launches, with the figures
-    that say why and where they ran; each links to its launches in the kernel table."""
+    that say why and where they ran; each links to its launches in the kernel table, its count of
+    launches to the longest one's page."""
     if kernels.empty or "name" not in kernels.columns:
         return ""
     frame = kernels.assign(_t=numbers(kernels, "time_ns").fillna(0), _name=col(kernels, "name").astype(object),
@@ -600,7 +601,8 @@ def top_kernels_table(kernels: pd.DataFrame, limit: int = 12, time_label: str = 
         weights = g["_t"] if g["_t"].sum() > 0 else None
         label = _name_cell(name) + (f' <span class="d">{esc(op)}</span>' if op else "")
         cells = [esc(rank), kernels_link(label, query=f"op={op}" if op else short_name(name)),
-                 esc(fmt_time_ns(time)), esc(_pct(100 * time / total if total else None)), esc(len(g)),
+                 esc(fmt_time_ns(time)), esc(_pct(100 * time / total if total else None)),
+                 kernel_page_link(esc(len(g)), g.loc[g["_t"].idxmax(), "id"]) if "id" in g else esc(len(g)),
                  esc(fmt_time_ns(time / len(g)))]
         for figure in shown:
             values = numbers(g, figure.column)
@@ -612,7 +614,7 @@ def top_kernels_table(kernels: pd.DataFrame, limit: int = 12, time_label: str = 
         rows.append(cells + _launch_cells(g.iloc[:1])[0] + [esc(f"{roles} in {phases}")])
     headers = ["#", ("kernel", "its name, and the operation its NVTX range names (op=) where one does"),
                (time_label, "gpu__time_duration.sum over its launches"),
-               ("share", "of the kernel time shown"), ("launches", "kernel launches profiled"),
+               ("share", "of the kernel time shown"), ("launches", "kernel launches profiled; click for the longest one's page"),
                ("per launch", "mean time per launch")]
     headers += [(f.label, f.definition + " (time-weighted over its launches)") for f in shown] + list(LAUNCH)
     headers.append(("ran as", "its roles, and the phases it ran in"))

@@ -295,3 +295,16 @@ def test_an_unknown_kernel_is_a_one_line_error(store, llama):
     last = llama["b8"][1]["kernel_id"].max()
     with pytest.raises(BadInput, match=rf"^run \w+ has no kernel '999': its kernels are 0 to {last} "):
         show_kernel("llama-b8", "999", store=str(store))
+
+
+def test_each_top_kernel_links_to_its_longest_launch(comparison_report, llama):
+    import re
+
+    _, b8 = llama["b8"]
+    top = comparison_report[comparison_report.index('<section id="top">'):]
+    top = top[:top.index("</section>")]
+    linked = [int(i) for i in re.findall(r'href="#kernel-(\d+)"', top)]
+    assert len(linked) == len(re.findall(r"<tr><td>", top)) > 0
+    first = b8[b8["kernel_id"] == linked[0]].iloc[0]
+    same = b8[b8["kernel_name"] == first["kernel_name"]]
+    assert first["time_ns"] == same["time_ns"].max()
