@@ -139,11 +139,10 @@ def point_series(point: SweepPoint) -> list[dict]:
     stall_cols = [f"stall_{f}_share" for f in STALL_FAMILIES if f"stall_{f}_share" in groups]
     # what the gap does not carry (the stall families, the limiter) comes from the groups
     extra = [c for c in FOLLOWED if c not in gap and c in groups]
-    by_group = {(str(r["phase"]), str(r["role"])): r
-                for r in groups[["phase", "role", *stall_cols, *extra]].to_dict("records")}
+    by_group = {(str(r["phase"]), str(r["role"])): r for r in _records(groups, ["phase", "role", *stall_cols, *extra])}
     mains = _main_kernels(point.result)
     out = []
-    for r in gap[["phase", "role", *(c for c in FOLLOWED if c in gap)]].to_dict("records"):
+    for r in _records(gap, ["phase", "role", *(c for c in FOLLOWED if c in gap)]):
         phase, role = str(r["phase"]), str(r["role"])
         row = {"model": None, **point.coords, "run_id": point.run_id, "status": point.status, "phase": phase,
                "role": role}
@@ -155,6 +154,13 @@ def point_series(point: SweepPoint) -> list[dict]:
         row["top_stall_family"] = _top_family(group)
         out.append(row)
     return out
+
+
+def _records(frame: pd.DataFrame, columns: list[str]) -> list[dict]:
+    """The rows of `columns` as dicts, without DataFrame.to_dict's cost per frame (a sweep reads
+    two small frames of each of a hundred runs)."""
+    arrays = [frame[c].to_numpy(dtype=object) for c in columns]
+    return [dict(zip(columns, values)) for values in zip(*arrays)]
 
 
 def _div(a, b) -> float:
@@ -240,7 +246,8 @@ def changes(series: pd.DataFrame) -> pd.DataFrame:
             for a, b in zip(rows, rows[1:]):
                 if a["status"] != COMPLETE or b["status"] != COMPLETE:
                     continue
-                weight = np.nanmean([a.get("time_share_pct") or np.nan, b.get("time_share_pct") or np.nan])
+                shares = [v for v in (a.get("time_share_pct"), b.get("time_share_pct")) if not pd.isna(v)]
+                weight = sum(shares) / len(shares) if shares else float("nan")
                 for change in _changes_between(a, b):
                     out.append({"axis": axis, "model": model, "fixed": fixed, "fixed_value": value,
                                 "phase": phase, "role": role, "from": int(a[axis]), "to": int(b[axis]),
