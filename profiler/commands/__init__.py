@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import importlib
 
-MODULES = ("bench", "common", "gate", "profile", "store", "sweep", "views")
-
 
 def __getattr__(name: str):
-    if name in MODULES:
+    """`commands.<module>`: the module of this package, imported on first use (no list to keep)."""
+    try:
         return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    except ModuleNotFoundError as err:
+        if err.name != f"{__name__}.{name}":
+            raise  # a module of ours that fails to import its own imports: that error
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
