@@ -395,7 +395,8 @@ def test_terminal_lists_each_timed_collective(tp8_views):
 
 def test_the_verdict_of_a_tp_run_names_ranks_and_communication(tp8_views, tp8):
     """Collectives are the phase's communication share, not an unknown bound that blanks its
-    time-weighted figures; each opportunity names its rank; the GPUs are one line."""
+    time-weighted figures, less the time a rank waited for the other (issue 29: shown apart); an
+    opportunity stands for both ranks, and exposed communication is one; the GPUs are one line."""
     from rich.console import Console
     from reports.terminal import print_views
     from views.verdict import verdict
@@ -403,16 +404,18 @@ def test_the_verdict_of_a_tp_run_names_ranks_and_communication(tp8_views, tp8):
     decode = next(p for p in judged.phases if p.phase == "decode")
     timed = tp8[(tp8["time_source"] == "cuda_events") & (tp8["phase"] == "decode")]
     profiled = tp8[(tp8["time_source"] == "ncu") & (tp8["phase"] == "decode")]
-    comm_ns = timed["gpu__time_duration.sum"].sum()
+    comm = tp8_views.communication[tp8_views.communication["phase"] == "decode"]
+    comm_ns = timed["gpu__time_duration.sum"].sum() - comm.loc[comm["comm_wait_ns"] >= 1_000, "comm_wait_ns"].sum()
+    assert comm_ns == pytest.approx(comm["comm_transfer_ns"].sum())  # what is left is the transfer
     assert decode.bound == "communication"
     assert decode.bounds["communication"] == pytest.approx(100 * comm_ns / decode.time_ns)
     weights = profiled["gpu__time_duration.sum"]
     dram = (profiled["dram__throughput.avg.pct_of_peak_sustained_elapsed"] * weights).sum() / weights.sum()
     assert decode.dram_pct == pytest.approx(dram, rel=1e-6)
-    assert [(g.label, g.rank) for g in judged.opportunities[:2]] == [
-        ("cold_prefill · elementwise r0", 0), ("cold_prefill · elementwise r1", 1)]
-    assert judged.opportunities[0].text.startswith("cold_prefill · elementwise r0: up to ")
-    assert "The most time to win: cold_prefill · elementwise r0" in judged.summary
+    assert [(g.label, g.rank, g.ranks) for g in judged.opportunities[:2]] == [
+        ("cold_prefill · allreduce", None, 2), ("warm_prefill · allreduce", None, 2)]
+    assert judged.opportunities[0].text.startswith("cold_prefill · allreduce: up to ")
+    assert "The most time to win: cold_prefill · allreduce" in judged.summary
     console = Console(record=True, width=200)
     print_views(tp8_views, {"name": "tp"}, console=console)
     out = console.export_text()
