@@ -20,6 +20,13 @@ profiled program's kernels outside its forwards) are setup: shown apart, left ou
 unless the run has no phase at all. After a phase filter (the result's `phase_time_ns`), shares are
 of the selected phases' whole time, as the gap's.
 
+Tensor parallel (the result's `communication`, views/ranks.py): a rank that reaches a collective
+first waits for the last to join; that wait is neither transfer nor the phase's work, so it is
+shown apart (`waiting`) and left out of the shares, as the setup is. What remains of a collective
+is its transfer, and its headroom the exposed part of it (the compute stream waits for it:
+overlapping it with compute would save it). The ranks run side by side, so a phase and role is
+one opportunity however many ranks ran it: its times per rank (their mean), its share all of theirs.
+
 """
 from __future__ import annotations
 
