@@ -376,8 +376,10 @@ def chart_scripts(figures: dict) -> str:
     """The scripts that draw `figures` (div id -> plotly figure, each div made by `figure_div`),
     for the end of a page's <body>, after everything a reader reads first: the figures' JSON,
     plotly.js, and the drawing. The page's Content-Security-Policy is `content_security_policy()`
-    (with the hashes of any scripts of its own). The HTML sweep report embeds its charts so."""
-    return (f'<script type="application/json" id="smlens-figures">{script_json(figures)}</script>'
+    (with the hashes of any scripts of its own). Each figure is drawn as `drawn_figure` has it (its
+    title the text `figure_div` puts above it). The HTML sweep report embeds its charts so."""
+    drawn = {div_id: drawn_figure(figure) for div_id, figure in figures.items()}
+    return (f'<script type="application/json" id="smlens-figures">{script_json(drawn)}</script>'
             f"<script>{plotly_js()}</script><script>{DRAW_JS}</script>")
 
 
@@ -661,7 +663,7 @@ def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
         drawn = ""
         for number, figure in enumerate(filter(_has_data, s.figures), 1):
             div_id = f"fig-{s.anchor}" + (f"-{number}" if number > 1 else "")
-            figures[div_id] = drawn_figure(figure)
+            figures[div_id] = figure
             drawn += figure_div(div_id, figure)
         if not drawn and s.has_pictures:
             drawn = f'<p class="na">{esc(NO_FIGURE)}</p>'

@@ -661,3 +661,17 @@ def test_a_tensor_parallel_runs_time_chart_sums_its_ranks():
     assert "allreduce" not in bars  # timed without ncu: the TP section's
     groups = data.groups[(data.groups["phase"] == "cold_prefill") & (data.groups["role"] == "gate_up_proj")]
     assert len(groups) == 2 and bars["gate_up_proj"]["cold_prefill"] == pytest.approx(groups["time_ns"].sum() / 1e6, rel=1e-4)
+
+
+def test_another_page_embeds_charts_as_the_report_does(targeted):
+    """chart_scripts (the sweep report's way in): the figures drawn without their titles (figure_div
+    puts each above its chart, as text), plotly.js and the drawing, each allowed by the policy."""
+    figure = figures_of(targeted[1])["fig-v4"]
+    titled = {**figure, "layout": {**figure["layout"], "title": {"text": "Occupancy &lt;per&gt; group"}}}
+    div = report.figure_div("fig-x", titled)
+    assert div.startswith('<p class="figcap">Occupancy &lt;per&gt; group</p><div class="fig" id="fig-x"')
+    tail = report.chart_scripts({"fig-x": titled})
+    assert "title" not in figures_of(tail)["fig-x"]["layout"]
+    policy = report.content_security_policy()
+    for code in re.findall(r"<script>(.*?)</script>", tail, re.S):
+        assert report.script_hash(code) in policy
