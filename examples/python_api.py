@@ -15,6 +15,7 @@ import tempfile
 from importlib.resources import as_file, files
 from pathlib import Path
 
+from profiler.errors import SmlensError
 from profiler.ingest.shapes import parse_shapes_file
 from profiler.ingest.stores import open_store
 from views.registry import compute_views, figures
@@ -67,4 +68,8 @@ def heading(catalog, column: str) -> str:
     return figure.label if figure.unit == "text" else f"{figure.label} {figure.unit}"
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except SmlensError as error:  # a file that is no capture, a store that is not one: one line, as smlens says it
+        print(f"python_api.py: {error}", file=sys.stderr)
+        sys.exit(error.exit_code)

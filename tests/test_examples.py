@@ -63,6 +63,15 @@ def test_python_api_prints_the_bundled_captures_gap():
     assert any(line.startswith("decode / qkv_proj") and "latency" in line for line in table.stdout.splitlines())
 
 
+def test_python_api_says_in_one_line_what_it_cannot_read(tmp_path):
+    not_a_capture = tmp_path / "notes.csv"
+    not_a_capture.write_text("a,b\n1,2\n")
+    for path in (tmp_path / "missing.csv", not_a_capture):
+        proc = _run(sys.executable, EXAMPLES / "python_api.py", path)
+        assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+        assert proc.stderr.startswith("python_api.py: ") and len(proc.stderr.splitlines()) == 1
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """A store holding the bundled capture (with its shapes) and the gate's batch-1 decode capture:
