@@ -55,7 +55,8 @@ SLOW_TESTS = {
         "test_det_configs_writes_the_tables_the_record_of_call_14_ran_with"},
     "test_examples.py": {  # a subprocess each; the HF program and the CI gate under the fake ncu
         "test_ci_gate_on_main_then_on_a_change", "test_profile_hf_model_under_smlens_profile",
-        "test_python_api_prints_the_bundled_captures_gap", "test_query_store_reads_the_store_as_the_views_group_it"},
+        "test_python_api_prints_the_bundled_captures_gap", "test_python_api_says_in_one_line_what_it_cannot_read",
+        "test_query_store_reads_the_store_as_the_views_group_it"},
     "test_capture_sweep.py": {
         "test_a_set_full_details_export_gives_dram_bytes_from_its_rate_and_duration",
         "test_the_same_capture_as_raw_and_details_pages_is_one_device"},
