@@ -101,12 +101,16 @@ def test_changes_and_findings(swept):
     fill = changes[(changes["kind"] == "fill") & (changes["phase"] == "decode") & (changes["role"] == "o_proj")]
     assert len(fill) == 4 and set(fill["after"]) == {"1.00"}
     texts = [f["text"] for f in swept.findings]
-    # the same change in both prefills and several models is told once
-    (told,) = [t for t in texts if "gate_up_proj (llama-3.1-8b, prompt 512; mistral-7b, prompt 512)" in t]
-    assert told.startswith("cold_prefill and warm_prefill · gate_up_proj") and "176x128x64" in told
-    assert any(t.startswith("decode · o_proj (llama-3.1-70b, prompt 512; llama-3.1-8b, prompt 512; "
-                            "mistral-7b, prompt 512; qwen2.5-7b, prompt 512): the useful MMA share jumps "
-                            "at batch 1 → 8: 0.12 → 1.00") for t in texts)
+    # a GEMM's change is told once for both prefills and every model it happens in, where its
+    # token count (batch x prompt) crosses the threshold
+    (told,) = [t for t in texts if "gate_up_proj (llama-3.1-8b, mistral-7b)" in t]
+    assert told.startswith("cold_prefill and warm_prefill · gate_up_proj (llama-3.1-8b, mistral-7b): the "
+                           "library picks another kernel between 512 and 4,096 tokens (batch x prompt): "
+                           "cublaslt_nvjet 176x128x64 (sm90 wgmma) → cublaslt_nvjet 320x128x64")
+    assert any(t.startswith("decode · o_proj (llama-3.1-70b, llama-3.1-8b, mistral-7b, qwen2.5-7b): the "
+                            "useful MMA share jumps between batch 1 and 8: 0.12 → 1.00") for t in texts)
+    # attention is no GEMM of the tokens: told per line along its axis
+    assert not any("· attention" in t and "tokens" in t for t in texts)
     weights = [f["weight_pct"] for f in swept.findings]
     assert weights == sorted(weights, reverse=True)
     for finding in swept.findings:  # each names its charts and the runs behind it
@@ -133,7 +137,7 @@ def test_a_bound_flip_and_a_costly_wave_crossing_are_found(swept):
                            "name": ["a", "b"], "status": [sweep_view.COMPLETE] * 2, "note": ["", ""]})
     (told,) = [f["text"] for f in sweep_view.findings(series, sweep_view.changes(series), points)
                if "bound flips" in f["text"]]
-    assert told.startswith("decode · qkv_proj (m, prompt 512): the bound flips at batch 1 → 2: memory at ")
+    assert told.startswith("decode · qkv_proj (m): the bound flips between batch 1 and 2: memory at ")
     assert "; useful MMA share 1.00, 1.00 at batch 1, 2 (" in told
     # the persistent decode gate_up GEMM (224 tiles on 132 CTAs: 1.70 rounds, efficiency 0.85)
     # after a 4.94-round prefill one: the count crosses and the tail costs

@@ -20,7 +20,7 @@ import pandas as pd
 
 from views import gap as gap_module
 from views.catalog import ARGMAX, GROUP, KERNEL, LOWER, NEITHER, Figure
-from views.vocabulary import CHOSEN_KINDS, PHASE_ORDER, PREFILL_PHASES, ROLES, STALL_FAMILIES
+from views.vocabulary import CHOSEN_KINDS, GEMM_ROLES, PHASE_ORDER, PREFILL_PHASES, ROLES, STALL_FAMILIES
 
 AXES = ("batch", "prompt")          # ordered axes a line runs along; the model is a line of its own
 COMPLETE, PARTIAL, MISSING = "complete", "partial", "missing"
@@ -231,7 +231,8 @@ def line_label(key: tuple) -> str:
 def changes(series: pd.DataFrame) -> pd.DataFrame:
     """Along each axis and line, per phase and role, each neighbour pair of complete points where
     something changed; a pair with a partial or missing point between is no neighbour."""
-    columns = ["axis", "model", "fixed", "fixed_value", "phase", "role", "from", "to", "kind", "before",
+    columns = ["axis", "model", "fixed", "fixed_value", "phase", "role", "from", "to", "tokens_from",
+               "tokens_to", "kind", "before",
                "after", "detail", "costly", "weight_pct", "runs"]
     out = []
     if series.empty:
@@ -251,6 +252,8 @@ def changes(series: pd.DataFrame) -> pd.DataFrame:
                 for change in _changes_between(a, b):
                     out.append({"axis": axis, "model": model, "fixed": fixed, "fixed_value": value,
                                 "phase": phase, "role": role, "from": int(a[axis]), "to": int(b[axis]),
+                                "tokens_from": tokens(phase, a["batch"], a["prompt"]),
+                                "tokens_to": tokens(phase, b["batch"], b["prompt"]),
                                 **change, "weight_pct": float(weight), "runs": [a["run_id"], b["run_id"]]})
     return pd.DataFrame(out, columns=columns)
 
@@ -302,34 +305,57 @@ def findings(series: pd.DataFrame, found: pd.DataFrame, points: pd.DataFrame) ->
         before, after = change["before"], change["after"]
         if change["kind"] == "fill":  # 0.12 → 1.00 and 0.13 → 1.00 are one jump
             before, after = f"{float(before):.1f}", f"{float(after):.1f}"
-        told.setdefault((change["kind"], change["role"], change["axis"], change["from"], change["to"],
-                         before, after), []).append(change)
+        if change["role"] in GEMM_ROLES:
+            # a GEMM's shape is its token count (batch x prompt in a prefill, batch in decode):
+            # the same change along either axis and at any other value is one threshold
+            key = ("tokens", change["kind"], change["role"], change["phase"] in PREFILL_PHASES, before, after)
+        else:
+            key = (change["axis"], change["kind"], change["role"], change["from"], change["to"], before, after)
+        told.setdefault(key, []).append(change)
     rank = {k: i for i, k in enumerate(CHANGE_KINDS)}
     lines_of = _lines(series) if (found["kind"] == "bound").any() else {}
     said = []
-    for (kind, role, axis, start, end, _, _), same in told.items():
+    for key, same in told.items():
+        kind, role, first = key[1], key[2], same[0]
         phases = list(dict.fromkeys(c["phase"] for c in same))
-        lines = list(dict.fromkeys(line_label((c["model"], c["fixed"], c["fixed_value"])) for c in same))
-        first = same[0]
-        where = f"{' and '.join(phases)} · {role} ({'; '.join(lines)})"
-        step = f"{axis} {start} → {end}"
+        if key[0] == "tokens":
+            models = [m for m in dict.fromkeys(c["model"] for c in same) if m]
+            where = f"{' and '.join(phases)} · {role}" + (f" ({', '.join(models)})" if models else "")
+            step = _token_step(same, prefill=key[3])
+        else:
+            lines = list(dict.fromkeys(line_label((c["model"], c["fixed"], c["fixed_value"])) for c in same))
+            where = f"{' and '.join(phases)} · {role} ({'; '.join(lines)})"
+            step = f"at {first['axis']} {first['from']} → {first['to']}"
         if kind == "bound":
-            text = f"{where}: the bound flips at {step}: {first['detail']}"
+            text = f"{where}: the bound flips {step}: {first['detail']}"
             fill = _series_along(lines_of, first, "fill")
             text += f"; useful MMA share {fill}" if fill else ""
         elif kind == "kernel":
-            text = f"{where}: the library picks another kernel at {step}: {first['detail']}"
+            text = f"{where}: the library picks another kernel {step}: {first['detail']}"
         elif kind == "waves":
-            text = f"{where}: the main kernel's wave count crosses an integer at {step}: {first['detail']}"
+            text = f"{where}: the main kernel's wave count crosses an integer {step}: {first['detail']}"
         else:
-            text = f"{where}: the useful MMA share jumps at {step}: {first['before']} → {first['after']}"
+            text = f"{where}: the useful MMA share jumps {step}: {first['before']} → {first['after']}"
         weight = max(c["weight_pct"] for c in same)
         said.append({"kind": kind, "weight_pct": weight, "kind_rank": rank[kind],
-                     "charts": list(dict.fromkeys(chart_id(c["phase"], role, axis) for c in same)),
+                     "charts": list(dict.fromkeys(chart_id(c["phase"], role, c["axis"]) for c in same)),
                      "runs": list(dict.fromkeys(r for c in same for r in c["runs"])),
                      "text": f"{text} (up to {weight:.1f} % of a run's time)."})
     said.sort(key=lambda f: (-f["weight_pct"], f["kind_rank"]))
     return out + [{k: v for k, v in f.items() if k != "kind_rank"} for f in said]
+
+
+def _token_step(same: list[dict], prefill: bool) -> str:
+    """Where a GEMM's change happens in tokens: between the most tokens before it and the fewest
+    after it when those agree (every step below the one, every step above the other), else each
+    step seen."""
+    unit = "tokens (batch x prompt)" if prefill else "(batch)"
+    low, high = max(c["tokens_from"] for c in same), min(c["tokens_to"] for c in same)
+    if low < high:
+        return f"between {low:,.0f} and {high:,.0f} {unit}" if prefill else f"between batch {low:,.0f} and {high:,.0f}"
+    steps = list(dict.fromkeys(f"{c['tokens_from']:,.0f} → {c['tokens_to']:,.0f}" for c in same))
+    shown = ", ".join(steps[:4]) + (f" and {len(steps) - 4} more" if len(steps) > 4 else "")
+    return f"at {shown} {unit}" if prefill else f"at batch {shown}"
 
 
 def _point_label(row: dict) -> str:
