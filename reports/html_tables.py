@@ -599,7 +599,10 @@ def top_kernels_table(kernels: pd.DataFrame, limit: int = 12, time_label: str = 
     for rank, ((name, op), time) in enumerate(ranked.head(limit).items(), 1):
         g = frame[((frame["_name"] == name) & (frame["_op"] == op)).to_numpy()]
         weights = g["_t"] if g["_t"].sum() > 0 else None
-        label = _name_cell(name) + (f' <span class="d">{esc(op)}</span>' if op else "")
+        # the full name in the tooltip: two kernels of one short name and range (silu, then the
+        # multiply of silu_mul) differ in their template arguments
+        label = (f'<code title="{esc(name)}">{esc(short_name(name))}</code>'
+                 + (f' <span class="d">{esc(op)}</span>' if op else ""))
         cells = [esc(rank), kernels_link(label, query=f"op={op}" if op else short_name(name)),
                  esc(fmt_time_ns(time)), esc(_pct(100 * time / total if total else None)),
                  kernel_page_link(esc(len(g)), g.loc[g["_t"].idxmax(), "id"]) if "id" in g else esc(len(g)),

@@ -675,3 +675,15 @@ def test_another_page_embeds_charts_as_the_report_does(targeted):
     policy = report.content_security_policy()
     for code in re.findall(r"<script>(.*?)</script>", tail, re.S):
         assert report.script_hash(code) in policy
+
+
+def test_top_kernels_of_one_name_and_range_differ_by_their_full_names():
+    """silu_mul runs two `at::elementwise_kernel`s (silu, then the multiply): their rows look alike,
+    their full names (each row's tooltip) do not."""
+    data = views_input(DATA / "h200_tp" / "llama-3.1-8b-tp2-b8-p512.csv.gz", None, {"id": "tp"})
+    text = report.render_report(data)
+    top = text[text.index('<section id="top">'):]
+    top = top[:top.index("</section>")]
+    titles = re.findall(r'<code title="([^"]*)">at::elementwise_kernel</code> <span class="d">silu_mul</span>', top)
+    assert len(titles) == len(set(titles)) == 2
+    assert "silu_kernel" in titles[0] + titles[1] and "MulFunctor" in titles[0] + titles[1]
