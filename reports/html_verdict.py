@@ -92,7 +92,8 @@ def verdict_section(verdict: Verdict, base: Optional[Verdict] = None,
                 if kernel is not None else "")
         items.append(f"<li>{kernels_link(f'<b>{esc(g.label)}</b>', g.phase, g.role)}: {prose(rest)}{page}</li>")
     ranked = (f'<h3>Where time can be won</h3><p class="lead">Each phase and role by the time it would not '
-              f'need if its bound unit ran at its peak (time \u00d7 headroom); click one for its kernels.</p>'
+              f'need if its bound unit ran at its peak (time \u00d7 headroom), or a collective if it overlapped '
+              f'compute; click one for its kernels.</p>'
               f'<ol class="opps">{"".join(items)}</ol>') if items else ""
     setup = f'<p class="setup">{prose(verdict.setup.text)}</p>' if verdict.setup else ""
     if getattr(verdict, "waiting", None):  # tensor parallel: apart from the shares, as the setup
