@@ -376,13 +376,22 @@ def sweep(ctx: typer.Context,
                                                      "that would not fit is not started."),
           ncu: Optional[str] = typer.Option(None, help="ncu executable (default: PATH)."),
           keep: Optional[Path] = typer.Option(None, help="Keep each point's ncu reports and logs here."),
+          from_runs: Optional[List[str]] = typer.Option(
+              None, "--from-runs", help="Show a sweep of stored runs instead, each a point by its model, "
+              "batch and prompt tags: an id, a name or tag:KEY=VALUE, repeatable."),
+          allow_mixed: bool = typer.Option(False, help="Show runs of different devices or ncu metric sets "
+                                           "together."),
+          output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the sweep's HTML "
+                                                "report here (- for standard output)."),
+          phase: Optional[str] = typer.Option(None, help="The terminal table's phase."),
+          role: Optional[str] = typer.Option(None, help="The terminal table's role."),
           store: Optional[str] = StoreOpt,
           plan: bool = typer.Option(False, "--plan", help="Show the grid, what the store holds, the "
                                     "kernels and the time to expect; run nothing."),
           quiet: bool = typer.Option(False, help="No progress bar per ncu run (a line per point stays)."),
           format: Format = FormatOpt):
-    """Profile a grid of models x batch sizes x prompt lengths, one stored run per point; the same
-    command resumes an interrupted sweep."""
+    """Profile a grid of models x batch sizes x prompt lengths, one stored run per point (the same
+    command resumes an interrupted sweep), and show how each gap moves along it."""
     given = {key for key in ctx.params
              if getattr(ctx.get_parameter_source(key), "name", "DEFAULT") != "DEFAULT"}
     commands.sweep.sweep(commands.sweep.SweepRequest.from_options(ctx.params, given))
