@@ -12,7 +12,7 @@ from profiler.commands.common import print_report, say, store_path, write_text
 from profiler.errors import BadInput, SmlensError, internal_error
 from profiler.gate_inputs import load_runs
 from profiler.gate_match import mismatches
-from profiler.ingest.capture import parse_shapes_file
+from profiler.ingest.shapes import parse_shapes_file
 from profiler.option_checks import check_output_file, is_stdout, read_option_file
 from reports.formats import Format
 from reports.gate import GateResult, RulesError, Run, cannot_judge, load_rules, run_gate

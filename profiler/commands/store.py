@@ -11,7 +11,8 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 
 from profiler.commands.common import say, store_path
 from profiler.errors import BadInput
-from profiler.ingest.capture import check_readable, parse_shapes_file
+from profiler.ingest.capture_source import check_readable
+from profiler.ingest.shapes import parse_shapes_file
 from profiler.ingest.store import check_name, parse_tags
 from profiler.ingest.stores import check, open_store, repair
 from reports.formats import Format
