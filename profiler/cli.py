@@ -174,8 +174,14 @@ def runs(store: Optional[str] = StoreOpt, format: Format = FormatOpt):
 
 @command
 def show(run: Optional[str] = typer.Argument(None, help=RUN_HELP),
+         kernel: Optional[str] = typer.Option(None, "--kernel", help="One kernel in depth, by its id: every "
+                                              "figure by view, its counters, its validations."),
+         baseline: Optional[str] = typer.Option(None, "--baseline", help="With --kernel: the matched kernel "
+                                                "of this run beside each figure."),
          store: Optional[str] = StoreOpt, format: Format = FormatOpt):
-    """One run: where it came from, and its kernels by phase and role."""
+    """One run: where it came from, and its kernels by phase and role; or one kernel in depth."""
+    if kernel is not None or baseline is not None:
+        return commands.compare.show_kernel(run, kernel, baseline, store, format)
     commands.store.show_run(run, store, format)
 
 
@@ -254,10 +260,15 @@ def views(run: Optional[str] = typer.Argument(None, help=RUN_HELP),
                                                help="Only kernels whose name matches this regular expression."),
           view: Optional[List[str]] = typer.Option(None, "--view",
                                                    help="Only these views, V1..V8 (repeatable, or V2,V3)."),
+          baseline: Optional[List[str]] = typer.Option(None, "--baseline", help="What changed against this "
+                                                       "run, first; repeat it with runs of the same build "
+                                                       "for a noise floor."),
+          repeat: Optional[List[str]] = typer.Option(None, "--repeat", help="With --baseline: more runs of "
+                                                     "RUN's build, for the noise floor (repeatable)."),
           store: Optional[str] = StoreOpt,
           format: ViewsFormat = typer.Option(ViewsFormat.table, "--format")):
     """The eight counter-validated views of a run: the gap per phase and role, then each view."""
-    commands.views.show_views(run, phase, role, kernel, view, store, format)
+    commands.views.show_views(run, phase, role, kernel, view, store, format, baseline, repeat)
 
 
 @command

@@ -160,3 +160,53 @@ def test_the_terminal_and_the_report_grey_what_is_noise(gate):
     assert classes["decode · gate_up_proj · cublaslt_nvjet"] == "bad"
     assert classes["decode · o_proj · splitk_reduce"] == "na"
     assert len(items) == len(verdict.regressions) + len(verdict.gains)
+
+
+# --- on the command line -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def gate_store(tmp_path_factory):
+    from profiler.ingest.stores import open_store
+
+    folder = tmp_path_factory.mktemp("gate-store") / "store"
+    the_store = open_store(folder)
+    for name in ("gate-b4-r1", "gate-b4-r2", "gate-b4-r3", "gate-b1-r1"):
+        the_store.ingest(RUNS / f"{name}.csv.gz", name=name)
+    return folder
+
+
+def test_views_against_repeated_baselines_prints_what_changed_first(gate_store, monkeypatch):
+    from tests.cli import smlens
+
+    code, out, err = smlens("views", "gate-b4-r2", "--baseline", "gate-b4-r1", "--baseline", "gate-b4-r3",
+                            "--store", gate_store, "--format", "json")
+    assert code == 0, err
+    comparison = json.loads(out)["comparison"]
+    assert comparison["significance"] == NOISE and comparison["noise"]["runs"] == 2
+    assert comparison["base_runs"] == 2 and comparison["differences"] == []
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = smlens("views", "gate-b4-r2", "--baseline", "gate-b4-r1", "--baseline", "gate-b4-r3",
+                            "--store", gate_store)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert re.fullmatch(r"gate-b4-r2 \(run \w+\) against the baseline gate-b4-r1 \(run \w+\), 2 runs", lines[0])
+    assert "so this is within the noise" in " ".join(lines[1:4])
+    assert max(len(line) for line in lines) <= 80
+
+
+def test_a_baseline_of_another_batch_is_said_first(gate_store):
+    from tests.cli import smlens
+
+    code, out, err = smlens("views", "gate-b4-r1", "--baseline", "gate-b1-r1", "--store", gate_store,
+                            "--format", "json")
+    assert code == 0, err
+    comparison = json.loads(out)["comparison"]
+    assert comparison["differences"] and "model shape" in comparison["differences"][0]
+    assert comparison["summary"].startswith("The runs differ: current gate-b4-r1 (")
+
+
+def test_an_unknown_baseline_is_one_line_and_exit_2(gate_store):
+    from tests.cli import smlens
+
+    code, out, err = smlens("views", "gate-b4-r1", "--baseline", "no-such-run", "--store", gate_store)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "no-such-run" in err

@@ -308,3 +308,20 @@ def test_each_top_kernel_links_to_its_longest_launch(comparison_report, llama):
     first = b8[b8["kernel_id"] == linked[0]].iloc[0]
     same = b8[b8["kernel_name"] == first["kernel_name"]]
     assert first["time_ns"] == same["time_ns"].max()
+
+
+def test_show_kernel_on_the_command_line(store, llama, monkeypatch):
+    from tests.cli import smlens
+
+    _, b8 = llama["b8"]
+    at = _rows(b8, "decode", "qkv_proj", "gemm")[0]
+    kernel_id = b8["kernel_id"].iloc[at]
+    monkeypatch.setenv("COLUMNS", "100")
+    code, out, err = smlens("show", "llama-b8", "--kernel", kernel_id, "--baseline", "llama-b1", "--store", store)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith(f"kernel {kernel_id} \u00b7 decode \u00b7 qkv_proj \u00b7 gemm \u00b7 ")
+    assert lines[1] == f"name: {b8['kernel_name'].iloc[at]}"
+    assert max(len(line) for line in lines) <= 100
+    code, out, err = smlens("show", "llama-b8", "--baseline", "llama-b1", "--store", store)
+    assert code == 2 and out == "" and "--baseline needs --kernel ID" in err and len(err.strip().splitlines()) == 1

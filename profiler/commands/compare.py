@@ -29,9 +29,11 @@ def _aligned(raw: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
     return raw[raw["kernel_id"].isin(set(figures["kernel_id"]))].reset_index(drop=True)
 
 
-def show_kernel(run: Optional[str], kernel_id: str, baseline: Optional[str] = None,
+def show_kernel(run: Optional[str], kernel_id: Optional[str], baseline: Optional[str] = None,
                 store: Optional[str] = None, format: Format = Format.table) -> dict:
     """One kernel of a stored run in depth (against `baseline`'s matched kernel); returns its JSON."""
+    if kernel_id is None:
+        raise BadInput("--baseline needs --kernel ID here; two runs compare with smlens views RUN --baseline OTHER")
     the_store = open_store(store_path(store), create=False)
     row = the_store.run(run)
     kernels = the_store.kernels(row["id"])  # every column: the page shows the raw counters

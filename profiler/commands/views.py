@@ -13,15 +13,16 @@ from typing import Optional, Sequence
 from rich.console import Console
 
 from profiler.commands.common import print_report, say, store_path
+from profiler.commands.compare import compare_stored
 from profiler.errors import BadInput
 from profiler.ingest.capture import parse_shapes_file
 from profiler.ingest.stores import open_store
 from profiler.option_checks import check_output_file, is_stdout
-from reports.compare import missing_tokens, tokens_per_phase
+from reports.compare import missing_tokens, print_comparison, tokens_per_phase
 from reports.formats import Format, ViewsFormat, kernels_csv
 from reports.formats.views_json import views_document
 from reports.html import filter_input, from_views, render_report, write_report
-from reports.terminal import print_views
+from reports.terminal import output_console, print_views
 from views.registry import compute_views, input_columns, view_ids
 from views.verdict import verdict
 from views.vocabulary import KERNEL_ROLES, PHASE_ORDER
@@ -54,9 +55,14 @@ def write_html(output: Path, data, baseline=None, phase=None, role=None, tokens=
 
 def show_views(run: Optional[str], phase: Optional[Sequence[str]] = None, role: Optional[Sequence[str]] = None,
                kernel: Optional[str] = None, view: Optional[Sequence[str]] = None,
-               store: Optional[str] = None, format: ViewsFormat = ViewsFormat.table) -> None:
+               store: Optional[str] = None, format: ViewsFormat = ViewsFormat.table,
+               baseline: Optional[Sequence[str]] = None, repeat: Optional[Sequence[str]] = None) -> None:
     """A stored run's views (of some phases, roles, kernels or views) in the terminal, as the
-    views JSON with the verdict, or as the per-kernel CSV."""
+    views JSON with the verdict, or as the per-kernel CSV; against `baseline` (its runs, the
+    first the baseline) what changed comes first (`comparison` in the JSON)."""
+    if (repeat and not baseline) or (baseline and format == ViewsFormat.csv):
+        raise BadInput("--repeat needs --baseline" if repeat and not baseline else
+                       "--baseline: the CSV holds one run's kernels; compare with --format table or json")
     for value in phase or []:
         check_filter(value, None)
     for value in role or []:
@@ -74,16 +80,24 @@ def show_views(run: Optional[str], phase: Optional[Sequence[str]] = None, role: 
     with Console(stderr=True).status("computing the views"):
         kernels = the_store.kernels(row["id"], columns=input_columns(ids))
         result = compute_views(kernels, ids).filter(phase=phase, role=role, kernel=kernel)
+        comparison = (compare_stored(the_store, row, kernels, result, baseline, repeat or (), ids, phase, role,
+                                     kernel) if baseline and not result.kernels.empty else None)
     if result.kernels.empty:
         raise BadInput(f"run {row['id']} has no kernels for --phase {phase or 'any'}, --role "
                        f"{role or 'any'}, --kernel {kernel or 'any'}")
     if format == ViewsFormat.json:
         document = views_document(result, run=row["id"])
         document["verdict"] = verdict(result).to_dict()
+        if comparison is not None:
+            document["comparison"] = comparison.to_dict()
         say(json.dumps(document, allow_nan=False))
     elif format == ViewsFormat.csv:
         sys.stdout.write(kernels_csv(result))
     else:
+        if comparison is not None:
+            console = output_console()
+            print_comparison(comparison, the_store.run(baseline[0]), console, run=row)
+            console.print()
         print_views(result, row)
 
 
