@@ -180,9 +180,7 @@ def show(run: Optional[str] = typer.Argument(None, help=RUN_HELP),
                                                 "of this run beside each figure."),
          store: Optional[str] = StoreOpt, format: Format = FormatOpt):
     """One run: where it came from, and its kernels by phase and role; or one kernel in depth."""
-    if kernel is not None or baseline is not None:
-        return commands.compare.show_kernel(run, kernel, baseline, store, format)
-    commands.store.show_run(run, store, format)
+    commands.compare.show_run_or_kernel(run, kernel, baseline, store, format)
 
 
 @command
@@ -265,10 +263,12 @@ def views(run: Optional[str] = typer.Argument(None, help=RUN_HELP),
                                                        "for a noise floor."),
           repeat: Optional[List[str]] = typer.Option(None, "--repeat", help="With --baseline: more runs of "
                                                      "RUN's build, for the noise floor (repeatable)."),
+          brief: bool = typer.Option(False, "--brief", help="One screen: the verdict, each phase and role's "
+                                     "time and bound, the kernels of most time."),
           store: Optional[str] = StoreOpt,
           format: ViewsFormat = typer.Option(ViewsFormat.table, "--format")):
     """The eight counter-validated views of a run: the gap per phase and role, then each view."""
-    commands.views.show_views(run, phase, role, kernel, view, store, format, baseline, repeat)
+    commands.views.show_views(run, phase, role, kernel, view, store, format, baseline, repeat, brief)
 
 
 @command

@@ -235,3 +235,41 @@ def test_a_tensor_parallel_runs_kernel_shares_are_of_their_ranks_time():
         assert row["share_pct"] == pytest.approx(100 * row["time_ns"] / result.rank_time_ns[rank])
         assert row["share_pct"] == pytest.approx(gap[("warm_prefill", "gate_up_proj", rank)])  # one kernel
     assert top.loc[top["rank"] == 1, "share_pct"].max() > 5 > top.loc[top["rank"] == 0, "share_pct"].max()
+
+
+# --- the command ---------------------------------------------------------------------------------------
+
+def test_views_brief_command(store, monkeypatch):
+    path, _ = store
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = smlens("views", "targeted", "--brief", "--store", path)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert len(lines) <= 40 and max(len(line) for line in lines) <= 80 and "\u2026" not in out
+    assert lines[0].startswith("targeted run ") and "Verdict" not in out and "The gap" not in out
+    assert re.search(r"^1 +268\.5 +10\.1 +10 +1,056 +256 +44 +other \(setup\) +elementwise", out, re.M)  # registers read
+    code, out, err = smlens("views", "targeted", "--brief", "--format", "json", "--store", path)
+    assert code == 0, err
+    document = json.loads(out)
+    assert set(document) == {"run", "time_shares_of", "verdict", "groups", "top_kernels"}
+    assert document["top_kernels"][0]["registers_per_thread"] == 44
+    assert document["verdict"]["phases"][-1]["phase"] == "decode"
+
+
+def test_views_of_one_view_prints_it_alone(store):
+    path, _ = store
+    code, out, err = smlens("views", "targeted", "--view", "V8", "--store", path)
+    assert code == 0, err
+    assert re.match(r"targeted run \w+\n\nV8 Kernel selection", out)
+    assert "Verdict" not in out and "The gap" not in out and "docs/VIEWS.md defines every figure" not in out
+
+
+def test_views_json_verdict_has_the_gaps_shares_after_a_role_filter(store):
+    path, _ = store
+    code, out, err = smlens("views", "targeted", "--role", "attention", "--format", "json", "--store", path)
+    assert code == 0, err
+    document = json.loads(out)
+    gap = {g["phase"]: g["time_share_pct"] for g in document["gap"] if g["role"] == "all"}
+    assert {p["phase"]: p["share_pct"] for p in document["verdict"]["phases"]} == \
+        {p: pytest.approx(s) for p, s in gap.items()}
+    assert gap["decode"] == pytest.approx(3.13, abs=0.01)

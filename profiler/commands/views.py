@@ -21,10 +21,8 @@ from profiler.option_checks import check_output_file, is_stdout
 from reports.compare import missing_tokens, print_comparison, tokens_per_phase
 from reports.formats import Format, ViewsFormat, kernels_csv
 from reports.formats.views_json import views_document
-from reports.html import filter_input, from_views, render_report, write_report
-from reports.terminal import output_console, print_views
+from reports.terminal import brief_document, output_console, print_brief, print_views, verdict_of
 from views.registry import compute_views, input_columns, view_ids
-from views.verdict import verdict
 from views.vocabulary import KERNEL_ROLES, PHASE_ORDER
 
 
@@ -37,6 +35,9 @@ def check_filter(phase: Optional[str], role: Optional[str]) -> None:
 
 def views_of_run(the_store, ref: Optional[str]):
     """A stored run -> (its row, its views result, the report's input)."""
+    # the report's modules only where one is written: `smlens views` prints in a second (BENCHMARKS.md)
+    from reports.html import from_views
+
     run = the_store.run(ref)
     kernels = the_store.kernels(run["id"])
     result = compute_views(kernels)
@@ -46,6 +47,8 @@ def views_of_run(the_store, ref: Optional[str]):
 def write_html(output: Path, data, baseline=None, phase=None, role=None, tokens=None,
                base_tokens=None) -> int:
     """The report to `output` (or standard output for `-`); returns its size in bytes."""
+    from reports.html import render_report, write_report
+
     html = render_report(data, baseline, phase=phase, role=role, tokens=tokens, base_tokens=base_tokens)
     try:
         return print_report(html) if is_stdout(output) else write_report(output, html)
@@ -56,10 +59,12 @@ def write_html(output: Path, data, baseline=None, phase=None, role=None, tokens=
 def show_views(run: Optional[str], phase: Optional[Sequence[str]] = None, role: Optional[Sequence[str]] = None,
                kernel: Optional[str] = None, view: Optional[Sequence[str]] = None,
                store: Optional[str] = None, format: ViewsFormat = ViewsFormat.table,
-               baseline: Optional[Sequence[str]] = None, repeat: Optional[Sequence[str]] = None) -> None:
+               baseline: Optional[Sequence[str]] = None, repeat: Optional[Sequence[str]] = None,
+               brief: bool = False) -> None:
     """A stored run's views (of some phases, roles, kernels or views) in the terminal, as the
     views JSON with the verdict, or as the per-kernel CSV; against `baseline` (its runs, the
-    first the baseline) what changed comes first (`comparison` in the JSON)."""
+    first the baseline) what changed comes first (`comparison` in the JSON); `brief`: one screen
+    (its JSON with --format json); `view`: those views alone."""
     if (repeat and not baseline) or (baseline and format == ViewsFormat.csv):
         raise BadInput("--repeat needs --baseline" if repeat and not baseline else
                        "--baseline: the CSV holds one run's kernels; compare with --format table or json")
@@ -85,9 +90,11 @@ def show_views(run: Optional[str], phase: Optional[Sequence[str]] = None, role: 
     if result.kernels.empty:
         raise BadInput(f"run {row['id']} has no kernels for --phase {phase or 'any'}, --role "
                        f"{role or 'any'}, --kernel {kernel or 'any'}")
-    if format == ViewsFormat.json:
+    if format == ViewsFormat.json and brief and comparison is None:
+        say(json.dumps(brief_document(result, row["id"], raw=kernels), allow_nan=False))
+    elif format == ViewsFormat.json:
         document = views_document(result, run=row["id"])
-        document["verdict"] = verdict(result).to_dict()
+        document["verdict"] = verdict_of(result).to_dict()
         if comparison is not None:
             document["comparison"] = comparison.to_dict()
         say(json.dumps(document, allow_nan=False))
@@ -98,13 +105,18 @@ def show_views(run: Optional[str], phase: Optional[Sequence[str]] = None, role: 
             console = output_console()
             print_comparison(comparison, the_store.run(baseline[0]), console, run=row)
             console.print()
-        print_views(result, row)
+        if brief:
+            print_brief(result, row, raw=kernels)
+        else:
+            print_views(result, row, raw=kernels, only_views=bool(view))
 
 
 def report(run: Optional[str], output: Path, baseline: Optional[str] = None, phase: Optional[str] = None,
            role: Optional[str] = None, per_token: bool = False, store: Optional[str] = None,
            format: Format = Format.table) -> int:
     """The HTML report of a run (or of it against `baseline`) to `output`; returns its size in bytes."""
+    from reports.html import filter_input
+
     check_filter(phase, role)
     check_output_file(output, "--output", store_path(store), stdout_ok=True)
     the_store = open_store(store_path(store), create=False)
@@ -154,6 +166,6 @@ def demo(output: Path, format: Format = Format.table) -> int:
         say(json.dumps({"report": str(output), "bytes": size,
                         "views": views_document(result, run=run["id"])}, allow_nan=False))
     else:
-        print_views(result, run)
+        print_views(result, run, raw=data.source)
         say(f"wrote {output} ({size / 1e6:.1f} MB): open it in a browser")
     return size
