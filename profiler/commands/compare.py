@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from profiler.commands.common import say, store_path
+from profiler.commands.store import show_run
 from profiler.errors import BadInput
 from profiler.gate_match import identify, mismatches
 from profiler.ingest.stores import open_store
@@ -52,6 +53,14 @@ def show_kernel(run: Optional[str], kernel_id: Optional[str], baseline: Optional
     else:
         print_kernel(detail)
     return document
+
+
+def show_run_or_kernel(run: Optional[str], kernel_id: Optional[str] = None, baseline: Optional[str] = None,
+                       store: Optional[str] = None, format: Format = Format.table) -> dict:
+    """`smlens show`: the run (store.show_run), or with --kernel one kernel of it in depth."""
+    if kernel_id is None and baseline is None:
+        return show_run(run, store, format)
+    return show_kernel(run, kernel_id, baseline, store, format)
 
 
 def _tags(row: dict) -> dict:
