@@ -78,6 +78,9 @@ def chart(rows: list[dict], phase: str, role: str, axis: str) -> Optional[dict]:
                          grid={"rows": rows_n, "columns": PANEL_COLUMNS, "pattern": "independent",
                                "ygap": 0.35, "xgap": 0.12},
                          annotations=annotations, **axes)
+    # the legend under the panels: above them it would sit on the first panels' titles
+    layout["legend"] = {**layout.get("legend", {}), "y": -0.9 / rows_n / 2, "yanchor": "top"}
+    layout["margin"] = {**layout.get("margin", {}), "b": 90}
     return {"data": data, "layout": layout}
 
 
@@ -97,10 +100,16 @@ def _findings(result) -> str:
                 "wave counts and the useful MMA shares hold across the sweep.</p>")
     items = []
     for f in result.findings:
-        links = " ".join(f'<a href="#fig-{esc(c)}">chart</a>' for c in f.get("charts", []))
+        links = " ".join(f'<a href="#fig-{esc(c)}">{esc(_chart_name(c))}</a>' for c in f.get("charts", []))
         runs = ", ".join(f"<code>{esc(r)}</code>" for r in f.get("runs", []))
         items.append(f"<li>{esc(f['text'])} {links}{' · runs ' + runs if runs else ''}</li>")
     return f"<ol>{''.join(items)}</ol>"
+
+
+def _chart_name(chart: str) -> str:
+    """A finding's link: the chart's phase and axis (its role is the finding's)."""
+    phase, _, axis = chart.partition("-")[0], None, chart.rsplit("-", 1)[-1]
+    return f"{phase} by {axis}"
 
 
 def render_sweep(result: sweep_view.SweepResult, sweep_id: Optional[str] = None) -> str:
