@@ -1,5 +1,5 @@
-"""The README's pictures, from the bundled and test captures: the report, a comparison, and the
-terminal at 80 columns. Needs Chromium (apt-get install chromium).
+"""The README's pictures, from the bundled and test captures: the report, a comparison, the
+terminal at 80 columns, and a sweep's chart (the H200 study). Needs Chromium (apt-get install chromium).
 
     PYTHONPATH=. python3 scripts/screenshots.py docs/
 """
@@ -42,6 +42,39 @@ def _shoot(browser: Browser, page: Path, out: Path, height: int, width: int = WI
         raise SystemExit(f"{page}: console errors: {errors}")
 
 
+def _shoot_section(browser: Browser, page: Path, out: Path, anchor: str, height: int, width: int = WIDTH) -> None:
+    """`height` pixels of the page from the top of its section `anchor` (the sweep's page is long:
+    its picture is one phase and role's chart against batch)."""
+    session = browser.open(page.resolve().as_uri())
+    browser.call("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
+                                                        "mobile": False}, session=session)
+    # the page draws its charts one a frame, in order: wait until the section's first is drawn
+    browser.evaluate(session, "new Promise(function (done) { var t = setInterval(function () { if ("
+                     f"document.querySelector('#{anchor} .main-svg')) {{ clearInterval(t); "
+                     "setTimeout(done, 500); } }, 200); })")
+    top = browser.evaluate(session, f"document.getElementById({anchor!r}).getBoundingClientRect().top + window.scrollY")
+    shot = browser.call("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": {
+        "x": 0, "y": int(top), "width": width, "height": height, "scale": 1}}, session=session)
+    out.write_bytes(base64.b64decode(shot["data"]))
+    errors = browser.errors(session)
+    if errors:
+        raise SystemExit(f"{page}: console errors: {errors}")
+
+
+def sweep_page(path: Path) -> None:
+    """The sweep report of the H200 study's Llama-3.1-8B grid (tests/data/h200_sweep)."""
+    import shutil
+    from profiler.commands import sweep as sweep_command
+    from profiler.ingest.stores import open_store
+    from reports.sweep_html import render_sweep
+
+    store = path.parent / "sweep-store"
+    shutil.copytree(DATA / "h200_sweep" / "store", store)
+    the_store = open_store(store, create=False)
+    result = sweep_command.analyse(sweep_command.stored_points(the_store, ["tag:sweep=sw-b903bf6aee"]), the_store)
+    report.write_report(path, render_sweep(result, "sw-b903bf6aee"))
+
+
 def terminal_svg(path: Path) -> None:
     """`smlens views` of the bundled capture at 80 columns: the verdict and the gap."""
     from profiler.ingest.capture import read_capture
@@ -81,10 +114,12 @@ def main(folder: str) -> None:
         report.write_report(tmp / "compare.html", report.render_report(
             b8, b1, tokens=tokens_per_phase(b8.kernels, b8.run), base_tokens=tokens_per_phase(b1.kernels, b1.run)))
         terminal_svg(tmp / "terminal.svg")
+        sweep_page(tmp / "sweep.html")
         browser = Browser(binary, window=(WIDTH, 900))
         try:
             _shoot(browser, tmp / "demo.html", out / "report.png", 1400)
             _shoot(browser, tmp / "compare.html", out / "comparison.png", 1400)
+            _shoot_section(browser, tmp / "sweep.html", out / "sweep.png", "decode-gate_up_proj", 720)
             width, height = (int(float(v)) for v in re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', (
                 tmp / "terminal.svg").read_text()).groups())
             _shoot(browser, tmp / "terminal.svg", out / "terminal.png", height, width)
