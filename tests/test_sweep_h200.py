@@ -88,3 +88,15 @@ def test_what_the_findings_say(llama):
     (waves,) = [t for t in texts if "gate_up_proj" in t and "wave count" in t and "prefill" in t]
     assert "between 256 and 1,024 tokens" in waves and "1.70 → 6.79 waves" in waves
     assert "wave efficiency 0.85 → 0.97" in waves
+
+
+def test_a_flip_at_the_bound_floor_says_so(llama):
+    """Decode o_proj (a split-K GEMM and its reduce) sits at V7's 60 % floor: its bound flips back
+    and forth along both axes, each sentence saying the flip is at the floor; the flips along the
+    prompt, where a decode GEMM's token count does not change, are told per line, not as a token
+    threshold."""
+    flips = [f["text"] for f in llama.findings if f["text"].startswith("decode · o_proj") and "bound flips" in f["text"]]
+    assert len(flips) >= 3 and all("(near V7's 60 % floor)" in t for t in flips)
+    assert any(t.startswith("decode · o_proj (llama-3.1-8b, batch 1): the bound flips at prompt 256 → 1024")
+               for t in flips)
+    assert not any("gate_up_proj" in f["text"] and "bound flips" in f["text"] for f in llama.findings)

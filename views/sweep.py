@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from views import gap as gap_module
+from views.v7_memory import BOUND_FLOOR_PCT
 from views.catalog import ARGMAX, GROUP, KERNEL, LOWER, NEITHER, Figure
 from views.vocabulary import CHOSEN_KINDS, GEMM_ROLES, PHASE_ORDER, PREFILL_PHASES, ROLES, STALL_FAMILIES
 
@@ -50,6 +51,8 @@ FIGURES = (
 FILL_JUMP = 0.1
 # Waves within this of an integer are that integer (1.0000 waves is one full wave, not a second).
 WAVE_SLACK = 0.01
+# A bound this close to V7's floor flips on run-to-run noise: its sentence says so.
+NEAR_FLOOR_PCT = 3.0
 # A wave efficiency below this is a tail worth telling (the last round leaves a tenth of the slots idle).
 TAIL_COSTS = 0.9
 # Change kinds, most telling first: the order findings are told in at equal weight.
@@ -207,6 +210,8 @@ def _changes_between(a: dict, b: dict) -> list[dict]:
 def _bound_text(row: dict) -> str:
     pct = row.get("bound_pct")
     at = f" at {pct:.0f} %" if pct is not None and not pd.isna(pct) and row["bound"] != "latency" else ""
+    if at and abs(pct - BOUND_FLOOR_PCT) < NEAR_FLOOR_PCT:
+        at += f" (near V7's {BOUND_FLOOR_PCT:.0f} % floor)"
     dram = row.get("dram_pct")
     extra = (f" (DRAM {dram:.0f} %)" if row["bound"] == "latency" and dram is not None and not pd.isna(dram)
              else "")
@@ -305,7 +310,7 @@ def findings(series: pd.DataFrame, found: pd.DataFrame, points: pd.DataFrame) ->
         before, after = change["before"], change["after"]
         if change["kind"] == "fill":  # 0.12 → 1.00 and 0.13 → 1.00 are one jump
             before, after = f"{float(before):.1f}", f"{float(after):.1f}"
-        if change["role"] in GEMM_ROLES:
+        if change["role"] in GEMM_ROLES and change["tokens_from"] != change["tokens_to"]:
             # a GEMM's shape is its token count (batch x prompt in a prefill, batch in decode):
             # the same change along either axis and at any other value is one threshold
             key = ("tokens", change["kind"], change["role"], change["phase"] in PREFILL_PHASES, before, after)
