@@ -94,9 +94,16 @@ def _views_terminal(out):
     assert 0 < outputs["piped"]["lines"] < outputs["80 columns"]["lines"]
 
 
+def _sweep(out):
+    result = _last_json(out)
+    # 6 runs of the bundled H200 captures: each carries 3 phases x (6 roles and all)
+    assert result["runs"] == 6 and result["best"]["series_rows"] == 6 * 21
+    assert result["best"]["findings"] > 0 and result["best"]["html_mb"] > 1  # plotly.js inlined
+
+
 CHECKS = {"bench_views_terminal.py": _views_terminal, "bench_ingest.py": _ingest, "bench_views.py": _views, "bench_report.py": _report,
           "bench_gate.py": _gate, "bench_annotate.py": _annotate, "bench_profile.py": _profile,
-          "bench_store_s3.py": _store_s3, "bench_report_paint.py": _report_paint}
+          "bench_store_s3.py": _store_s3, "bench_report_paint.py": _report_paint, "bench_sweep.py": _sweep}
 NEEDS = {"bench_annotate.py": ("torch", "transformers"), "bench_store_s3.py": ("moto", "s3fs", "duckdb")}
 
 
