@@ -273,8 +273,12 @@ def views(run: Optional[str] = typer.Argument(None, help=RUN_HELP),
 
 @command
 def report(run: Optional[str] = typer.Argument(None, help=RUN_HELP),
-           baseline: Optional[str] = typer.Option(None, "--baseline",
-                                                  help="Compare with this run: figures as value (Δ %)."),
+           baseline: Optional[List[str]] = typer.Option(None, "--baseline",
+                                                        help="Compare with this run: figures as value (Δ %); "
+                                                        "repeat it with runs of the same build for a noise "
+                                                        "floor."),
+           repeat: Optional[List[str]] = typer.Option(None, "--repeat", help="With --baseline: more runs of "
+                                                      "RUN's build, for the noise floor (repeatable)."),
            phase: Optional[str] = typer.Option(None, help="Only this phase (time shares become "
                                                "shares of it)."),
            role: Optional[str] = typer.Option(None, help="Only this role."),
@@ -284,7 +288,7 @@ def report(run: Optional[str] = typer.Argument(None, help=RUN_HELP),
            output: Path = typer.Option(Path("smlens-report.html"), "--output", "-o", help="HTML file to write."),
            store: Optional[str] = StoreOpt, format: Format = FormatOpt):
     """One self-contained HTML report of a run (or a comparison) that opens offline."""
-    commands.views.report(run, output, baseline, phase, role, per_token, store, format)
+    commands.views.report(run, output, baseline, phase, role, per_token, store, format, repeat)
 
 
 @command

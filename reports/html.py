@@ -36,6 +36,7 @@ from reports.html_verdict import comparison_section, verdict_section
 from reports.kernel_page import KERNEL_JS, kernel_sections
 from views import registry
 from views.catalog import ARGMAX, MEAN, MODE, RATIO, SUM
+from views.comparison import NOISE, ComparisonVerdict, key_tuples
 from views.kernel_detail import kernel_details
 from views.verdict import Verdict, verdict as make_verdict
 
@@ -453,7 +454,8 @@ def _view_section(view: str, data: ReportInput, base: Optional[ReportInput], rea
                    has_pictures=view in PICTURES)
 
 
-def _sections(data: ReportInput, base: Optional[ReportInput], reasons: dict) -> list:
+def _sections(data: ReportInput, base: Optional[ReportInput], reasons: dict,
+              comparison: Optional[ComparisonVerdict] = None) -> list:
     gap = _drop_lone_all(data.gap if not data.gap.empty else data.groups)
     base_gap = None if base is None else (base.gap if not base.gap.empty else base.groups)
     gap_section = Section(
@@ -489,7 +491,8 @@ def _sections(data: ReportInput, base: Optional[ReportInput], reasons: dict) -> 
             f"attention's heads and head size), not by position; the tokens (M) may differ. "
             f"{counts.get('matched', 0)} matched, {counts.get('added', 0)} only in this run (added), "
             f"{counts.get('removed', 0)} only in the baseline (removed).",
-            [], changes_table(changes, _time_label(data)), (), has_pictures=False, nav="Kernel changes"))
+            [], changes_table(changes, _time_label(data), comparison.by_key if comparison else None), (),
+            has_pictures=False, nav="Kernel changes"))
     return sections + [_view_section(view, data, base, reasons) for view in data.view_ids]
 
 
@@ -607,12 +610,15 @@ def _options(values) -> str:
     return "".join(f'<option value="{esc(v)}">{esc(v)}</option>' for v in values)
 
 
-def _kernels_section(data: ReportInput, checks: pd.DataFrame, base: Optional[ReportInput]) -> str:
+def _kernels_section(data: ReportInput, checks: pd.DataFrame, base: Optional[ReportInput],
+                     comparison: Optional[ComparisonVerdict] = None) -> str:
     k = data.kernels
-    base_time = None
+    base_time = quiet = None
     if base is not None:
         base_kernels = base.kernels
         base_time = compare.kernel_baseline_time(k, base_kernels)
+    if comparison is not None:  # a kernel whose key moved within the run-to-run noise: grey
+        quiet = [comparison.by_key.get(key) == NOISE for key in key_tuples(k)]
     phases = list(dict.fromkeys(k["phase"].astype(object))) if "phase" in k.columns else []
     roles = list(dict.fromkeys(k["role"].astype(object))) if "role" in k.columns else []
     filters = (f'<div class="filters"><input type="search" id="kq" placeholder="search: name, phase, role, '
@@ -625,15 +631,18 @@ def _kernels_section(data: ReportInput, checks: pd.DataFrame, base: Optional[Rep
     return ('<section id="kernels"><h2>Kernels</h2><p class="lead">Every profiled kernel launch, the '
             'figures that tell most first. Search, filter by phase and role, click a heading to sort; '
             'hover a badge for its validation detail.</p>' + filters
-            + kernel_table(k, checks, data.view_ids, base_time, _time_label(data))
+            + kernel_table(k, checks, data.view_ids, base_time, _time_label(data), quiet)
             + f'<details><summary>Full kernel names ({names})</summary>' + names_table(k) + "</details></section>")
 
 
 def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
                   phase: Optional[str] = None, role: Optional[str] = None,
-                  tokens: Optional[dict] = None, base_tokens: Optional[dict] = None) -> str:
+                  tokens: Optional[dict] = None, base_tokens: Optional[dict] = None,
+                  comparison: Optional[ComparisonVerdict] = None) -> str:
     """The whole report as one HTML string. `tokens` (and `base_tokens`): phase -> (tokens,
-    source), to show figures that add up per token (compare.tokens_per_phase)."""
+    source), to show figures that add up per token (compare.tokens_per_phase). `comparison`: what
+    changed against the baseline, with the repeats' noise floor (made here without repeats if not
+    given)."""
     data = filter_input(data, phase, role)
     if baseline is not None:
         baseline = filter_input(baseline, phase, role)
@@ -642,8 +651,9 @@ def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
     # each kernel's page and what changed, in absolute times (before figures go per token)
     pages = kernel_sections(kernel_details(data.kernels, data.source if len(data.source) else None,
                                            baseline.kernels if baseline is not None else None, data.view_ids))
-    changed = (comparison_section(compare.compare_runs(data.kernels, baseline.kernels, data.run, baseline.run),
-                                  _name(baseline.run)) if baseline is not None else "")
+    if baseline is not None and comparison is None:
+        comparison = compare.compare_runs(data.kernels, baseline.kernels, data.run, baseline.run)
+    changed = comparison_section(comparison, _name(baseline.run)) if baseline is not None else ""
     if tokens:
         data = per_token(data, tokens)
         if baseline is not None and base_tokens:
@@ -658,7 +668,7 @@ def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
         verdict_section(verdict, base_verdict, phase_times if tokens else None,
                         _phase_times(baseline) if tokens else None, _time_label(data), data.kernels)]
     nav = (['<a href="#comparison">What changed</a>'] if changed else []) + ['<a href="#verdict">Verdict</a>']
-    for s in _sections(data, baseline, reasons):
+    for s in _sections(data, baseline, reasons, comparison):
         nav.append(f'<a href="#{esc(s.anchor)}">{esc(s.nav or s.title)}</a>')
         drawn = ""
         for number, figure in enumerate(filter(_has_data, s.figures), 1):
@@ -682,7 +692,7 @@ def render_report(data: ReportInput, baseline: Optional[ReportInput] = None,
         f"<meta http-equiv=\"Content-Security-Policy\" content=\"{content_security_policy(KERNEL_JS)}\">"
         f"<title>{title}</title><style>{CSS}</style></head><body>"
         + _header(data, baseline, phase, role)
-        + f"<nav>{''.join(nav)}</nav><main>" + "".join(parts) + _kernels_section(data, checks, baseline)
+        + f"<nav>{''.join(nav)}</nav><main>" + "".join(parts) + _kernels_section(data, checks, baseline, comparison)
         + _summary(data, checks) + pages + "</main>"
         "<footer>Made by smlens from Nsight Compute counters. Figures of groups are weighted by "
         "kernel time. Badges: <b class=\"ok\">pass</b> <b class=\"bad\">fail</b> "

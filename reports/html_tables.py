@@ -508,12 +508,14 @@ KERNEL_FIRST = ("time_ns", "sm_active_pct", "tensor_pipe_pct", "dram_pct", "achi
 
 
 def kernel_table(kernels: pd.DataFrame, checks: pd.DataFrame, view_ids: list[str],
-                 base_time: Optional[pd.Series] = None, time_label: str = "time") -> str:
+                 base_time: Optional[pd.Series] = None, time_label: str = "time",
+                 quiet: Optional[list] = None) -> str:
     """Every kernel, compactly: its id, a click on which opens its page (reports/kernel_page.py:
     every figure, its counters, the baseline's; a link in each row would add 4 kB), a short name
     (full names are listed once below), the figures that tell most (time, SM active, tensor, DRAM,
     occupancy, the launch), and each view's validation badge with the discrepancy of a failure (or
-    the reason of an n/a) in its tooltip. `base_time`: each kernel's baseline time per launch."""
+    the reason of an n/a) in its tooltip. `base_time`: each kernel's baseline time per launch;
+    `quiet`: per kernel, its change is within the run-to-run noise (grey)."""
     if kernels.empty:
         return '<p class="na">No kernels.</p>'
     catalog = registry.figures()
@@ -534,9 +536,10 @@ def kernel_table(kernels: pd.DataFrame, checks: pd.DataFrame, view_ids: list[str
     if base_time is not None:
         headers.append(("\u0394 time", "against the baseline's mean time per launch of the kernel matched to "
                                        "this one (same phase, role, family and weights)"))
-        columns.append([change_span("time_ns", t, b, fmt_time_ns) if not is_missing(b)
-                        else '<span class="d">not in baseline</span>'
-                        for t, b in zip(numbers(kernels, "time_ns"), base_time)])
+        grey = quiet if quiet is not None else [False] * len(kernels)
+        columns.append([('<span class="d">not in baseline</span>' if is_missing(b) else
+                         noise_span(t, b, fmt_time_ns) if q else change_span("time_ns", t, b, fmt_time_ns))
+                        for t, b, q in zip(numbers(kernels, "time_ns"), base_time, grey)])
     headers += [("kind", "what the kernel is, from its name"), ("NVTX", "the innermost NVTX ranges open at launch")]
     columns.append([esc(v) for v in col(kernels, "kind")])
     columns.append([esc(_nvtx_text(v)) for v in col(kernels, "nvtx_stack")])
@@ -642,15 +645,28 @@ def names_table(kernels: pd.DataFrame) -> str:
 
 # --- kernels matched between two runs ------------------------------------------------------------------
 
-def changes_table(changes: pd.DataFrame, time_label: str = "time") -> str:
+def noise_span(current: Any, base: Any, formatter: Callable = fmt) -> str:
+    """A time change within the run-to-run noise: its arrow and size, grey (neither better nor worse)."""
+    delta = delta_pct(current, base)
+    if delta is None:
+        return ""
+    return (f'<span class="d" title="within the run-to-run noise of the repeats (baseline '
+            f'{esc(formatter(base))})">{arrow(delta)}{delta:+.1f} %</span>')
+
+
+def changes_table(changes: pd.DataFrame, time_label: str = "time", significance: Optional[dict] = None) -> str:
     """compare.kernel_changes as a table: matched kernels with their time change, then those added
-    and removed."""
+    and removed. `significance`: each key's from the comparison verdict (views/comparison.py); a
+    change within the noise is grey."""
     if changes is None or changes.empty:
         return '<p class="na">No kernels.</p>'
     rows = []
     for _, r in changes.iterrows():
         status = r["status"]
-        change = change_span("time_ns", r["time_ns"], r["time_ns_base"], fmt_time_ns) if status == "matched" else ""
+        key = tuple(str(r[k]) for k in ("phase", "role", "kernel", "weights"))
+        quiet = (significance or {}).get(key) == "noise"
+        change = ("" if status != "matched" else noise_span(r["time_ns"], r["time_ns_base"], fmt_time_ns) if quiet
+                  else change_span("time_ns", r["time_ns"], r["time_ns_base"], fmt_time_ns))
         tokens = r["tokens_base"] if r["tokens_base"] == r["tokens"] or status != "matched" else \
             f"{r['tokens_base'] or '?'} \u2192 {r['tokens'] or '?'}"
         tile = r["tile_base"] if r["tile_base"] == r["tile"] or status != "matched" else \
@@ -667,7 +683,8 @@ def changes_table(changes: pd.DataFrame, time_label: str = "time") -> str:
         rows.append(cells)
     headers = ["", "phase", "role", ("kernel", "the kernel family (GEMMs, attention) or short name"),
                f"baseline {time_label}", time_label,
-               ("change", "time against the baseline; green: faster, red: slower"),
+               ("change", "time against the baseline; green: faster, red: slower, grey: within the "
+                          "run-to-run noise of the repeats"),
                ("launches", "kernel launches profiled (baseline \u2192 this run)"),
                ("weights", "the fixed dimensions the match is made on: a GEMM's N and K, attention's heads "
                            "H and head size D"),

@@ -210,3 +210,28 @@ def test_an_unknown_baseline_is_one_line_and_exit_2(gate_store):
 
     code, out, err = smlens("views", "gate-b4-r1", "--baseline", "no-such-run", "--store", gate_store)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "no-such-run" in err
+
+
+def test_the_comparison_report_greys_what_the_repeats_call_noise(gate_store, tmp_path):
+    """The issue's run-to-run report: gate-b4-r2 against gate-b4-r1 painted the o_proj split-K
+    reduce's +7.7 % (256 ns on 3.3 us) red; with gate-b4-r3 as a second baseline run it is grey,
+    in the kernel changes and in the kernel table."""
+    from tests.cli import smlens
+
+    def report(*more):
+        path = tmp_path / f"report{len(more)}.html"
+        code, _, err = smlens("report", "gate-b4-r2", "--baseline", "gate-b4-r1", *more, "--store", gate_store,
+                              "-o", path)
+        assert code == 0, err
+        text = path.read_text(encoding="utf-8")
+        changes = text[text.index('<section id="changes">'):]
+        row = next(r for r in changes[:changes.index("</section>")].split("<tr>")
+                   if "<code>splitk_reduce</code>" in r and ">o_proj<" in r)
+        return text, re.search(r'<span class="d( \w+)?" title="([^"]*)">(.*?)</span>', row)
+
+    alone, span = report()
+    assert span.group(1) == " bad" and span.group(3) == "\u25b2+7.7 %"
+    repeated, span = report("--baseline", "gate-b4-r3")
+    assert span.group(1) is None and span.group(2).startswith("within the run-to-run noise")
+    assert span.group(3) == "\u25b2+7.7 %"
+    assert "so this is within the noise" in repeated[repeated.index('<section id="comparison">'):][:2000]

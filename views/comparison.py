@@ -121,7 +121,8 @@ def kernel_changes(current: pd.DataFrame, baseline: pd.DataFrame) -> pd.DataFram
     return merged.drop(columns=["_merge", "_o", "_t"]).reset_index(drop=True)
 
 
-def _key_tuples(kernels: pd.DataFrame) -> list[tuple]:
+def key_tuples(kernels: pd.DataFrame) -> list[tuple]:
+    """Each kernel's key (phase, role, kernel, weights), as kernel_changes and the verdict name it."""
     return list(match_keys(kernels)[KEY].itertuples(index=False, name=None))
 
 
@@ -130,7 +131,7 @@ def kernel_baseline_time(current: pd.DataFrame, baseline: pd.DataFrame) -> pd.Se
     base = _summed(match_keys(baseline))
     base["mean_ns"] = base["time_ns"] / base["launches"]
     lookup = {tuple(k): v for k, v in zip(base[KEY].itertuples(index=False, name=None), base["mean_ns"])}
-    return pd.Series([lookup.get(k, np.nan) for k in _key_tuples(current)], index=current.index, dtype=float)
+    return pd.Series([lookup.get(k, np.nan) for k in key_tuples(current)], index=current.index, dtype=float)
 
 
 # the problem's dimensions in a range's message: they differ between batches, the operation does not
@@ -152,7 +153,7 @@ def matched_launches(current: pd.DataFrame, baseline: pd.DataFrame) -> np.ndarra
     the baseline has no such key, or has it only in other ranges."""
     def keyed(frame):
         ranges = [innermost_range(s) for s in column(frame, "nvtx_stack")]
-        return [(*key, r) for key, r in zip(_key_tuples(frame), ranges)]
+        return [(*key, r) for key, r in zip(key_tuples(frame), ranges)]
 
     positions: dict[tuple, list[int]] = {}
     for position, key in enumerate(keyed(baseline)):
@@ -297,6 +298,9 @@ class ComparisonVerdict:
     base_runs: int = 1
     differences: list[str] = field(default_factory=list)  # how the runs differ (device, shapes)
     headline: str = ""  # the workload's change against the noise, in a sentence (the summary's start)
+    # every key's significance ((phase, role, kernel, weights) -> regression, gain or noise): what
+    # the report's tables colour by; not in the JSON, whose lists name the largest
+    by_key: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """Plain JSON values (NaN as null); the noise floor's per-key spreads as a list."""
@@ -305,7 +309,8 @@ class ComparisonVerdict:
             noise = {"runs": self.noise.runs, "workload_pct": self.noise.workload_pct,
                      "per_launch_ns": self.noise.per_launch_ns,
                      "keys": [dict(zip(KEY, k), spread_ns=v) for k, v in self.noise.by_key.items()]}
-        out = {k: v for k, v in asdict(self).items() if k not in ("noise", "regressions", "gains", "phases")}
+        out = {k: v for k, v in asdict(self).items()
+               if k not in ("noise", "regressions", "gains", "phases", "by_key")}
         out.update(noise=noise, phases=[asdict(p) for p in self.phases],
                    regressions=[asdict(c) | {"label": c.label} for c in self.regressions],
                    gains=[asdict(c) | {"label": c.label} for c in self.gains])
@@ -507,7 +512,8 @@ def comparison_verdict(current: pd.DataFrame, baseline: pd.DataFrame,
     gains = sorted((c for c in made if c.delta_ns < 0), key=lambda c: c.delta_ns)[:top]
     verdict = ComparisonVerdict("", total, base_total, total - base_total, change, per, base_per,
                                 _change_pct(per, base_per), significance, phases, regressions, gains, noise,
-                                len(cur_runs), len(base_runs), list(differences))
+                                len(cur_runs), len(base_runs), list(differences),
+                                by_key={(c.phase, c.role, c.kernel, c.weights): c.significance for c in made})
     verdict.headline, verdict.summary = _summary(verdict)
     return verdict
 

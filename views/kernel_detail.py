@@ -9,6 +9,7 @@ of the same order), and every figure gets the matched kernel's value and the cha
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -75,8 +76,8 @@ class KernelDetail:
         return plain(asdict(self))
 
 
-def _cell(row: pd.Series, name: str):
-    value = row.get(name) if name in row.index else None
+def _cell(row: Optional[dict], name: str):
+    value = row.get(name) if row is not None else None
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return None
     return value.item() if isinstance(value, np.generic) else value
@@ -100,79 +101,131 @@ def _change(value, base) -> float:
     return 100 * (value - base) / abs(base) if base else float("nan")
 
 
-def _counters(figure, raw: Optional[pd.Series], source: Optional[str]) -> dict:
+@functools.lru_cache(maxsize=None)
+def _candidates(column: str) -> tuple[str, ...]:
+    """Every column the figure's quantities may be read from (their derivations' included)."""
+    figure = registry.figures()[column]
+    return tuple(q.read_columns([*figure.reads, *figure.reads_any]))
+
+
+@functools.lru_cache(maxsize=4096)
+def _named(source: str, name: str) -> bool:
+    """Does the source name the counter whole, not as the start of a longer metric (`.avg` of
+    `.avg.per_second`)?"""
+    return re.search(re.escape(name) + r"(?![\w.])", source) is not None
+
+
+def _counters(column: str, raw: Optional[dict], source: Optional[str]) -> dict:
     """The raw counters that gave the figure on this kernel: those of the quantities it reads that
     its source names (a derivation names each input's own source), with their values."""
     if raw is None or not source:
         return {}
     out = {}
-    for name in q.read_columns([*figure.reads, *figure.reads_any]):
-        # named whole, not as the start of a longer metric (`.avg` of `.avg.per_second`)
-        value = _cell(raw, name) if re.search(re.escape(name) + r"(?![\w.])", source) else None
-        if value is not None:
-            out[name] = value
+    for name in _candidates(column):
+        if name in source and _named(source, name):
+            value = _cell(raw, name)
+            if value is not None:
+                out[name] = value
     return out
 
 
 def position(kernels: pd.DataFrame, kernel_id) -> Optional[int]:
     """The row of the kernel with this id (the kernels table's `kernel_id`, the report's `id`);
     None when no kernel has it."""
-    ids = kernels["kernel_id" if "kernel_id" in kernels.columns else "id"]
+    ids = kernels[_id_column(kernels)]
     text = str(kernel_id).strip()
     hits = np.flatnonzero(ids.astype(str).to_numpy() == text)
     return int(hits[0]) if len(hits) else None
 
 
-def kernel_detail(kernels: pd.DataFrame, at: int, raw: Optional[pd.DataFrame] = None,
-                  baseline: Optional[pd.DataFrame] = None, base_raw: Optional[pd.DataFrame] = None,
-                  view_ids: Optional[list] = None, base_at: Optional[int] = None) -> KernelDetail:
-    """The kernel at row `at` of a views' kernels table. `raw`: the kernels table the views ran
-    over, row for row (its counters); `baseline` (and `base_raw`): the baseline's, whose matched
-    kernel stands beside (`base_at`: its row, when the caller matched every kernel at once)."""
-    row = kernels.iloc[at]
-    raw_row = raw.iloc[at] if raw is not None and len(raw) == len(kernels) else None
-    base_row = base_raw_row = None
-    if baseline is not None:
-        if base_at is None:  # the launches before it say which of its key's launches it is
-            base_at = int(matched_launches(kernels.iloc[: at + 1], baseline)[-1])
-        if base_at >= 0:
-            base_row = baseline.iloc[base_at]
-            if base_raw is not None and len(base_raw) == len(baseline):
-                base_raw_row = base_raw.iloc[base_at]
+def _id_column(kernels: pd.DataFrame) -> str:
+    return "kernel_id" if "kernel_id" in kernels.columns else "id"
+
+
+def _records(frame: Optional[pd.DataFrame], columns) -> Optional[list[dict]]:
+    """The rows as dicts of the columns the pages read (a row of a pandas frame is slow to index)."""
+    if frame is None:
+        return None
+    return frame[[c for c in dict.fromkeys(columns) if c in frame.columns]].to_dict("records")
+
+
+def _columns(kernels: pd.DataFrame, view_ids: list) -> list[str]:
+    figures = [f.column for v in view_ids for f in registry.view_figures(v) if f.column in kernels.columns]
+    return [*figures, *(registry.SOURCE_PREFIX + c for c in figures),
+            *(f"{prefix}{v}" for v in view_ids for prefix in ("validation_", "validation_detail_")),
+            _id_column(kernels), name_column(kernels), "phase", "role", "role_source", "kind", "nvtx_stack",
+            "out_of_bounds", "time_ns", *(c for _, c in SHAPES), *(c for _, c in LAUNCH)]
+
+
+def _raw_columns(kernels: pd.DataFrame, view_ids: list) -> list[str]:
+    figures = [f.column for v in view_ids for f in registry.view_figures(v) if f.column in kernels.columns]
+    launch = [w for _, name in LAUNCH if name in q.QUANTITIES for w in q.QUANTITIES[name].columns]
+    return ["nvtx_stack", *launch, *(c for f in figures for c in _candidates(f))]
+
+
+def kernel_details(kernels: pd.DataFrame, raw: Optional[pd.DataFrame] = None,
+                   baseline: Optional[pd.DataFrame] = None, view_ids: Optional[list] = None,
+                   rows: Optional[list] = None) -> list[KernelDetail]:
+    """Each kernel's detail (of the positions `rows`, or all), the baseline matched once for all.
+    `raw`: the kernels table the views ran over, row for row (its counters); `baseline`: the
+    baseline's views' kernels, whose matched launch stands beside each kernel."""
     ids = view_ids or [v for v in registry.VIEWS if f"validation_{v}" in kernels.columns] or list(registry.VIEWS)
+    rows = list(range(len(kernels))) if rows is None else list(rows)
+    records = _records(kernels.iloc[rows], _columns(kernels, ids))
+    raw_records = (_records(raw.iloc[rows], _raw_columns(kernels, ids))
+                   if raw is not None and len(raw) == len(kernels) else [None] * len(rows))
+    matched, base_records = [-1] * len(rows), []
+    if baseline is not None:
+        # the launches before a kernel say which of its key's launches it is
+        matched = list(matched_launches(kernels.iloc[: max(rows) + 1], baseline)[rows]) if rows else []
+        base_records = _records(baseline, _columns(baseline, ids))
+    base_id = _id_column(baseline) if baseline is not None else "id"
+    return [_detail(row, raw_row, base_records[at] if at >= 0 else None, ids, _id_column(kernels),
+                    name_column(kernels), base_id, name_column(baseline) if baseline is not None else "name")
+            for row, raw_row, at in zip(records, raw_records, matched)]
+
+
+def kernel_detail(kernels: pd.DataFrame, at: int, raw: Optional[pd.DataFrame] = None,
+                  baseline: Optional[pd.DataFrame] = None, view_ids: Optional[list] = None) -> KernelDetail:
+    """The kernel at row `at` of a views' kernels table (kernel_details of that row)."""
+    return kernel_details(kernels, raw, baseline, view_ids, rows=[at])[0]
+
+
+def _detail(row: dict, raw_row: Optional[dict], base_row: Optional[dict], ids: list, id_column: str,
+            name: str, base_id: str, base_name: str) -> KernelDetail:
     views = []
     for view in ids:
         figures = []
         for figure in registry.view_figures(view):
-            if figure.column not in kernels.columns:
+            if figure.column not in row:
                 continue
             value = _cell(row, figure.column)
-            base = _cell(base_row, figure.column) if base_row is not None else None
+            base = _cell(base_row, figure.column)
             source = _cell(row, registry.SOURCE_PREFIX + figure.column)
             source = None if source is None else str(source)
             figures.append(FigureValue(figure.column, figure.label, figure.unit, figure.better, value, source,
-                                       _counters(figure, raw_row, source), base, _change(value, base)))
+                                       _counters(figure.column, raw_row, source), base, _change(value, base)))
         views.append(ViewDetail(view, registry.title(view), str(_cell(row, f"validation_{view}") or "n/a"),
                                 str(_cell(row, f"validation_detail_{view}") or ""), figures))
-    name = str(_cell(row, name_column(kernels)) or "")
-    source = raw_row if raw_row is not None else row
+    full_name = str(_cell(row, name) or "")
+    stack = _cell(raw_row, "nvtx_stack") if _cell(raw_row, "nvtx_stack") is not None else _cell(row, "nvtx_stack")
     bounds = _cell(row, "out_of_bounds")
     matched = None
     if base_row is not None:
-        matched = {"id": _cell(base_row, "kernel_id" if "kernel_id" in baseline.columns else "id"),
-                   "name": _cell(base_row, name_column(baseline)), "time_ns": _cell(base_row, "time_ns"),
-                   "phase": _cell(base_row, "phase"), "role": _cell(base_row, "role"),
+        matched = {"id": _cell(base_row, base_id), "name": _cell(base_row, base_name),
+                   "time_ns": _cell(base_row, "time_ns"), "phase": _cell(base_row, "phase"),
+                   "role": _cell(base_row, "role"),
                    "shapes": {k: v for k, c in SHAPES if (v := _cell(base_row, c)) is not None}}
     return KernelDetail(
-        id=_cell(row, "kernel_id" if "kernel_id" in kernels.columns else "id"), name=name,
-        short_name=short_kernel_name(name, 80), phase=str(_cell(row, "phase")), role=str(_cell(row, "role")),
-        role_source=_cell(row, "role_source"), kind=_cell(row, "kind"), nvtx=_nvtx(_cell(source, "nvtx_stack")),
+        id=_cell(row, id_column), name=full_name, short_name=short_kernel_name(full_name, 80),
+        phase=str(_cell(row, "phase")), role=str(_cell(row, "role")), role_source=_cell(row, "role_source"),
+        kind=_cell(row, "kind"), nvtx=_nvtx(stack),
         shapes={k: v for k, c in SHAPES if (v := _cell(row, c)) is not None},
         launch=_launch(row, raw_row), time_ns=float(_cell(row, "time_ns") or float("nan")), views=views,
         out_of_bounds=bounds.split(", ") if isinstance(bounds, str) else [], baseline=matched)
 
 
-def _launch(row: pd.Series, raw: Optional[pd.Series]) -> dict:
+def _launch(row: dict, raw: Optional[dict]) -> dict:
     out = {}
     for label, name in LAUNCH:
         value = _cell(row, name)
@@ -184,12 +237,3 @@ def _launch(row: pd.Series, raw: Optional[pd.Series]) -> dict:
         if value is not None:
             out[label] = value
     return out
-
-
-def kernel_details(kernels: pd.DataFrame, raw: Optional[pd.DataFrame] = None,
-                   baseline: Optional[pd.DataFrame] = None, base_raw: Optional[pd.DataFrame] = None,
-                   view_ids: Optional[list] = None) -> list[KernelDetail]:
-    """Every kernel's detail, the baseline matched once for all of them."""
-    matched = matched_launches(kernels, baseline) if baseline is not None else None
-    return [kernel_detail(kernels, at, raw, baseline, base_raw, view_ids,
-                          int(matched[at]) if matched is not None else None) for at in range(len(kernels))]

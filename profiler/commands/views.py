@@ -45,11 +45,12 @@ def views_of_run(the_store, ref: Optional[str]):
 
 
 def write_html(output: Path, data, baseline=None, phase=None, role=None, tokens=None,
-               base_tokens=None) -> int:
+               base_tokens=None, comparison=None) -> int:
     """The report to `output` (or standard output for `-`); returns its size in bytes."""
     from reports.html import render_report, write_report
 
-    html = render_report(data, baseline, phase=phase, role=role, tokens=tokens, base_tokens=base_tokens)
+    html = render_report(data, baseline, phase=phase, role=role, tokens=tokens, base_tokens=base_tokens,
+                         comparison=comparison)
     try:
         return print_report(html) if is_stdout(output) else write_report(output, html)
     except OSError as err:
@@ -111,18 +112,25 @@ def show_views(run: Optional[str], phase: Optional[Sequence[str]] = None, role: 
             print_views(result, row, raw=kernels, only_views=bool(view))
 
 
-def report(run: Optional[str], output: Path, baseline: Optional[str] = None, phase: Optional[str] = None,
+def report(run: Optional[str], output: Path, baseline=None, phase: Optional[str] = None,
            role: Optional[str] = None, per_token: bool = False, store: Optional[str] = None,
-           format: Format = Format.table) -> int:
-    """The HTML report of a run (or of it against `baseline`) to `output`; returns its size in bytes."""
+           format: Format = Format.table, repeat: Optional[Sequence[str]] = None) -> int:
+    """The HTML report of a run (or of it against `baseline`: a run, or several of one build, the
+    first the baseline and the rest with `repeat`, more runs of this one, giving what changed its
+    noise floor) to `output`; returns its size in bytes."""
+    baselines = [baseline] if isinstance(baseline, str) else list(baseline or [])
+    if repeat and not baselines:
+        raise BadInput("--repeat needs --baseline")
     from reports.html import filter_input
 
     check_filter(phase, role)
     check_output_file(output, "--output", store_path(store), stdout_ok=True)
     the_store = open_store(store_path(store), create=False)
     with Console(stderr=True).status("computing the views"):
-        row, _, data = views_of_run(the_store, run)
-        base = views_of_run(the_store, baseline)[2] if baseline else None
+        row, result, data = views_of_run(the_store, run)
+        base = views_of_run(the_store, baselines[0])[2] if baselines else None
+        comparison = (compare_stored(the_store, row, data.source, result.filter(phase=phase, role=role), baselines,
+                                     repeat or (), None, phase, role) if len(baselines) > 1 or repeat else None)
     if (phase or role) and filter_input(data, phase, role).kernels.empty:
         raise BadInput(f"run {row['id']} has no kernels in phase {phase or 'any'}, role {role or 'any'}")
 
@@ -138,7 +146,7 @@ def report(run: Optional[str], output: Path, baseline: Optional[str] = None, pha
     tokens = tokens_of(data) if per_token else None
     base_tokens = tokens_of(base) if per_token and base is not None else None
     with Console(stderr=True).status(f"writing {output}"):
-        size = write_html(output, data, base, phase, role, tokens, base_tokens)
+        size = write_html(output, data, base, phase, role, tokens, base_tokens, comparison)
     to_stdout = is_stdout(output)  # then stdout holds the report alone
     if format == Format.json:
         say(json.dumps({"report": str(output), "bytes": size, "run": row["id"],
