@@ -29,11 +29,12 @@ from profiler.run.plan import ProfilePlan
 AXES = ("model", "batch", "prompt")
 PLACEHOLDERS = tuple("{" + axis + "}" for axis in AXES)
 
-# What a profile costs on the H200 (BENCHMARKS.md, "smlens profile"): about 6 s per ncu run to
-# start Python, torch and CUDA under ncu, 0.3 s per profiled kernel at the views' 20 replay
-# passes, and 1.5 s to export, merge and store. The eight bundled runs took 29.9-33.7 s; this
-# model says 29.7 s for their 54 kernels in 2 ncu runs.
-START_S_PER_NCU_RUN = 6.0
+# What a profile costs on the H200: 0.3 s per profiled kernel at the views' 20 replay passes and
+# 1.5 s to export, merge and store (BENCHMARKS.md, "smlens profile"), and 8.5 s per ncu run to
+# start Python, torch and CUDA under it: the sweep study's 17 points of 52-57 kernels took 31.9 to
+# 40.8 s, 35.1 s on average (tests/data/h200_sweep/logs); the earlier profile benchmark saw 6 s.
+# Kernel length is not in it: the study's batch 64 x prompt 4096 point took 82 s.
+START_S_PER_NCU_RUN = 8.5
 S_PER_KERNEL = 0.3
 STORE_S_PER_RUN = 1.5
 
