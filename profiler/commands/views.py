@@ -15,7 +15,7 @@ from rich.console import Console
 from profiler.commands.common import print_report, say, store_path
 from profiler.commands.compare import compare_stored
 from profiler.errors import BadInput
-from profiler.ingest.capture import parse_shapes_file
+from profiler.ingest.shapes import parse_shapes_file
 from profiler.ingest.stores import open_store
 from profiler.option_checks import check_output_file, is_stdout
 from reports.compare import missing_tokens, print_comparison, tokens_per_phase

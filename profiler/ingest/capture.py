@@ -14,9 +14,6 @@ from pathlib import Path
 from profiler.ingest import capture_details, capture_ncurep, capture_raw
 from profiler.ingest.capture_source import find_header, open_binary
 from profiler.ingest.capture_table import Capture, Classifier
-# read here by profiler/cli.py until its reorganisation ends; their homes are capture_source, shapes
-from profiler.ingest.capture_source import check_readable  # noqa: F401,E402
-from profiler.ingest.shapes import parse_shapes_file  # noqa: F401,E402
 
 READERS = {"raw": capture_raw.read, "details": capture_details.read, "ncu-rep": capture_ncurep.read}
 
