@@ -155,8 +155,9 @@ def comparison_section(verdict: ComparisonVerdict, base_name: str = "") -> str:
     for title, changes in (("Largest regressions", verdict.regressions), ("Largest gains", verdict.gains)):
         if changes:
             lists += f'<h3>{title}</h3><ol class="opps">{"".join(_change_item(c) for c in changes)}</ol>'
-    noise = ('<p class="d">No repeats, so no noise floor: compare several runs of each build '
-             '(`smlens views RUN --baseline A --baseline B`) for one.</p>' if verdict.noise is None else "")
+    noise = ('<p class="d">No repeats, so no noise floor: give --baseline more than once (runs of the '
+             'baseline\u2019s build; --repeat for more of this one) and a change within the run-to-run '
+             'noise is grey.</p>' if verdict.noise is None else "")
     against = f" against {esc(base_name)}" if base_name else ""
     return (f'<section id="comparison"><h2>What changed{against}</h2><p class="verdict">{prose(verdict.headline)}</p>'
             + html_table(headers, rows, "phases", sticky=1) + lists + noise + "</section>")
