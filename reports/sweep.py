@@ -17,7 +17,7 @@ from views import sweep as sweep_view
 
 # The columns of a sweep's table, in order: the sweep's own first (time per token), the gap's
 # steps, then what explains them.
-COLUMNS = ("time_per_token_ns", *sweep_view.FOLLOWED[:5], "fill", "main_waves", "wave_efficiency",
+COLUMNS = ("time_per_token_ns", *sweep_view.GAP_STEPS, "fill", "main_waves", "wave_efficiency",
            "achieved_occupancy_pct", "occupancy_limiter", "top_stall_family", "dram_pct", "bound",
            "main_kernel")
 FINDINGS_SHOWN = 12   # in the terminal; the JSON and the report hold all

@@ -27,7 +27,8 @@ AXES = ("batch", "prompt")          # ordered axes a line runs along; the model 
 COMPLETE, PARTIAL, MISSING = "complete", "partial", "missing"
 
 # The figures of the views a sweep follows, by their catalog columns (the gap's steps first).
-FOLLOWED = (gap_module.HEADLINE, *gap_module.STEPS, "fill", "wave_efficiency", "achieved_occupancy_pct",
+GAP_STEPS = (gap_module.HEADLINE, *gap_module.STEPS)
+FOLLOWED = (*GAP_STEPS, "fill", "wave_efficiency", "achieved_occupancy_pct",
             "occupancy_limiter", "dram_pct", "bound", "bound_pct", "time_ns", "time_share_pct")
 
 FIGURES = (
