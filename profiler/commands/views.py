@@ -13,12 +13,10 @@ from typing import Optional, Sequence
 from rich.console import Console
 
 from profiler.commands.common import print_report, say, store_path
-from profiler.commands.compare import compare_stored
 from profiler.errors import BadInput
 from profiler.ingest.shapes import parse_shapes_file
 from profiler.ingest.stores import open_store
 from profiler.option_checks import check_output_file, is_stdout
-from reports.compare import missing_tokens, print_comparison, tokens_per_phase
 from reports.formats import Format, ViewsFormat, kernels_csv
 from reports.formats.views_json import views_document
 from reports.terminal import brief_document, output_console, print_brief, print_views, verdict_of
@@ -66,6 +64,9 @@ def show_views(run: Optional[str], phase: Optional[Sequence[str]] = None, role: 
     views JSON with the verdict, or as the per-kernel CSV; against `baseline` (its runs, the
     first the baseline) what changed comes first (`comparison` in the JSON); `brief`: one screen
     (its JSON with --format json); `view`: those views alone."""
+    if baseline:  # the comparison's modules only for a comparison: `smlens views` prints in a second
+        from profiler.commands.compare import compare_stored
+        from reports.compare import print_comparison
     if (repeat and not baseline) or (baseline and format == ViewsFormat.csv):
         raise BadInput("--repeat needs --baseline" if repeat and not baseline else
                        "--baseline: the CSV holds one run's kernels; compare with --format table or json")
@@ -121,6 +122,8 @@ def report(run: Optional[str], output: Path, baseline=None, phase: Optional[str]
     baselines = [baseline] if isinstance(baseline, str) else list(baseline or [])
     if repeat and not baselines:
         raise BadInput("--repeat needs --baseline")
+    from profiler.commands.compare import compare_stored
+    from reports.compare import missing_tokens, tokens_per_phase
     from reports.html import filter_input
 
     check_filter(phase, role)
