@@ -138,11 +138,16 @@ def run_name(run: Optional[dict]) -> str:
     return " ".join(str(x) for x in (run.get("name"), f"(run {run['id']})" if run.get("id") else None) if x)
 
 
+# In a brief answer, the changes beyond the noise alone, this many of each kind
+BRIEF_CHANGES = 3
+
+
 def print_comparison(verdict: ComparisonVerdict, base_run: Optional[dict] = None,
                      console: Optional[Console] = None, width: Optional[int] = None,
-                     run: Optional[dict] = None) -> None:
+                     run: Optional[dict] = None, brief: bool = False) -> None:
     """The comparison verdict: its headline, each phase's change, the largest regressions and
-    gains (red, green; grey within the noise)."""
+    gains (red, green; grey within the noise). `brief`: only the changes beyond the noise, at most
+    BRIEF_CHANGES of each, and how many more were left out."""
     console = console or Console()
     width = width or console.width
     runs = f", {verdict.base_runs} runs" if verdict.base_runs > 1 else ""
@@ -153,10 +158,17 @@ def print_comparison(verdict: ComparisonVerdict, base_run: Optional[dict] = None
     for table in fit("", "phase", rows, columns, width):
         console.print(table)
     for title, changes in (("Largest regressions", verdict.regressions), ("Largest gains", verdict.gains)):
-        if changes:
+        shown = [c for c in changes if c.significance != NOISE][:BRIEF_CHANGES] if brief else changes
+        if shown:
             console.print(Text(title, style="bold"))
-            for change in changes:
+            for change in shown:
                 console.print(Prose(change_line(change), style=SIGNIFICANCE_STYLES[change.significance]))
+        if brief and len(shown) < len(changes):
+            quiet = sum(c.significance == NOISE for c in changes)
+            louder = len(changes) - len(shown) - quiet
+            left = ", ".join(part for part in (f"{quiet} within the noise" if quiet else "",
+                                               f"{louder} more beyond it" if louder else "") if part)
+            console.print(Prose(f"and {left}" if shown else f"{title}: {left}", style="dim"))
     if verdict.noise is None:
         console.print(Prose("No repeats: pass --baseline more than once (runs of one build) for a noise floor.",
                             style="dim"))

@@ -235,3 +235,15 @@ def test_the_comparison_report_greys_what_the_repeats_call_noise(gate_store, tmp
     assert span.group(1) is None and span.group(2).startswith("within the run-to-run noise")
     assert span.group(3) == "\u25b2+7.7 %"
     assert "so this is within the noise" in repeated[repeated.index('<section id="comparison">'):][:2000]
+
+
+def test_a_brief_comparison_keeps_what_is_beyond_the_noise(gate):
+    verdict = compare_runs(gate["b4-r2"][1], gate["b4-r1"][1], base_repeats=[gate["b4-r3"][1]])
+    console = Console(width=80, record=True, file=open("/dev/null", "w"))
+    print_comparison(verdict, {"id": "b4r1", "name": "gate-b4-r1"}, console, brief=True)
+    lines = console.export_text().splitlines()
+    beyond = [c for c in verdict.regressions if c.significance != NOISE]
+    assert [c.kernel for c in beyond] == ["cublaslt_nvjet"]  # the gate_up GEMM's +1.15 µs
+    assert lines[-2] == f"and {len(verdict.regressions) - 1} within the noise"
+    assert lines[-1] == f"Largest gains: {len(verdict.gains)} within the noise"
+    assert not any("splitk_reduce" in line for line in lines)

@@ -105,7 +105,7 @@ def show_views(run: Optional[str], phase: Optional[Sequence[str]] = None, role: 
     else:
         if comparison is not None:
             console = output_console()
-            print_comparison(comparison, the_store.run(baseline[0]), console, run=row)
+            print_comparison(comparison, the_store.run(baseline[0]), console, run=row, brief=brief)
             console.print()
         if brief:
             print_brief(result, row, raw=kernels)
