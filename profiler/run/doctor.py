@@ -22,7 +22,6 @@ PACKAGES = {
     "rich": ("tables and progress", True),
     "pandas": ("the kernels table", True),
     "pyarrow": ("the Parquet store", True),
-    "plotly": ("HTML reports", True),
     "nvtx": ("phase and role ranges in the built-in workloads", True),
     "torch": ("the built-in workloads (gpu extra)", False),
     "triton": ("the deterministic GEMMs (gpu extra)", False),
