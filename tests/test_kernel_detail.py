@@ -325,3 +325,45 @@ def test_show_kernel_on_the_command_line(store, llama, monkeypatch):
     assert max(len(line) for line in lines) <= 100
     code, out, err = smlens("show", "llama-b8", "--baseline", "llama-b1", "--store", store)
     assert code == 2 and out == "" and "--baseline needs --kernel ID" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_a_hostile_kernel_name_on_its_page_stays_text(tmp_path):
+    """The targeted capture with script and markup in every GEMM's name and NVTX message: its page
+    shows them character for character and runs none of them."""
+    import os
+    from reports import html as report
+    from tests.chromium import Browser, find_chromium
+    from tests.conftest import TARGETED_SHAPES
+    from tests.report_cases import HOSTILE_NAME, hostile_capture, views_input
+
+    binary = find_chromium()
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must have Chromium for the report tests: apt-get install chromium")
+        pytest.skip("no chromium on PATH (apt-get install chromium)")
+    capture = hostile_capture(DATA / "targeted_raw.csv", tmp_path / "hostile.csv")
+    data = views_input(capture, TARGETED_SHAPES, {"id": "evil", "name": "evil"})
+    hostile = data.kernels[data.kernels["name"].str.endswith(HOSTILE_NAME)]
+    kernel_id = hostile["id"].iloc[0]
+    path = tmp_path / "hostile.html"
+    path.write_text(report.render_report(data), encoding="utf-8")
+    browser = Browser(binary, window=(1400, 1000))
+    try:
+        session = browser.open(path.resolve().as_uri() + f"#kernel-{kernel_id}")
+        shown = browser.evaluate(session, """new Promise(function (done) {
+            var t0 = Date.now();
+            (function poll() {
+              var s = document.getElementById('kernel-%s');
+              if ((s && !s.hidden) || Date.now() - t0 > 20000)
+                done({lines: s ? Array.from(s.querySelectorAll('p.meta')).map(function (p) { return p.textContent; }) : [],
+                      pwned: window.__pwned === undefined ? null : window.__pwned, title: document.title,
+                      tags: s ? Array.from(s.querySelectorAll('script, img, svg, i')).length : -1});
+              else setTimeout(poll, 50);
+            })();
+        })""" % kernel_id)
+        assert shown["lines"][0] == f"name: {hostile['name'].iloc[0]}"
+        assert shown["pwned"] is None and "pwned" not in shown["title"] and shown["tags"] == 0
+        assert browser.errors(session) == []
+    finally:
+        browser.close()
