@@ -9,13 +9,14 @@ has is a kernel added or removed.
 
 The verdict says what changed: the workload's time (setup left out, as the verdict's shares) and
 per token, each phase's, and the largest regressions and gains by absolute time, each with the
-figure that explains it: the tile or the kernel that changed, the tokens, the bound, else the gap
-step (or the figure behind it) that moved most the same way as the time. A change is told from
-run-to-run noise by repeats when there are some (several runs of a side): the spread of a key's time
-over one side's repeats is its noise floor, and with enough runs on both sides the gate's
-Mann-Whitney U test (reports/gate_stats.py, passed in as `u_test`) must also find it significant.
-Below the floor a change is `noise`, shown grey. Without repeats there is no floor: every change
-counts.
+figure that explains it: the kernel added or removed, the tokens, the tile, the launches, the
+bound, else the gap step (or the figure behind it) that moved most the same way as the time. A
+change is told from run-to-run noise by repeats when there are some (several runs of a side): a
+key's noise floor is the largest of its own spread over one side's runs, the spread per launch most
+keys stay within times its launches, and the workload's relative spread times its time
+(NoiseFloor); with enough runs on both sides the gate's Mann-Whitney U test (reports/gate_stats.py,
+passed in as `u_test`: views import no report) must also find it significant. Within the floor a
+change is `noise`, shown grey. Without repeats there is no floor: every change counts.
 """
 from __future__ import annotations
 
