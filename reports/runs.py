@@ -51,9 +51,10 @@ def _compact(title: str | None = None, header: bool = True) -> Table:
 
 
 # What moves out of the row, onto a line of its own under it, until the row fits the width: the
-# tags, then the device and format, then the date and kernel count (ids and names stay in the row).
+# tags, then the device and format, then the date and kernel count, then a name too long for it.
 _UNDER_THE_ROW = (("tags",), ("device_name", "source_format", "tags"),
-                  ("created", "device_name", "kernel_count", "source_format", "tags"))
+                  ("created", "device_name", "kernel_count", "source_format", "tags"),
+                  ("name", "created", "device_name", "kernel_count", "source_format", "tags"))
 
 
 def _runs_texts(runs: pd.DataFrame) -> list[dict]:

@@ -564,8 +564,11 @@ def brief_parts(result, run: Optional[dict] = None, width: int = 80, verdict: Op
     head += [Prose((verdict or verdict_of(result)).summary), Text("")]
     table = phase_role_table(result.gap, width, basis_text)
     footer = [Prose("without --brief: the gap and the eight views; --view V4: one view alone", style="dim")]
-    if _line_count(head + table + footer, width) <= lines - 5:  # a longer table: the full output has it
+    if _line_count(head + table + footer, width) <= lines - 5:
         head += table + [Text("")]
+    elif table:  # a longer table (a run of many ranks): the full output has it
+        head += [Prose("each phase and role's time and bound: too many rows for one screen (smlens views "
+                       "has them)", style="dim"), Text("")]
     for limit in range(TOP_KERNELS, 0, -1):
         parts = head + top_kernels_tables(top_kernels_of(result, raw, limit), width, basis_text) + footer
         if _line_count(parts, width) <= lines:
