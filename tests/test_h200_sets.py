@@ -77,7 +77,7 @@ def test_every_set_and_page_holds_the_same_kernels_as_smlens_own_capture(capture
         assert result.kernels["role"].tolist() == reference["role"].tolist(), name
 
 
-# What each set carries, per view (views.registry.support): the README's "your own captures" table
+# What each set carries, per view (views.registry.support): docs/CAPTURES.md's table
 SUPPORT = {
     "smlens": dict.fromkeys(("V1", "V2", "V3", "V4", "V5", "V6", "V7"), "supported"),
     "full.raw": dict.fromkeys(("V1", "V2", "V3", "V4", "V5", "V6", "V7"), "supported"),

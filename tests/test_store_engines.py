@@ -1,6 +1,6 @@
 """The store read without smlens, by DuckDB (a folder and S3) and Apache Spark (a folder, and an S3
 store's objects copied as they are): the same per-phase, per-role kernel time as
-`smlens views --format json`. The queries are the README's."""
+`smlens views --format json`. The queries are docs/STORE.md's."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,7 @@ from tests.conftest import DATA
 
 CAPTURES = ("targeted_raw.csv", "decode12_raw.csv", "sections_raw.csv")  # three metric sets
 
-# The README's queries, with the store's location and a run id filled in.
+# docs/STORE.md's queries, with the store's location and a run id filled in.
 DUCKDB_QUERY = """
   SELECT phase, role, count(*) AS kernels, sum("gpu__time_duration.sum") AS time_ns
   FROM read_parquet('{store}/runs/*/kernels.parquet', hive_partitioning = true, union_by_name = true)

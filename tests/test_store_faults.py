@@ -284,7 +284,7 @@ def test_an_unwritable_store_folder_without_root(tmp_path):
 
 
 def test_parquet_readers_never_see_a_staged_run(tmp_path):
-    """A run mid-ingest lives in .staging/: the README's pandas and DuckDB recipes do not see it."""
+    """A run mid-ingest lives in .staging/: docs/STORE.md's pandas and DuckDB recipes do not see it."""
     path = tmp_path / "store"
     Store(path).ingest(RAW, name="d12")
     staged = path / ".staging" / "ingest-deadbeef" / "runs" / "run=deadbeef"
