@@ -17,7 +17,7 @@ from reports.html_text import (arrow, change_class, col, delta_pct, esc, fmt, fm
                                group_keys, is_missing, na_reasons, numbers, short_name, sort_groups, view_status)
 from views import gap as gap_figures, registry
 from views.catalog import Figure
-from views.top_kernels import range_label
+from views.top_kernels import range_label, work_ranges
 from views.vocabulary import CHOSEN_KINDS, PHASE_ORDER
 
 # --- tables (every cell escaped here, nowhere else) -----------------------------------------------
@@ -560,29 +560,9 @@ def _name_cell(name: Any) -> str:
     return f'<code title="{esc(short)}">{esc(short[:NAME_WIDTH - 1])}\u2026</code>'
 
 
-# Ranges open around every kernel of a rank that say nothing of where in the model it ran: a
-# tensor-parallel run's rank range (the rank has its column) and NCCL's own (communicator set-up).
-WHOLE_RUN_RANGES = ("smlens_rank:", "NCCL:")
-
-
-def _ranges(stack: Any) -> list:
-    if stack is None or (not isinstance(stack, (list, tuple)) and not hasattr(stack, "tolist")
-                         and is_missing(stack)):
-        return []
-    items = list(stack.tolist() if hasattr(stack, "tolist") else stack) if not isinstance(stack, str) else [stack]
-    return [str(s) for s in items if not str(s).startswith(WHOLE_RUN_RANGES)]
-
-
 def _nvtx_text(stack: Any) -> str:
     """The innermost range's message: the outer ones repeat the phase."""
-    return " / ".join(_ranges(stack)[-2:])
-
-
-def nvtx_op(stack: Any) -> str:
-    """What the kernel's innermost range says it computes (views.top_kernels.range_label: `op=silu_mul`
-    -> `silu_mul`, or a program's module), the whole-run ranges left out: it tells apart kernels
-    of one name (`at::elementwise_kernel` runs the activation and the rotary embedding)."""
-    return range_label(_ranges(stack))
+    return " / ".join(work_ranges(stack)[-2:])
 
 
 def top_kernels_table(kernels: pd.DataFrame, limit: int = 12, time_label: str = "total time") -> str:
@@ -592,7 +572,7 @@ def top_kernels_table(kernels: pd.DataFrame, limit: int = 12, time_label: str = 
     if kernels.empty or "name" not in kernels.columns:
         return ""
     frame = kernels.assign(_t=numbers(kernels, "time_ns").fillna(0), _name=col(kernels, "name").astype(object),
-                           _op=col(kernels, "nvtx_stack").map(nvtx_op))
+                           _op=col(kernels, "nvtx_stack").map(range_label))
     total = frame["_t"].sum()
     catalog = registry.figures()
     shown = [catalog[c] for c in KERNEL_FIRST[1:] if c in catalog and c in kernels.columns]

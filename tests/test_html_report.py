@@ -620,14 +620,14 @@ def test_top_kernels_tell_apart_one_name_by_its_nvtx_operation():
     """In the TP capture every elementwise row read `at::elementwise_kernel`; their role ranges name
     the operation (`elementwise op=silu_mul`, `op=rope_kv_cache`): each row says it now, and its
     time is that name's in that operation."""
-    from reports.html_tables import nvtx_op
+    from views.top_kernels import range_label
 
     data = views_input(DATA / "h200_tp" / "llama-3.1-8b-tp2-b8-p512.csv.gz", None, {"id": "tp"})
     top = Page(report.render_report(data)).table("top")
     elementwise = top[top["kernel"].str.startswith("at::elementwise_kernel ")]
     assert set(elementwise["kernel"]) == {"at::elementwise_kernel silu_mul", "at::elementwise_kernel rope_kv_cache"}
     k = data.kernels
-    op = k["nvtx_stack"].map(nvtx_op)
+    op = k["nvtx_stack"].map(range_label)
     from reports.html_text import fmt_time_ns, short_name
 
     by_kernel = k[op == "rope_kv_cache"].assign(short=lambda f: f["name"].map(short_name))

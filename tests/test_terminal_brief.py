@@ -20,7 +20,7 @@ from reports.terminal import (brief_document, gap_tables, print_brief, print_vie
 from tests.cli import smlens
 from tests.conftest import DATA
 from views.registry import compute_views
-from views.top_kernels import range_label, top_kernels
+from views.top_kernels import range_label, top_kernels, work_ranges
 
 B4 = DATA / "h200_runs" / "gate-b4-r1.csv.gz"
 
@@ -82,6 +82,24 @@ def test_kernels_are_named_by_their_nvtx_ranges(b4):
     assert range_label(["smlens:prefill", "smlens:gate_up_proj M=512 N=14336 K=4096 module=model.layers.0.mlp.up_proj"]) \
         == "mlp.up_proj"
     assert range_label(["<default domain>:prefill", "<default domain>:down_proj"]) == ""
+
+
+def test_a_tp_runs_kernels_are_named_by_their_work_not_their_rank_range():
+    """A tensor-parallel run (h200_tp, Llama-3.1-8B TP2 batch 8): inside a kernel's role range are
+    its rank marker (`smlens_rank:rank=0 ...`) and NCCL's communicator set-up; the terminal's kernels of most time name the
+    elementwise kernels by the role range inside it, as the report's table does."""
+    raw = read_capture(DATA / "h200_tp" / "llama-3.1-8b-tp2-b8-p512.csv.gz").kernels
+    result = compute_views(raw)
+    stacks = [list(s) for s in raw["nvtx_stack"] if s is not None and len(s)]
+    # what the label must look past
+    assert any(s[-2].startswith("smlens_rank:") and s[-1].startswith("NCCL:") for s in stacks)
+    top = top_kernels_of(result, raw, limit=60)
+    elementwise = top[top["kernel_name"].str.startswith("void at::elementwise_kernel")]
+    assert set(elementwise["label"]) == {"rope_kv_cache", "silu_mul"}
+    assert set(elementwise["rank"]) == {0.0, 1.0}
+    assert range_label(["smlens:decode", "smlens:elementwise op=silu_mul", "smlens_rank:rank=1 tp=2 device=1",
+                        "NCCL:ncclAllReduce"]) == "silu_mul"
+    assert work_ranges(None) == [] and work_ranges("NCCL:ncclAllReduce") == []
 
 
 def test_the_full_output_has_the_kernels_of_most_time(targeted):

@@ -1,7 +1,8 @@
 """The kernels that take the most time, as `ncu --print-summary` lists them: one row per distinct
 kernel of a phase and role (its name, NVTX range, grid, block and registers), its launches, time and
 share. A kernel is named by its NVTX range where the range says what it computes (`op=silu_mul`,
-`module=model.layers.0.mlp.act_fn`): PyTorch runs silu-and-multiply, rotary embedding and the KV
+`module=model.layers.0.mlp.act_fn`), the rank's and the libraries' ranges left out (a TP run's
+innermost range is often its rank marker or NCCL's): PyTorch runs silu-and-multiply, rotary embedding and the KV
 cache copy through the same `at::elementwise_kernel`, which its name cannot tell apart.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from views import quantities as q
+from views.vocabulary import LIBRARY_DOMAINS, RANK_DOMAIN
 
 LIMIT = 10
 COLUMNS = ("label", "kernel_name", "phase", "role", "rank", "launches", "time_ns", "share_pct", "mean_ns",
@@ -20,14 +22,27 @@ COLUMNS = ("label", "kernel_name", "phase", "role", "rank", "launches", "time_ns
 _OP = re.compile(r"(?:^|\s)op=(\S+)")
 _MODULE = re.compile(r"(?:^|\s)module=(\S+)")
 _LAYER_PATH = re.compile(r"^.*?\.\d+\.")  # `model.layers.0.` before a module's own name
+# ranges around a rank's whole run or inside a library: they say nothing of what a kernel computes
+_NOT_THE_WORK = tuple(f"{domain}:" for domain in (RANK_DOMAIN, *LIBRARY_DOMAINS))
+
+
+def work_ranges(stack) -> list[str]:
+    """A kernel's NVTX stack (outermost first; a list, an array, one string, or missing) without
+    the rank's and the libraries' ranges: the ranges that say what the program was doing."""
+    if not isinstance(stack, (str, list, tuple)) and not hasattr(stack, "tolist"):
+        return []  # None, NaN, pd.NA: no ranges
+    items = [stack] if isinstance(stack, str) else list(stack.tolist() if hasattr(stack, "tolist") else stack)
+    return [str(s) for s in items if not str(s).startswith(_NOT_THE_WORK)]
 
 
 def range_label(stack) -> str:
-    """What the innermost NVTX range says the kernel computes: its `op=` (the built-in decoder's
-    elementwise ranges), else its module below the layer list (a program's ranges), else ''."""
-    if stack is None or isinstance(stack, float) or len(stack) == 0:
+    """What the innermost NVTX range of the work (work_ranges) says the kernel computes: its `op=`
+    (the built-in decoder's elementwise ranges), else its module below the layer list (a program's
+    ranges), else ''."""
+    ranges = work_ranges(stack)
+    if not ranges:
         return ""
-    innermost = str(list(stack)[-1])
+    innermost = ranges[-1]
     found = _OP.search(innermost)
     if found:
         return found.group(1)

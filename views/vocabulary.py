@@ -27,6 +27,10 @@ COLLECTIVE_ROLES = ("allreduce", "allgather", "reducescatter", "alltoall", "broa
 # Every role a kernel can carry, in layer order: the six, and what the kernel-name classifier says
 # of a kernel outside any role range (`gemm`: a GEMM of unknown role; `other`), the collectives.
 KERNEL_ROLES = (*ROLES, "gemm", *COLLECTIVE_ROLES, "other")
+# NVTX domains that name no phase, role or operation: the rank marker tensor parallel pushes
+# around a rank's whole run, and libraries' own bookkeeping ranges.
+RANK_DOMAIN = "smlens_rank"
+LIBRARY_DOMAINS = ("NCCL", "NVSHMEM")
 
 # What a kernel is, from its name alone.
 KINDS = ("gemm", "attention", "splitk_reduce", "elementwise", "communication", "other")

@@ -11,12 +11,9 @@ import shlex
 
 from views.kernel_names import kind_of
 from views.vocabulary import (ANNOTATION_KEY, BLOCKS, COLLECTIVE_ROLES, COMPILED_KEY, KINDS,  # noqa: F401
-                               PHASES, ROLE_ALIASES, ROLES, SETUP_PHASE)
+                               LIBRARY_DOMAINS, PHASES, RANK_DOMAIN, ROLE_ALIASES, ROLES, SETUP_PHASE)
 
-RANK_DOMAIN = "smlens_rank"
 _RANK = re.compile(r"^rank\s*=\s*(\d+)\b")
-# Domains whose ranges are a library's own bookkeeping, never a phase, role or rank of the program.
-LIBRARY_DOMAINS = ("NCCL", "NVSHMEM")
 
 _SHAPE = re.compile(r"\b([MNK])\s*=\s*(\d+)")
 # attention ranges: `attention B=8 H=32 KVH=8 Sq=1 Skv=513 D=128 causal=0`
