@@ -12,7 +12,8 @@ from reports.html_tables import change_span, html_table, kernel_page_link, kerne
 from reports.html_text import esc, fmt, fmt_time_ns, is_missing, numbers, prose
 from views.comparison import GAIN, NOISE, REGRESSION, Change, ComparisonVerdict
 from views.v7_memory import BOUND_FLOOR_PCT
-from views.verdict import BOUND_WORDS, Verdict
+from reports.verdict_text import BOUND_WORDS, group_text, missing_text, setup_text, summary_text, waiting_text
+from views.verdict import Verdict
 
 PHASE_COLUMNS = (
     ("share", "the phase's share of the workload's kernel time (setup left out)"),
@@ -82,11 +83,12 @@ def verdict_section(verdict: Verdict, base: Optional[Verdict] = None,
                       change_span("time_ns", time, before, fmt_time_ns) if not is_missing(before) else "",
                       esc(_bounds(b.bounds)) if b is not None else ""]
         rows.append(cells)
-    missing = f'<p class="na">{prose(verdict.missing)}</p>' if verdict.missing else ""
+    missing = f'<p class="na">{prose(missing_text(verdict))}</p>' if verdict.missing_units else ""
     items = []
     for g in verdict.opportunities:
         prefix = f"{g.label}: "
-        rest = g.text[len(prefix):] if g.text.startswith(prefix) else g.text
+        text = group_text(g)
+        rest = text[len(prefix):] if text.startswith(prefix) else text
         kernel = longest.get((g.phase, g.role, g.rank))
         page = (f' <span class="d">({kernel_page_link(f"its longest kernel, #{esc(kernel)}", kernel)})</span>'
                 if kernel is not None else "")
@@ -95,11 +97,11 @@ def verdict_section(verdict: Verdict, base: Optional[Verdict] = None,
               f'need if its bound unit ran at its peak (time \u00d7 headroom), or a collective if it overlapped '
               f'compute; click one for its kernels.</p>'
               f'<ol class="opps">{"".join(items)}</ol>') if items else ""
-    setup = f'<p class="setup">{prose(verdict.setup.text)}</p>' if verdict.setup else ""
+    setup = f'<p class="setup">{prose(setup_text(verdict.setup))}</p>' if verdict.setup else ""
     if getattr(verdict, "waiting", None):  # tensor parallel: apart from the shares, as the setup
-        setup += f'<p class="setup">{prose(verdict.waiting.text)}</p>'
+        setup += f'<p class="setup">{prose(waiting_text(verdict.waiting))}</p>'
     words = ", ".join(f"{w}" for w in BOUND_WORDS.values())
-    return (f'<section id="verdict"><h2>Verdict</h2><p class="verdict">{prose(verdict.summary)}</p>{missing}'
+    return (f'<section id="verdict"><h2>Verdict</h2><p class="verdict">{prose(summary_text(verdict))}</p>{missing}'
             + html_table(headers, rows, "phases", sticky=1) + ranked + setup
             + f'<p class="d">Bounds: {esc(words)}; hover a heading for its definition.</p></section>')
 

@@ -23,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 from reports.formatting import is_missing, na_advice, number_text, value_text
 from reports.ranks import COMM_LEGEND, collectives_table, communication_table, imbalance_table
+from reports.verdict_text import group_text, setup_text, summary_text, verdict_document, waiting_text
 from reports.tables import (PIPED_WIDTH, Column, CompactTable, Prose, Rows, compact_table, fit, output_console, pct,
                             ratio, share, short_name, si, text, us)
 from views import gap as gap_module, registry
@@ -102,7 +103,7 @@ def _pct_text(value: float) -> str:
 
 def verdict_parts(verdict: Verdict, width: int) -> list:
     """The verdict's sentence, its phases as a table, the ranked opportunities and the setup."""
-    parts: list = [Text("Verdict", style="bold"), Prose(verdict.summary)]
+    parts: list = [Text("Verdict", style="bold"), Prose(summary_text(verdict))]
     if verdict.phases:
         rows = Rows()
         for phase in verdict.phases:
@@ -130,11 +131,11 @@ def verdict_parts(verdict: Verdict, width: int) -> list:
         parts.append(Text(""))
         parts.append(Text("Where time can be won (time x headroom to the bound unit's peak):", style="bold"))
         for rank, group in enumerate(verdict.opportunities, 1):
-            parts.append(Prose(f"{rank}. {group.text}"))
+            parts.append(Prose(f"{rank}. {group_text(group)}"))
     if verdict.setup is not None:
-        parts.append(Prose(verdict.setup.text, style="dim"))
+        parts.append(Prose(setup_text(verdict.setup), style="dim"))
     if getattr(verdict, "waiting", None) is not None:  # tensor parallel: apart, as the setup
-        parts.append(Prose(verdict.waiting.text, style="dim"))
+        parts.append(Prose(waiting_text(verdict.waiting), style="dim"))
     return parts
 
 
@@ -561,7 +562,7 @@ def brief_parts(result, run: Optional[dict] = None, width: int = 80, verdict: Op
     basis = share_basis_line(result)
     basis_text = shares_of(getattr(result, "phase_time_ns", None) or {})
     head += [Prose(basis, style="dim")] if basis else []
-    head += [Prose((verdict or verdict_of(result)).summary), Text("")]
+    head += [Prose(summary_text(verdict or verdict_of(result))), Text("")]
     table = phase_role_table(result.gap, width, basis_text)
     footer = [Prose("without --brief: the gap and the eight views; --view V4: one view alone", style="dim")]
     if _line_count(head + table + footer, width) <= lines - 5:
@@ -601,7 +602,7 @@ def brief_document(result, run_id=None, verdict: Optional[Verdict] = None,
             "time_shares_of": {"time_ns": sum(phase_time_ns.values()), "phase_time_ns": phase_time_ns}
             if phase_time_ns else {"time_ns": float(getattr(result, "total_time_ns", float("nan"))),
                                    "phase_time_ns": None},
-            "verdict": (verdict or verdict_of(result)).to_dict(),
+            "verdict": verdict_document(verdict or verdict_of(result)),
             "groups": _records(gap[[c for c in BRIEF_GROUP_COLUMNS if c in gap.columns]]),
             "top_kernels": _records(top)}
 

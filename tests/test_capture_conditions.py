@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from reports.verdict_text import verdict_document
 from reports.formats.views_json import views_document, views_json
 from reports.terminal import capture_line, device_line, print_views
 from views.registry import compute_views
@@ -75,7 +76,7 @@ def test_a_kernel_ncu_could_not_measure_is_kept_marked_and_out_of_the_sums(one_k
     # the phase keeps the eleven measured kernels' time: 125.9 µs, all of the workload
     decode = result.gap[(result.gap["phase"] == "decode") & (result.gap["role"] == "all")].iloc[0]
     assert decode["time_ns"] == pytest.approx(times.drop(2).sum()) and decode["time_ns"] == pytest.approx(125_900, abs=60)
-    phase = verdict(result).to_dict()["phases"][0]
+    phase = verdict_document(verdict(result))["phases"][0]
     assert phase["share_pct"] == pytest.approx(100.0) and phase["time_ns"] == pytest.approx(decode["time_ns"])
     # one GPU, said once: the unread kernel's empty Device and CC cells are no second one
     assert len(result.devices) == 1

@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from reports.verdict_text import group_text, summary_text, verdict_document, waiting_text
 from tests.conftest import DATA
 from tests.report_cases import views_input
 from views.registry import compute_views
@@ -37,7 +38,7 @@ def test_waiting_for_the_other_rank_is_apart_and_out_of_the_shares(result, judge
     assert waits[("cold_prefill", 0)] == pytest.approx(11.69e6, rel=1e-3)
     assert judged.waiting is not None
     assert judged.waiting.time_ns == pytest.approx(sum(waits.values()), rel=1e-9)
-    assert "cold_prefill rank 0 11.7 ms" in judged.waiting.text
+    assert "cold_prefill rank 0 11.7 ms" in waiting_text(judged.waiting)
     phases = {p.phase: p for p in judged.phases}
     groups = result.groups[result.groups["role"] != "all"]
     for name, phase in phases.items():
@@ -46,7 +47,7 @@ def test_waiting_for_the_other_rank_is_apart_and_out_of_the_shares(result, judge
     assert sum(p.share_pct for p in judged.phases) == pytest.approx(100)
     cold, warm = phases["cold_prefill"], phases["warm_prefill"]
     assert abs(cold.share_pct - warm.share_pct) < 5 and 40 < cold.share_pct < 50
-    assert judged.to_dict()["waiting"]["time_ns"] == pytest.approx(judged.waiting.time_ns)
+    assert verdict_document(judged)["waiting"]["time_ns"] == pytest.approx(judged.waiting.time_ns)
 
 
 def test_exposed_communication_is_an_opportunity(result, judged):
@@ -58,7 +59,7 @@ def test_exposed_communication_is_an_opportunity(result, judged):
     cold = found["cold_prefill"]
     transfer = [comm.loc[("cold_prefill", r), "comm_transfer_ns"] for r in (0, 1)]
     assert cold.saving_ns == pytest.approx(sum(transfer) / 2, rel=1e-6) and cold.ranks == 2
-    assert cold.bound == "communication" and "exposed" in cold.text and "160 GB/s" in cold.text
+    assert cold.bound == "communication" and "exposed" in group_text(cold) and "160 GB/s" in group_text(cold)
     groups = {g.label: g for g in judged.groups}  # without an overlap nothing is won: the rule, not a constant
     assert groups["decode · allreduce r1"].saving_ns == pytest.approx(comm.loc[("decode", 1), "comm_ns"], rel=1e-6)
 
@@ -73,7 +74,7 @@ def test_rank_pairs_are_one_opportunity(judged):
     assert elementwise.rank is None and elementwise.ranks == 2
     assert elementwise.saving_ns == pytest.approx(sum(g.saving_ns for g in ranks) / 2)
     assert elementwise.share_pct == pytest.approx(sum(g.share_pct for g in ranks))
-    assert "per rank (2 ranks)" in elementwise.text
+    assert "per rank (2 ranks)" in group_text(elementwise)
     ordered = [g.saving_ns * g.ranks for g in judged.opportunities]
     assert ordered == sorted(ordered, reverse=True) and all(math.isfinite(v) for v in ordered)
 
@@ -96,5 +97,5 @@ def test_the_terminal_shows_the_wait_apart(judged):
     from reports.terminal import verdict_parts
 
     texts = [str(getattr(p, "text", "")) for p in verdict_parts(judged, 200)]
-    assert judged.waiting.text in texts
-    assert texts.index(judged.waiting.text) > texts.index(str(judged.summary))
+    assert waiting_text(judged.waiting) in texts
+    assert texts.index(waiting_text(judged.waiting)) > texts.index(summary_text(judged))

@@ -23,6 +23,7 @@ from profiler.ingest.capture import read_capture
 from profiler.run import distributed, ncu
 from profiler.workloads import tensor_parallel as tpw
 from profiler.workloads.models import MODELS, get_model, shard, valid_tp
+from reports.verdict_text import group_text, summary_text
 from reports.formats.views_json import views_document, views_json
 from tests.cli import smlens
 from tests.test_profile import FAKES, ncu_calls, one_line_error
@@ -414,8 +415,8 @@ def test_the_verdict_of_a_tp_run_names_ranks_and_communication(tp8_views, tp8):
     assert decode.dram_pct == pytest.approx(dram, rel=1e-6)
     assert [(g.label, g.rank, g.ranks) for g in judged.opportunities[:2]] == [
         ("cold_prefill · allreduce", None, 2), ("warm_prefill · allreduce", None, 2)]
-    assert judged.opportunities[0].text.startswith("cold_prefill · allreduce: up to ")
-    assert "The most time to win: cold_prefill · allreduce" in judged.summary
+    assert group_text(judged.opportunities[0]).startswith("cold_prefill · allreduce: up to ")
+    assert "The most time to win: cold_prefill · allreduce" in summary_text(judged)
     console = Console(record=True, width=200)
     print_views(tp8_views, {"name": "tp"}, console=console)
     out = console.export_text()

@@ -8,6 +8,7 @@ import math
 import pandas as pd
 import pytest
 
+from reports.verdict_text import group_text, missing_text, summary_text, verdict_document
 from tests.cli import smlens
 from tests.conftest import DATA
 from views.registry import compute_views
@@ -60,7 +61,7 @@ def test_each_group_is_bound_by_the_unit_nearest_its_peak(result, judged):
     elementwise = _group(judged, "decode", "elementwise")
     assert elementwise.bound == "latency" and elementwise.busiest == "memory"
     assert max(elementwise.dram_pct, elementwise.tensor_pct, elementwise.fp32_pct) < LATENCY_BELOW_PCT
-    assert "34 kernels averaging 8.4 µs" in elementwise.text
+    assert "34 kernels averaging 8.4 µs" in group_text(elementwise)
 
 
 def test_opportunities_are_ranked_by_time_times_headroom(judged):
@@ -71,9 +72,9 @@ def test_opportunities_are_ranked_by_time_times_headroom(judged):
     top = judged.opportunities[0]
     assert (top.phase, top.role) == ("decode", "elementwise")
     assert top.saving_ns == pytest.approx(top.time_ns * (1 - top.busiest_pct / 100))
-    assert top.text.startswith("decode · elementwise: up to 279 µs to win of its 286 µs")
-    assert "decode takes the most time (36 % of the workload)" in judged.summary
-    assert "decode · elementwise, up to 279 µs, 12 % of the workload's time" in judged.summary
+    assert group_text(top).startswith("decode · elementwise: up to 279 µs to win of its 286 µs")
+    assert "decode takes the most time (36 % of the workload)" in summary_text(judged)
+    assert "decode · elementwise, up to 279 µs, 12 % of the workload's time" in summary_text(judged)
 
 
 def test_a_phase_is_named_for_the_bound_holding_most_of_its_time(judged):
@@ -103,9 +104,10 @@ def test_without_the_counters_it_says_why_and_what_to_do():
     kernels = read_capture(DATA / "decode12_raw.csv").kernels
     kernels = kernels[[c for c in kernels.columns if "__" not in c or c == "gpu__time_duration.sum"]]
     judged = verdict(compute_views(kernels))
-    assert judged.missing and "dram__throughput" in judged.missing and "profile with smlens" in judged.missing
+    why = missing_text(judged)
+    assert why and "dram__throughput" in why and "profile with smlens" in why
     assert judged.opportunities == [] and all(g.bound is None for g in judged.groups)
-    json.dumps(judged.to_dict(), allow_nan=False)  # NaN figures are null
+    json.dumps(verdict_document(judged), allow_nan=False)  # NaN figures are null
 
 
 def test_views_json_carries_the_verdict(tmp_path, judged):
@@ -132,11 +134,11 @@ def test_the_reports_verdict_never_puts_a_number_and_its_unit_on_two_lines(judge
     from reports.html_verdict import verdict_section
     section = verdict_section(judged)
     sentences = " ".join(re.findall(r"<(?:p|li)\b[^>]*>(.*?)</(?:p|li)>", section))
-    first = judged.opportunities[0].text  # "decode · elementwise: up to 279 µs to win ..."
+    first = group_text(judged.opportunities[0])  # "decode · elementwise: up to 279 µs to win ..."
     assert re.search(r"\d µs", first) and not re.search(r"\d [%µ]", sentences)
     assert re.search(r"\d\u00a0µs", sentences) and re.search(r"\d\u00a0%", sentences)
     shown = html.unescape(re.sub(r"<[^>]+>", "", sentences)).replace("\u00a0", " ")
-    assert first.split(": ", 1)[1] in shown and judged.summary in shown
+    assert first.split(": ", 1)[1] in shown and summary_text(judged) in shown
 
 
 def test_a_unit_not_measured_is_never_read_as_latency(judged):
@@ -151,8 +153,8 @@ def test_a_unit_not_measured_is_never_read_as_latency(judged):
     gemm = _group(full, "warm_prefill", "gate_up_proj")
     assert gemm.bound is None and gemm.busiest == "memory" and 15 < gemm.busiest_pct < 30
     assert math.isnan(gemm.saving_ns)
-    assert "Bound unknown: the tensor pipe and the FP32 pipes not measured" in gemm.text
-    assert "latency" not in gemm.text.lower()
+    assert "Bound unknown: the tensor pipe and the FP32 pipes not measured" in group_text(gemm)
+    assert "latency" not in group_text(gemm).lower()
     # DRAM at 60 % or more bounds a group whatever the other units (V7's rule)
     assert _group(full, "decode", "gate_up_proj").bound == "memory"
     assert all(g.bound in (None, "memory") for g in full.groups)
@@ -160,7 +162,7 @@ def test_a_unit_not_measured_is_never_read_as_latency(judged):
     assert phases["warm_prefill"].bound is None and phases["warm_prefill"].bounds == {}
     # 15 % of decode's time is memory-bound, the rest unknown: decode is not "mostly memory-bound"
     assert phases["decode"].bound is None and 10 < phases["decode"].bounds["memory"] < 20
-    assert "what bounds most of it is unknown (the tensor pipe and the FP32 pipes not measured)" in full.summary
+    assert "what bounds most of it is unknown (the tensor pipe and the FP32 pipes not measured)" in summary_text(full)
     assert all(o.bound == "memory" for o in full.opportunities)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from reports.verdict_text import group_text
 from reports.formatting import number_text
 from reports.terminal import print_views, short_name
 from tests.cli import smlens
@@ -198,4 +199,4 @@ def test_a_number_and_its_unit_stay_on_one_line_at_80_columns(targeted_capture):
     assert re.search(r"\(busiest: DRAM at\n2\.5 %\)\. 34 kernels averaging 8\.4 µs", text)
     assert re.search(r"^371 µs, 14 % of the captured time; left out of the shares above\.$", text, re.M)
     # the sentences themselves keep plain spaces (the JSON's and the report's)
-    assert "DRAM at 2.5 %" in verdict(result).opportunities[0].text
+    assert "DRAM at 2.5 %" in group_text(verdict(result).opportunities[0])

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from reports.verdict_text import missing_text
 from reports import html as report
 from reports.formats.views_json import views_json
 from reports.terminal import print_views
@@ -121,7 +122,7 @@ def test_a_device_the_capture_does_not_describe_is_said_so_not_na(public):
     # the verdict names only the counters the capture lacks: this one has DRAM %
     from views.verdict import verdict
 
-    assert verdict(result).missing.startswith("the capture lacks the tensor-pipe counters and the FP32 counters: ")
+    assert missing_text(verdict(result)).startswith("the capture lacks the tensor-pipe counters and the FP32 counters: ")
 
 
 class _Metric:

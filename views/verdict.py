@@ -20,6 +20,9 @@ profiled program's kernels outside its forwards) are setup: shown apart, left ou
 unless the run has no phase at all. After a phase filter (the result's `phase_time_ns`), shares are
 of the selected phases' whole time, as the gap's.
 
+The result holds figures only: what each sentence says and how (the kinds of hint, the units
+unmeasured) is reports/verdict_text.py's.
+
 Tensor parallel (the result's `communication`, views/ranks.py): a rank that reaches a collective
 first waits for the last to join; that wait is neither transfer nor the phase's work, so it is
 shown apart (`waiting`) and left out of the shares, as the setup is. What remains of a collective
@@ -31,20 +34,18 @@ one opportunity however many ranks ran it: its times per rank (their mean), its 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
-from views.common import plain
 from views.grouping import ALL, prevailing
 from views.v7_memory import BOUND_FLOOR_PCT, BOUNDS, LATENCY
 from views.vocabulary import COLLECTIVE_ROLES, OUTSIDE_PHASES as SETUP_PHASES, PHASE_ORDER
 # A collective timed without replay (tensor parallel) has no counters: its time is communication.
 COMMUNICATION = "communication"
-BOUND_WORDS = {"memory": "memory-bound", "tensor": "tensor-bound", "fp32": "FP32-bound",
-               "latency": "latency-bound", COMMUNICATION: "in collectives"}
-UNIT_WORDS = {"memory": "DRAM", "tensor": "the tensor pipe", "fp32": "the FP32 pipes"}
+# The units a group's bound is judged over, in the order the sentences name them.
+UNITS = ("memory", "tensor", "fp32")
 # Below this share of peak on every unit, nothing is saturated: latency (dependent instructions,
 # too few warps or blocks, short kernels) bounds the kernel (V7's floor, named for the sentences).
 LATENCY_BELOW_PCT = BOUND_FLOOR_PCT
@@ -55,6 +56,23 @@ LOW_COVERAGE = 0.9
 LOW_OCCUPANCY_PCT = 25.0
 LOW_FILL = 0.9
 TOP = 5
+
+
+# The kinds of hint: what to look at in a group, each with the figures its sentence tells.
+SHORT, COVERAGE, OCCUPANCY, FILL, STALL, BUS = "short", "coverage", "occupancy", "fill", "stall", "bus"
+
+
+@dataclass(frozen=True)
+class Hint:
+    """What to look at in a group: its kind, the figure that found it and what goes with it."""
+
+    kind: str  # SHORT (value: mean ns, count: kernels), COVERAGE (value: the SMs' share the grid
+    # reaches), OCCUPANCY (value: %, detail: the limiter), FILL (value: the useful MMA share),
+    # STALL (detail: the reason), BUS (value: GB/s, count: calls, slow: below LOW_BUS_GBPS)
+    value: float = float("nan")
+    count: float = float("nan")
+    detail: str | None = None
+    slow: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,8 +93,7 @@ class Group:
     fp32_pct: float
     sm_active_pct: float
     saving_ns: float  # time x headroom
-    hints: tuple[str, ...]
-    text: str
+    hints: tuple[Hint, ...]  # what to look at, most telling first (at most three)
     rank: int | None = None  # tensor parallel: each rank's groups are its own
     bounds: dict = field(default_factory=dict)  # bound -> share of the group's time (V7's)
     bound_pct: float = float("nan")  # V7's: the bound unit's share of its peak in the kernels it bounds
@@ -104,7 +121,7 @@ class Phase:
     tensor_pct: float
     fp32_pct: float
     sm_active_pct: float
-    text: str
+    tokens: float = float("nan")  # the tokens it processed when times are told per token
 
 
 @dataclass(frozen=True)
@@ -112,7 +129,6 @@ class Setup:
     kernels: int
     time_ns: float
     run_share_pct: float  # of all the time captured
-    text: str
 
 
 @dataclass(frozen=True)
@@ -120,55 +136,23 @@ class Waiting:
     """Tensor parallel: time ranks spent at collectives waiting for a slower rank to join."""
 
     time_ns: float  # over every rank
-    by_phase_rank: dict  # "phase rank N" -> ns
-    text: str
+    by_phase_rank: dict  # "phase rank N" -> ns, the longest first
 
 
 @dataclass
 class Verdict:
-    summary: str
     phases: list[Phase] = field(default_factory=list)
     opportunities: list[Group] = field(default_factory=list)  # ranked, best first
     groups: list[Group] = field(default_factory=list)  # every phase and role, in display order
     setup: Setup | None = None
     workload_time_ns: float = float("nan")
-    missing: str = ""  # why there is no bound, when the counters are missing
+    # when no group has a bound: the units (UNITS) whose counters no group has, first missed
+    # first; all three when every unit was measured somewhere and still nothing is bound
+    missing_units: tuple[str, ...] = ()
     waiting: Waiting | None = None  # tensor parallel: left out of the shares like the setup
-
-    def to_dict(self) -> dict:
-        """Plain JSON values (NaN as null)."""
-        return plain({"summary": self.summary, "missing": self.missing or None,
-                       "workload_time_ns": self.workload_time_ns,
-                       "phases": [asdict(p) for p in self.phases],
-                       "opportunities": [asdict(g) for g in self.opportunities],
-                       "groups": [asdict(g) for g in self.groups],
-                       "setup": asdict(self.setup) if self.setup else None,
-                       "waiting": asdict(self.waiting) if self.waiting else None})
 
 
 # --- numbers ------------------------------------------------------------------------------------
-
-def _time_per(ns: float, tokens: float) -> str:
-    """A time as told: per token of its phase when `tokens` is known (a per-token report)."""
-    if math.isfinite(tokens) and tokens > 0:
-        return f"{_time(ns / tokens)} per token"
-    return _time(ns)
-
-
-def _time(ns: float) -> str:
-    if not math.isfinite(ns):
-        return "n/a"
-    for size, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
-        if abs(ns) >= size:
-            return f"{ns / size:.3g} {unit}"
-    return f"{ns:.3g} ns"
-
-
-def _pct(value: float) -> str:
-    if not math.isfinite(value):
-        return "n/a"
-    return f"{value:.2g} %" if abs(value) < 10 else f"{value:.0f} %"
-
 
 def _get(row, column: str) -> float:
     value = row.get(column) if hasattr(row, "get") else None
@@ -200,50 +184,31 @@ def _bound(row) -> tuple[str | None, str | None, float, dict]:
     return (bound if bound in BOUNDS else None), busiest, known.get(busiest, float("nan")), shares
 
 
-def _hints(row, bound: str | None) -> tuple[str, ...]:
+def _hints(row, bound: str | None) -> tuple[Hint, ...]:
     """What to look at, with the numbers and the view that explains them."""
     kernels, time_ns = _get(row, "kernels"), _get(row, "time_ns")
     mean_ns = time_ns / kernels if kernels else float("nan")
     coverage, occupancy = _get(row, "sm_coverage"), _get(row, "achieved_occupancy_pct")
     fill, stall, limiter = _get(row, "fill"), _text(row, "top_stall"), _text(row, "occupancy_limiter")
+    bus = _get(row, "bus_gbps")
     found = {
-        "short": (f"{kernels:.0f} kernels averaging {_time(mean_ns)}: launch and ramp-up weigh "
-                  "(fuse them, or replay them as a CUDA graph)") if mean_ns < SHORT_KERNEL_NS else None,
-        "coverage": (f"the grid reaches {coverage * 100:.0f} % of the SMs (V5)")
-        if coverage < LOW_COVERAGE else None,
-        "occupancy": (f"occupancy {occupancy:.0f} % of the SM's warps"
-                      + (f", limited by {_limiter_words(limiter)}" if limiter else "")
-                      + " (V4)") if occupancy < LOW_OCCUPANCY_PCT else None,
-        "fill": (f"{(1 - fill) * 100:.0f} % of the MMA work multiplies padding (useful MMA share "
-                 f"{fill:.2f}, V3)") if fill < LOW_FILL else None,
-        "stall": f"warps wait most on {stall.replace('_', ' ')} (V6)" if stall else None,
-        "bus": _bus_hint(row),
+        SHORT: Hint(SHORT, mean_ns, kernels) if mean_ns < SHORT_KERNEL_NS else None,
+        COVERAGE: Hint(COVERAGE, coverage) if coverage < LOW_COVERAGE else None,
+        OCCUPANCY: Hint(OCCUPANCY, occupancy, detail=limiter) if occupancy < LOW_OCCUPANCY_PCT else None,
+        FILL: Hint(FILL, fill) if fill < LOW_FILL else None,
+        STALL: Hint(STALL, detail=stall) if stall else None,
+        BUS: Hint(BUS, bus, kernels, slow=bus < LOW_BUS_GBPS) if math.isfinite(bus) else None,
     }
-    order = {"latency": ("short", "coverage", "occupancy", "stall"),
-             "memory": ("coverage", "stall", "short"),
-             "tensor": ("fill", "occupancy", "stall"),
-             "fp32": ("occupancy", "stall", "coverage"),
-             COMMUNICATION: ("bus",)}.get(bound or "", ())
+    order = {"latency": (SHORT, COVERAGE, OCCUPANCY, STALL),
+             "memory": (COVERAGE, STALL, SHORT),
+             "tensor": (FILL, OCCUPANCY, STALL),
+             "fp32": (OCCUPANCY, STALL, COVERAGE),
+             COMMUNICATION: (BUS,)}.get(bound or "", ())
     return tuple(found[k] for k in order if found[k])[:3]
 
 
 # NCCL's bus bandwidth below this on NVLink is the latency of each call, not the links' speed.
 LOW_BUS_GBPS = 50.0
-
-
-def _bus_hint(row) -> str | None:
-    bus, calls = _get(row, "bus_gbps"), _get(row, "kernels")
-    if not math.isfinite(bus):
-        return None
-    text = f"{calls:.0f} calls at {bus:.3g} GB/s of bus bandwidth (the ranks' table)"
-    if bus < LOW_BUS_GBPS:
-        text += ": each call's latency, not the links, sets its time (fuse small collectives)"
-    return text
-
-
-def _limiter_words(limiter: str) -> str:
-    """`registers+shared_mem` -> `registers and shared memory`."""
-    return " and ".join({"shared_mem": "shared memory"}.get(p, p.replace("_", " ")) for p in limiter.split("+"))
 
 
 def _group(row, workload_ns: float, tokens: dict | None = None) -> Group:
@@ -277,63 +242,14 @@ def _group(row, workload_ns: float, tokens: dict | None = None) -> Group:
                   time_ns=time_ns, share_pct=share, bound=bound, busiest=busiest, busiest_pct=busiest_pct,
                   dram_pct=_get(row, "dram_pct"), tensor_pct=tensor, useful_tensor_pct=useful,
                   fp32_pct=fp32, sm_active_pct=_get(row, "sm_active_pct"), saving_ns=saving,
-                  hints=hints, text="", rank=None if pd.isna(rank) else int(rank), bounds=bounds,
+                  hints=hints, rank=None if pd.isna(rank) else int(rank), bounds=bounds,
                   bound_pct=_get(row, "bound_pct"), tokens=(tokens or {}).get(str(row["phase"]), float("nan")))
-    return _with_text(group)
+    return group
 
 
-def _unmeasured(dram_pct: float, tensor_pct: float, fp32_pct: float) -> list[str]:
-    """The units whose share of peak the capture does not give."""
-    return [UNIT_WORDS[unit] for unit, value in (("memory", dram_pct), ("tensor", tensor_pct), ("fp32", fp32_pct))
-            if not math.isfinite(value)]
-
-
-def _bound_text(g: Group) -> str:
-    if g.bound is None:
-        unmeasured = _unmeasured(g.dram_pct, g.tensor_pct, g.fp32_pct)
-        if g.busiest is None or not unmeasured:
-            return "bound unknown"
-        return (f"bound unknown: {' and '.join(unmeasured)} not measured (the capture lacks the counters); "
-                f"the busiest measured, {UNIT_WORDS[g.busiest]}, at {_pct(g.busiest_pct)}")
-    if g.bound == COMMUNICATION:
-        if math.isfinite(g.saving_ns) and g.saving_ns > 0:
-            return ("in collectives, exposed: the compute stream waits for each (overlap them with "
-                    "compute, or fewer and larger ones); timed without replay, no counters")
-        return "in collectives (timed without replay: no counters)"
-    share = g.bounds.get(g.bound, 100.0)
-    # a group whose kernels V7 finds bound by more than one: the bound's share, and its unit's in them
-    mixed = share < 99.5 and math.isfinite(g.bound_pct)
-    part = f" in {_pct(share)} of its time" if mixed else ""
-    if g.bound == LATENCY:
-        if g.busiest is None:
-            return "latency-bound" + part
-        if mixed:
-            return (f"latency-bound{part}: no unit reaches {LATENCY_BELOW_PCT:.0f} % of its peak there "
-                    f"(the busiest at {_pct(g.bound_pct)})")
-        return (f"latency-bound: no unit reaches {LATENCY_BELOW_PCT:.0f} % of its peak (busiest: "
-                f"{UNIT_WORDS[g.busiest]} at {_pct(g.busiest_pct)})")
-    if g.bound == "memory":
-        return f"memory-bound{part} at {_pct(g.bound_pct if mixed else g.dram_pct)} of DRAM peak"
-    if g.bound == "tensor":
-        if mixed:
-            return f"tensor-bound{part}: the tensor pipe busy {_pct(g.bound_pct)} of that time"
-        useful = f", {_pct(g.useful_tensor_pct)} useful" if math.isfinite(g.useful_tensor_pct) else ""
-        return f"tensor-bound: the tensor pipe busy {_pct(g.tensor_pct)} of the time{useful}"
-    return f"FP32-bound{part} at {_pct(g.bound_pct if mixed else g.fp32_pct)} of the FP32 peak"
-
-
-def _with_text(g: Group) -> Group:
-    per_rank = f" per rank ({g.ranks} ranks)" if g.ranks > 1 else ""
-    if math.isfinite(g.saving_ns) and g.saving_ns > 0:
-        head = (f"up to {_time_per(g.saving_ns, g.tokens)} to win of its {_time_per(g.time_ns, g.tokens)}"
-                f"{per_rank} ({_pct(g.share_pct)} of the workload)")
-    else:
-        head = f"{_time_per(g.time_ns, g.tokens)}{per_rank} ({_pct(g.share_pct)} of the workload)"
-    bound = _bound_text(g)
-    joined = "; ".join(g.hints)
-    hints = f" {joined[:1].upper()}{joined[1:]}." if g.hints else ""
-    text = f"{g.label}: {head}. {bound[:1].upper()}{bound[1:]}.{hints}"
-    return Group(**{**asdict(g), "hints": g.hints, "bounds": g.bounds, "text": text})
+def unmeasured(dram_pct: float, tensor_pct: float, fp32_pct: float) -> list[str]:
+    """The units (UNITS) whose share of peak the capture does not give."""
+    return [unit for unit, value in zip(UNITS, (dram_pct, tensor_pct, fp32_pct)) if not math.isfinite(value)]
 
 
 # --- phases -------------------------------------------------------------------------------------
@@ -365,37 +281,16 @@ def _phase(name: str, groups: list[Group], workload_ns: float, tokens: float = f
                   bound=bound, bound_share_pct=bounds.get(bound, float("nan")) if bound else float("nan"),
                   bounds=bounds, dram_pct=_weighted(groups, "dram_pct"),
                   tensor_pct=_weighted(groups, "tensor_pct"), fp32_pct=_weighted(groups, "fp32_pct"),
-                  sm_active_pct=_weighted(groups, "sm_active_pct"), text="")
-    return Phase(**{**asdict(phase), "text": _phase_text(phase, tokens)})
-
-
-def _phase_text(p: Phase, tokens: float = float("nan")) -> str:
-    head = f"{p.phase}: {_pct(p.share_pct)} of the workload ({_time_per(p.time_ns, tokens)}, {p.kernels} kernels)"
-    if not p.bounds:
-        return head + "; bound unknown."
-    parts = [f"{BOUND_WORDS[b]} in {_pct(s)} of its time" for b, s in p.bounds.items() if s >= 0.5]
-    units = [text.format(_pct(v)) for text, v in (("DRAM at {} of peak", p.dram_pct),
-                                                  ("the tensor pipe busy {}", p.tensor_pct),
-                                                  ("FP32 at {} of peak", p.fp32_pct),
-                                                  ("SMs active {}", p.sm_active_pct)) if math.isfinite(v)]
-    joined = ", ".join(parts)
-    return (f"{head}. {joined[:1].upper()}{joined[1:]}."
-            + (f" Time-weighted: {', '.join(units)}." if units else ""))
+                  sm_active_pct=_weighted(groups, "sm_active_pct"), tokens=tokens)
+    return phase
 
 
 # --- the verdict --------------------------------------------------------------------------------
 
-COUNTER_WORDS = {"DRAM": "dram__throughput", "the tensor pipe": "the tensor-pipe counters",
-                 "the FP32 pipes": "the FP32 counters"}
-MISSING_WHAT_TO_DO = "profile with smlens, or ncu --section SpeedOfLight --section ComputeWorkloadAnalysis"
-
-
-def _missing(groups: list[Group]) -> str:
-    """Why no group has a bound: the counters no group measured (an RTX 5090 export has DRAM %)."""
-    unmeasured = dict.fromkeys(u for g in groups for u in _unmeasured(g.dram_pct, g.tensor_pct, g.fp32_pct))
-    lacks = [COUNTER_WORDS[u] for u in unmeasured] or list(COUNTER_WORDS.values())
-    joined = lacks[0] if len(lacks) == 1 else ", ".join(lacks[:-1]) + " and " + lacks[-1]
-    return f"the capture lacks {joined}: {MISSING_WHAT_TO_DO}"
+def _missing_units(groups: list[Group]) -> tuple[str, ...]:
+    """The counters no group measured, as units (an RTX 5090 export has DRAM %), all when none."""
+    missing = dict.fromkeys(u for g in groups for u in unmeasured(g.dram_pct, g.tensor_pct, g.fp32_pct))
+    return tuple(missing) or UNITS
 
 
 def verdict(result, top: int = TOP, tokens: dict | None = None) -> Verdict:
@@ -404,7 +299,7 @@ def verdict(result, top: int = TOP, tokens: dict | None = None) -> Verdict:
     times per token (the shares and the ranking are the same either way)."""
     groups = result.groups
     if groups is None or groups.empty:
-        return Verdict(summary="No kernels.")
+        return Verdict()
     rows = groups[groups["role"].astype(object) != ALL]
     phases_present = set(rows["phase"].astype(object))
     in_setup = rows["phase"].astype(object).isin(SETUP_PHASES)
@@ -432,14 +327,10 @@ def verdict(result, top: int = TOP, tokens: dict | None = None) -> Verdict:
         total = setup_ns + workload_ns
         kernels = int(pd.to_numeric(part["kernels"], errors="coerce").sum())
         share = 100 * setup_ns / total if total > 0 else float("nan")
-        setup = Setup(kernels, setup_ns, share,
-                      f"Setup: {kernels} kernels outside any phase range (weight initialisation, "
-                      f"warm-up), {_time(setup_ns)}, {_pct(share)} of the captured time; left out of "
-                      "the shares above.")
-    missing = "" if any(g.bound for g in made) else _missing(made)
-    return Verdict(summary=_summary(phases, ranked, missing, workload_ns), phases=phases,
-                   opportunities=ranked, groups=made, setup=setup, workload_time_ns=workload_ns,
-                   missing=missing, waiting=_waiting(waits))
+        setup = Setup(kernels, setup_ns, share)
+    missing = () if any(g.bound for g in made) else _missing_units(made)
+    return Verdict(phases=phases, opportunities=ranked, groups=made, setup=setup, workload_time_ns=workload_ns,
+                   missing_units=missing, waiting=_waiting(waits))
 
 
 # A wait this small (of a rank's collectives) is the clocks' noise, not a rank held up.
@@ -486,10 +377,7 @@ def _waiting(waits: dict) -> Waiting | None:
         return None
     total = sum(waits.values())
     named = {f"{phase} rank {rank}": ns for (phase, rank), ns in sorted(waits.items(), key=lambda kv: -kv[1])}
-    parts = "; ".join(f"{name} {_time(ns)}" for name, ns in named.items())
-    return Waiting(total, named, f"Waiting at collectives for a slower rank: {_time(total)} ({parts}). A rank "
-                   "that reaches a collective first idles until the last joins it (the ranks' imbalance "
-                   "or a late start, not the transfer); left out of the shares above, as the setup is.")
+    return Waiting(total, named)
 
 
 def _merged_ranks(groups: list[Group]) -> list[Group]:
@@ -513,30 +401,5 @@ def _merged_ranks(groups: list[Group]) -> list[Group]:
         merged = replace(best, rank=None, ranks=n, kernels=round(sum(g.kernels for g in same) / n),
                          time_ns=sum(g.time_ns for g in same) / n, saving_ns=sum(savings) / n,
                          share_pct=sum(g.share_pct for g in same))
-        out.append(_with_text(merged))
+        out.append(merged)
     return out
-
-
-def _summary(phases: list[Phase], ranked: list[Group], missing: str, workload_ns: float) -> str:
-    if not phases:
-        return "No kernels."
-    if missing:
-        return f"What bounds each phase is unknown: {missing}."
-    biggest = max(phases, key=lambda p: p.time_ns)
-    text = f"{biggest.phase} takes the most time ({_pct(biggest.share_pct)} of the workload) and "
-    if biggest.bound is None:
-        unmeasured = _unmeasured(biggest.dram_pct, biggest.tensor_pct, biggest.fp32_pct)
-        text += "what bounds most of it is unknown" + (
-            f" ({' and '.join(unmeasured)} not measured)" if unmeasured else "")
-    else:
-        text += f"is mostly {BOUND_WORDS[biggest.bound]}"
-    if len(phases) > 1:
-        text += "; " + ", ".join(f"{p.phase} {_pct(p.share_pct)} ({BOUND_WORDS.get(p.bound, 'unknown')})"
-                                 for p in phases if p is not biggest)
-    text += "."
-    if ranked:
-        best = ranked[0]
-        per_rank = " per rank" if best.ranks > 1 else ""
-        text += (f" The most time to win: {best.label}, up to {_time_per(best.saving_ns, best.tokens)}"
-                 f"{per_rank}, {_pct(100 * best.saving_ns * best.ranks / workload_ns)} of the workload's time.")
-    return text

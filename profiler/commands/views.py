@@ -20,6 +20,7 @@ from profiler.option_checks import check_output_file, is_stdout
 from reports.formats import Format, ViewsFormat, kernels_csv
 from reports.formats.views_json import views_document
 from reports.terminal import brief_document, output_console, print_brief, print_views, verdict_of
+from reports.verdict_text import verdict_document
 from views.registry import compute_views, input_columns, view_ids
 from views.vocabulary import KERNEL_ROLES, PHASE_ORDER
 
@@ -96,7 +97,7 @@ def show_views(run: Optional[str], phase: Optional[Sequence[str]] = None, role: 
         say(json.dumps(brief_document(result, row["id"], raw=kernels), allow_nan=False))
     elif format == ViewsFormat.json:
         document = views_document(result, run=row["id"])
-        document["verdict"] = verdict_of(result).to_dict()
+        document["verdict"] = verdict_document(verdict_of(result))
         if comparison is not None:
             document["comparison"] = comparison.to_dict()
         say(json.dumps(document, allow_nan=False))
