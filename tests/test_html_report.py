@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 import pytest
 
 from reports import html as report
+from reports.verdict_text import group_text, phase_text, summary_text
 from tests.conftest import DATA, TARGETED_SHAPES
 from tests.report_cases import (HOSTILE_NAME, HOSTILE_PHASE_MESSAGE, HOSTILE_ROLE_MESSAGE,
                                 HOSTILE_RUN_NAME, hostile_capture, views_input)
@@ -609,8 +610,9 @@ def test_a_per_token_report_says_per_token_on_its_axes_and_in_its_verdict(batche
     assert [g.label for g in told.opportunities] == [g.label for g in absolute.opportunities]
     best = told.opportunities[0]
     per = best.saving_ns / tokens[best.phase][0]
-    assert f"up to {per / 1e3:.3g} \u00b5s per token" in best.text or f"up to {per:.3g} ns per token" in best.text
-    assert "per token" in told.summary and all("per token" in p.text for p in told.phases)
+    best_text = group_text(best)
+    assert f"up to {per / 1e3:.3g} \u00b5s per token" in best_text or f"up to {per:.3g} ns per token" in best_text
+    assert "per token" in summary_text(told) and all("per token" in phase_text(p) for p in told.phases)
     verdict = Page(text).sections["verdict"]
     assert "per token" in "".join(Page(text).text)
     assert verdict["tables"]
