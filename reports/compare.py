@@ -19,12 +19,13 @@ import pandas as pd
 from rich.console import Console
 from rich.text import Text
 
+from reports.comparison_text import explanation_text, headline_text, time_text
 from reports.gate_stats import mann_whitney_u
 from reports.tables import Column, Prose, Rows, fit
 from views import registry
 from views.comparison import (ADDED, GAIN, KEY, MATCHED, NOISE, REGRESSION, REMOVED,  # noqa: F401 (one place)
                               Change, ComparisonVerdict, column as _column, comparison_verdict,
-                              kernel_baseline_time, kernel_changes, match_keys, number as _number, time_text)
+                              kernel_baseline_time, kernel_changes, match_keys, number as _number)
 
 
 def compare_runs(current: pd.DataFrame, baseline: pd.DataFrame, current_run: Optional[dict] = None,
@@ -102,7 +103,7 @@ def change_line(change: Change) -> str:
     noise = " within the noise" if change.significance == NOISE else ""
     floor = f" (floor {time_text(change.noise_ns)})" if change.noise_ns == change.noise_ns else ""
     return (f"{sign} {'+' if change.delta_ns > 0 else chr(0x2212)}{time_text(abs(change.delta_ns))}{pct}{noise}"
-            f"{floor if noise else ''} {change.label}: {change.explanation}")
+            f"{floor if noise else ''} {change.label}: {explanation_text(change)}")
 
 
 def phase_columns(verdict: ComparisonVerdict) -> tuple[Rows, list[Column]]:
@@ -153,7 +154,7 @@ def print_comparison(verdict: ComparisonVerdict, base_run: Optional[dict] = None
     runs = f", {verdict.base_runs} runs" if verdict.base_runs > 1 else ""
     title = f"{run_name(run)} against the baseline" if run else "Against the baseline"
     console.print(Text(f"{title} {run_name(base_run)}{runs}".rstrip(), style="bold"))
-    console.print(Prose(verdict.headline))  # the changes it names follow, one a line
+    console.print(Prose(headline_text(verdict)))  # the changes it names follow, one a line
     rows, columns = phase_columns(verdict)
     for table in fit("", "phase", rows, columns, width):
         console.print(table)

@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
+from reports.comparison_text import explanation_text, headline_text
 from reports.html_tables import change_span, html_table, kernel_page_link, kernels_link
 from reports.html_text import esc, fmt, fmt_time_ns, is_missing, numbers, prose
 from views.comparison import GAIN, NOISE, REGRESSION, Change, ComparisonVerdict
@@ -135,7 +136,7 @@ def _change_item(c: Change) -> str:
     pct = f" ({_signed_pct(c.change_pct)})" if not is_missing(c.change_pct) else ""
     label = kernels_link(f"<b>{esc(c.label)}</b>", c.phase, c.role)
     return (f'<li><span class="d {SIGNIFICANCE_CLASSES[c.significance]}">{sign} {esc(_signed(c.delta_ns))}'
-            f"{esc(pct)}</span>{noise} {label}: {prose(c.explanation)}</li>")
+            f"{esc(pct)}</span>{noise} {label}: {prose(explanation_text(c))}</li>")
 
 
 def comparison_section(verdict: ComparisonVerdict, base_name: str = "") -> str:
@@ -161,5 +162,5 @@ def comparison_section(verdict: ComparisonVerdict, base_name: str = "") -> str:
              'baseline\u2019s build; --repeat for more of this one) and a change within the run-to-run '
              'noise is grey.</p>' if verdict.noise is None else "")
     against = f" against {esc(base_name)}" if base_name else ""
-    return (f'<section id="comparison"><h2>What changed{against}</h2><p class="verdict">{prose(verdict.headline)}</p>'
+    return (f'<section id="comparison"><h2>What changed{against}</h2><p class="verdict">{prose(headline_text(verdict))}</p>'
             + html_table(headers, rows, "phases", sticky=1) + lists + noise + "</section>")

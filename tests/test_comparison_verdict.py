@@ -11,6 +11,7 @@ from rich.console import Console
 
 from profiler.ingest.capture import read_capture
 from reports.compare import compare_runs, print_comparison
+from reports.comparison_text import comparison_document, explanation_text, summary_text
 from reports.html_verdict import comparison_section
 from reports.gate_stats import mann_whitney_u
 from tests.conftest import DATA, TARGETED_SHAPES
@@ -66,7 +67,7 @@ def test_a_run_to_run_repeat_is_noise_once_repeats_give_a_floor(gate):
     assert repeated.noise.runs == 2 and repeated.noise.workload_pct == pytest.approx(spread)
     assert repeated.time_ns == _workload_ns(gate["b4-r2"][0]) and repeated.base_time_ns == r1
     assert abs(repeated.change_pct) < spread and repeated.significance == NOISE
-    assert "within the noise" in repeated.summary
+    assert "within the noise" in summary_text(repeated)
     # every change judged against its own floor: noise exactly where it is no larger
     for change in repeated.regressions + repeated.gains:
         assert (change.significance == NOISE) == (abs(change.delta_ns) <= change.noise_ns)
@@ -106,7 +107,7 @@ def test_batch_8_against_batch_1_per_token_and_explained_by_the_tokens(llama):
     assert deltas == sorted(deltas, reverse=True) and len(deltas) == 5
     top = verdict.regressions[0]
     assert top.role == "gate_up_proj" and top.explained_by == "tokens"
-    assert top.explanation == "tokens (M) 512 \u2192 4096, tile 176x128x64 \u2192 320x128x64"
+    assert explanation_text(top) == "tokens (M) 512 \u2192 4096, tile 176x128x64 \u2192 320x128x64"
     decode = {p.phase: p for p in verdict.phases}["decode"]
     assert decode.per_token_ns == pytest.approx(decode.time_ns / 8)
     assert decode.base_per_token_ns == pytest.approx(decode.base_time_ns / 1)
@@ -124,12 +125,12 @@ def test_a_kernel_only_one_run_has_is_added_or_removed_in_place_of_the_other():
     assert added and removed
     gemm = next(c for c in added if c.kernel == "cublaslt_nvjet")
     assert gemm.explained_by == "kernel" and gemm.base_launches == 0 and gemm.delta_ns == gemm.time_ns
-    assert gemm.explanation.startswith(f"added ({gemm.launches} launches)")
+    assert explanation_text(gemm).startswith(f"added ({gemm.launches} launches)")
 
 
 def test_the_verdict_is_plain_json(gate):
     verdict = compare_runs(gate["b4-r2"][1], gate["b4-r1"][1], base_repeats=[gate["b4-r3"][1]])
-    document = json.loads(json.dumps(verdict.to_dict(), allow_nan=False))
+    document = json.loads(json.dumps(comparison_document(verdict), allow_nan=False))
     assert document["significance"] == NOISE and document["noise"]["runs"] == 2
     assert {c["significance"] for c in document["regressions"] + document["gains"]} <= {REGRESSION, GAIN, NOISE}
     reduce = next(c for c in document["regressions"] if c["kernel"] == "splitk_reduce" and c["role"] == "o_proj")
@@ -139,7 +140,7 @@ def test_the_verdict_is_plain_json(gate):
 def test_one_run_a_side_has_no_floor(gate):
     assert noise_floor([[gate["b4-r1"][1]], [gate["b4-r2"][1]]]) is None
     verdict = comparison_verdict(gate["b4-r2"][1], gate["b4-r1"][1])
-    assert verdict.noise is None and "no repeats" in verdict.summary
+    assert verdict.noise is None and "no repeats" in summary_text(verdict)
 
 
 def test_the_terminal_and_the_report_grey_what_is_noise(gate):

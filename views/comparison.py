@@ -17,18 +17,20 @@ keys stay within times its launches, and the workload's relative spread times it
 (NoiseFloor); with enough runs on both sides the gate's Mann-Whitney U test (reports/gate_stats.py,
 passed in as `u_test`: views import no report) must also find it significant. Within the floor a
 change is `noise`, shown grey. Without repeats there is no floor: every change counts.
+
+The verdict holds figures only; its sentences (the headline, each change's explanation) are
+reports/comparison_text.py's.
 """
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass, field
-from typing import Callable, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from views.common import plain
 from views.catalog import LOWER, SUM
 from views.gap import STEPS
 from views.kernel_names import short_kernel_name
@@ -242,6 +244,16 @@ def noise_floor(sides: Sequence[Sequence[pd.DataFrame]]) -> Optional[NoiseFloor]
 # --- the verdict ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class Why:
+    """The figures behind what explains a change (Change.explained_by says which)."""
+
+    before: Any = None  # the baseline's tokens (M), tile, launches, bound or explaining figure
+    after: Any = None  # the current run's
+    tiles: Optional[tuple] = None  # tokens: (before, after) when the tile changed with them
+    replaced: str = ""  # a kernel added or removed: the other run's kernels of its phase and role
+
+
+@dataclass(frozen=True)
 class Change:
     """One kernel key's change in time, and what explains it."""
 
@@ -259,8 +271,8 @@ class Change:
     noise_ns: float  # the key's floor (NaN: no repeats)
     significance: str  # regression, gain, or noise (within the floor: grey)
     p_value: float  # the gate's U test of the key's runs, where both sides have enough; else NaN
-    explained_by: str  # what explains it: kernel, tokens, tile, launches, bound or a figure column
-    explanation: str  # that figure's change in words ("tile 64x8 -> 128x8")
+    explained_by: str  # what explains it: kernel, tokens, tile, launches, bound, a figure column or ''
+    why: Why  # its figures before and after ("tile 64x8 -> 128x8" in words)
 
     @property
     def label(self) -> str:
@@ -282,7 +294,6 @@ class PhaseChange:
 
 @dataclass
 class ComparisonVerdict:
-    summary: str  # the headline, then the largest changes beyond the noise
     time_ns: float
     base_time_ns: float
     delta_ns: float
@@ -298,43 +309,9 @@ class ComparisonVerdict:
     runs: int = 1  # runs of the current side
     base_runs: int = 1
     differences: list[str] = field(default_factory=list)  # how the runs differ (device, shapes)
-    headline: str = ""  # the workload's change against the noise, in a sentence (the summary's start)
     # every key's significance ((phase, role, kernel, weights) -> regression, gain or noise): what
     # the report's tables colour by; not in the JSON, whose lists name the largest
     by_key: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        """Plain JSON values (NaN as null); the noise floor's per-key spreads as a list."""
-        noise = None
-        if self.noise is not None:
-            noise = {"runs": self.noise.runs, "workload_pct": self.noise.workload_pct,
-                     "per_launch_ns": self.noise.per_launch_ns,
-                     "keys": [dict(zip(KEY, k), spread_ns=v) for k, v in self.noise.by_key.items()]}
-        out = {k: v for k, v in asdict(self).items()
-               if k not in ("noise", "regressions", "gains", "phases", "by_key")}
-        out.update(noise=noise, phases=[asdict(p) for p in self.phases],
-                   regressions=[asdict(c) | {"label": c.label} for c in self.regressions],
-                   gains=[asdict(c) | {"label": c.label} for c in self.gains])
-        return plain(out)
-
-
-def time_text(ns: float) -> str:
-    """Nanoseconds in the unit that reads best (the verdict's sentences)."""
-    if _missing(ns) or not math.isfinite(ns):
-        return "n/a"
-    size = abs(ns)
-    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
-        if size >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns:.3g} ns"
-
-
-def _signed_time(ns: float) -> str:
-    return ("+" if ns > 0 else "\u2212" if ns < 0 else "") + time_text(abs(ns))
-
-
-def _pct(value: float) -> str:
-    return "n/a" if _missing(value) or not math.isfinite(value) else f"{value:+.1f} %"
 
 
 def judge(delta_ns: float, floor_ns: float, p_value: float = float("nan")) -> str:
@@ -378,42 +355,22 @@ def _per_key_figures(kernels: pd.DataFrame, catalog) -> pd.DataFrame:
     return grouped
 
 
-def _figure_words(name: str, before: float, after: float, catalog) -> str:
-    figure = catalog.get(name)
-    label = figure.label if figure is not None else name
-    view = f" ({figure.view})" if figure is not None and figure.view else ""
-    unit = figure.unit if figure is not None else ""
-    if unit == "%":
-        text = f"{before:.3g} % \u2192 {after:.3g} %"
-    elif unit == "share":
-        text = f"{100 * before:.3g} % \u2192 {100 * after:.3g} %"
-    elif unit == "bytes":
-        text = f"{before / 1e6:.3g} MB \u2192 {after / 1e6:.3g} MB"
-    else:
-        text = f"{before:.3g} \u2192 {after:.3g}"
-    step = " (a step of the gap)" if name in STEPS else view
-    return f"{label} {text}{step}"
-
-
-def _explain(row: pd.Series, cur: dict, base: dict, catalog, replaced: str) -> tuple[str, str]:
-    """(what explains a key's change, in words): the tokens, the tile, the launches, the bound, else the figure
+def _explain(row: pd.Series, cur: dict, base: dict, catalog, replaced: str) -> tuple[str, Why]:
+    """(what explains a key's change, its figures): the tokens, the tile, the launches, the bound, else the figure
     that moved most in the direction of the time (worse for a regression, better for a gain)."""
-    if row["status"] == ADDED:
-        return "kernel", f"added ({int(row['launches'])} launches)" + (f", in place of {replaced}" if replaced else "")
-    if row["status"] == REMOVED:
-        return "kernel", f"removed ({int(row['launches_base'])} launches)" + (
-            f", replaced by {replaced}" if replaced else "")
-    tile = (f"tile {base['tile']} \u2192 {cur['tile']}"
-            if cur.get("tile") and base.get("tile") and cur["tile"] != base["tile"] else "")
+    if row["status"] in (ADDED, REMOVED):
+        return "kernel", Why(replaced=replaced)
+    tiles = ((base["tile"], cur["tile"])
+             if cur.get("tile") and base.get("tile") and cur["tile"] != base["tile"] else None)
     if row["tokens"] and row["tokens_base"] and row["tokens"] != row["tokens_base"]:
         # more work: the tokens explain the time, a tile chosen for them comes with them
-        return "tokens", f"tokens (M) {row['tokens_base']} \u2192 {row['tokens']}" + (f", {tile}" if tile else "")
-    if tile:
-        return "tile", tile
+        return "tokens", Why(row["tokens_base"], row["tokens"], tiles)
+    if tiles:
+        return "tile", Why(*tiles)
     if row["launches"] != row["launches_base"]:
-        return "launches", f"launches {int(row['launches_base'])} \u2192 {int(row['launches'])}"
+        return "launches", Why(int(row["launches_base"]), int(row["launches"]))
     if cur.get("bound") and base.get("bound") and cur["bound"] != base["bound"]:
-        return "bound", f"bound {base['bound']} \u2192 {cur['bound']} (V7)"
+        return "bound", Why(base["bound"], cur["bound"])
     slower = row["time_ns"] > row["time_ns_base"]
     best, best_move = None, 0.0
     for name in EXPLAINING:
@@ -429,8 +386,8 @@ def _explain(row: pd.Series, cur: dict, base: dict, catalog, replaced: str) -> t
         if worse == slower and abs(move) > best_move:
             best, best_move = name, abs(move)
     if best is None:
-        return "", "no figure moved with the time"
-    return best, _figure_words(best, base[best], cur[best], catalog)
+        return "", Why()
+    return best, Why(base[best], cur[best])
 
 
 def _replacements(changes: pd.DataFrame) -> dict:
@@ -488,12 +445,12 @@ def comparison_verdict(current: pd.DataFrame, baseline: pd.DataFrame,
                            delta)
         floor = noise.floor_ns(key, int(np.nan_to_num(row["launches_base"])), base_ns) \
             if noise is not None and row["status"] == MATCHED else float("nan")
-        by, words = _explain(row, cur_figures.get(key, {}), base_figures.get(key, {}), catalog,
+        by, why = _explain(row, cur_figures.get(key, {}), base_figures.get(key, {}), catalog,
                              replaced.get(index, ""))
         made.append(Change(*(str(v) for v in key), row["status"], time_ns, base_ns, float(delta),
                            float(row["change_pct"]) if not _missing(row["change_pct"]) else float("nan"),
                            int(np.nan_to_num(row["launches"])), int(np.nan_to_num(row["launches_base"])),
-                           floor, judge(delta, floor, p_value), p_value, by, words))
+                           floor, judge(delta, floor, p_value), p_value, by, why))
     cur_phases, base_phases = _phase_times(current), _phase_times(baseline)
     phases = []
     for phase in dict.fromkeys([*base_phases, *cur_phases]):
@@ -511,12 +468,10 @@ def comparison_verdict(current: pd.DataFrame, baseline: pd.DataFrame,
     significance = judge(total - base_total, _relative_floor(noise, base_total), p_value)
     regressions = sorted((c for c in made if c.delta_ns > 0), key=lambda c: -c.delta_ns)[:top]
     gains = sorted((c for c in made if c.delta_ns < 0), key=lambda c: c.delta_ns)[:top]
-    verdict = ComparisonVerdict("", total, base_total, total - base_total, change, per, base_per,
-                                _change_pct(per, base_per), significance, phases, regressions, gains, noise,
-                                len(cur_runs), len(base_runs), list(differences),
-                                by_key={(c.phase, c.role, c.kernel, c.weights): c.significance for c in made})
-    verdict.headline, verdict.summary = _summary(verdict)
-    return verdict
+    return ComparisonVerdict(total, base_total, total - base_total, change, per, base_per,
+                             _change_pct(per, base_per), significance, phases, regressions, gains, noise,
+                             len(cur_runs), len(base_runs), list(differences),
+                             by_key={(c.phase, c.role, c.kernel, c.weights): c.significance for c in made})
 
 
 def _relative_floor(noise: Optional[NoiseFloor], time_ns: float) -> float:
@@ -544,37 +499,3 @@ def _change_pct(now: float, before: float) -> float:
     if _missing(now) or _missing(before) or not before:
         return float("nan")
     return 100 * (now - before) / before
-
-
-def _change_words(c: Change) -> str:
-    pct = "" if c.status != MATCHED else f" ({_pct(c.change_pct)})"
-    return f"{c.label} {_signed_time(c.delta_ns)}{pct}: {c.explanation}"
-
-
-def _summary(v: ComparisonVerdict) -> tuple[str, str]:
-    """(the headline, the paragraph): the workload's change, per token, against the noise; then
-    the largest changes beyond it."""
-    direction = {REGRESSION: "slower", GAIN: "faster"}.get(v.significance, "")
-    text = (f"The workload took {time_text(v.time_ns)} against {time_text(v.base_time_ns)}: "
-            f"{_signed_time(v.delta_ns)} ({_pct(v.change_pct)})")
-    if not _missing(v.per_token_ns) and math.isfinite(v.per_token_ns):
-        text += (f", {time_text(v.per_token_ns)} per token against {time_text(v.base_per_token_ns)} "
-                 f"({_pct(v.per_token_change_pct)})")
-    if v.noise is not None:
-        text += (f"; the run-to-run noise over {v.noise.runs} runs is {v.noise.workload_pct:.2g} % of the "
-                 f"workload's time and {time_text(v.noise.per_launch_ns)} per kernel launch")
-        text += f", so this is {direction}" if direction else ", so this is within the noise"
-    elif direction:
-        text += f": {direction} (no repeats to measure the run-to-run noise)"
-    text += "."
-    if v.differences:
-        text = "The runs differ: " + "; ".join(v.differences) + ". " + text
-    headline = text
-    for title, listed in (("Largest regressions", v.regressions), ("Largest gains", v.gains)):
-        real = [c for c in listed if c.significance != NOISE]
-        if real:
-            text += f" {title}: " + "; ".join(_change_words(c) for c in real[:3]) + "."
-    if v.noise is not None and not any(c.significance != NOISE for c in v.regressions + v.gains):
-        text += " No kernel changed beyond the noise."
-        headline = text
-    return headline, text

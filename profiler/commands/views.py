@@ -17,6 +17,7 @@ from profiler.errors import BadInput
 from profiler.ingest.shapes import parse_shapes_file
 from profiler.ingest.stores import open_store
 from profiler.option_checks import check_output_file, is_stdout
+from reports.comparison_text import comparison_document
 from reports.formats import Format, ViewsFormat, kernels_csv
 from reports.formats.views_json import views_document
 from reports.terminal import brief_document, output_console, print_brief, print_views, verdict_of
@@ -99,7 +100,7 @@ def show_views(run: Optional[str], phase: Optional[Sequence[str]] = None, role: 
         document = views_document(result, run=row["id"])
         document["verdict"] = verdict_document(verdict_of(result))
         if comparison is not None:
-            document["comparison"] = comparison.to_dict()
+            document["comparison"] = comparison_document(comparison)
         say(json.dumps(document, allow_nan=False))
     elif format == ViewsFormat.csv:
         sys.stdout.write(kernels_csv(result))
