@@ -10,6 +10,7 @@ import pandas as pd
 from rich.console import Console
 
 from reports.formatting import is_missing
+from reports.sweep_text import changes_told, findings_told, point_label
 from reports.tables import Column, Prose, Rows, fit, output_console, ratio, text
 from reports.terminal import heading, legend
 from views import registry
@@ -42,11 +43,6 @@ def _cell(value, unit: str) -> str:
 
 def _heading(figure) -> str:
     return f"{figure.label} µs" if figure.unit == "ns" else heading(figure)
-
-
-def point_label(row: dict) -> str:
-    return " ".join(([row["model"]] if isinstance(row.get("model"), str) else [])
-                    + [f"b{int(row['batch'])}", f"p{int(row['prompt'])}"])
 
 
 def sweep_tables(result: sweep_view.SweepResult, width: int, phase=None, role=None):
@@ -89,7 +85,7 @@ def print_sweep(result: sweep_view.SweepResult, sweep_id: Optional[str] = None,
     if models:
         title += f"; {', '.join(models)}"
     console.print(Prose(title, style="bold"))
-    shown = result.findings[:FINDINGS_SHOWN]
+    shown = findings_told(result.findings[:FINDINGS_SHOWN])
     for finding in shown:
         console.print(Prose(f"- {finding['text']}"))
     if len(result.findings) > len(shown):
@@ -129,9 +125,9 @@ def sweep_json(result: sweep_view.SweepResult, sweep_id: Optional[str] = None) -
         "axes": {axis: result.axis_values(axis) for axis in sweep_view.AXES},
         "models": [m for m in dict.fromkeys(result.points["model"]) if isinstance(m, str)],
         "points": _records(result.points),
-        "findings": [{k: _plain(v) for k, v in f.items()} for f in result.findings],
+        "findings": [{k: _plain(v) for k, v in f.items()} for f in findings_told(result.findings)],
         "series": _records(result.series[columns]) if len(result.series) else [],
-        "changes": _records(result.changes),
+        "changes": _records(changes_told(result.changes)),
         "figures": {c: {"label": figures[c].label, "unit": figures[c].unit, "better": figures[c].better,
                         "definition": figures[c].definition} for c in COLUMNS},
     }

@@ -11,7 +11,8 @@ from reports.formatting import is_missing
 from reports.html import CSS, chart_scripts, content_security_policy, drawn_figure, figure_div
 from reports.html_figures import plot_layout
 from reports.html_text import esc
-from reports.sweep import catalog, point_label
+from reports.sweep import catalog
+from reports.sweep_text import findings_told, point_label
 from views import sweep as sweep_view
 
 # The panels of each chart: a figure each, by catalog column, in a grid of PANEL_COLUMNS.
@@ -99,7 +100,7 @@ def _findings(result) -> str:
         return ("<p>Nothing changes between neighbouring points: the bound, the kernels chosen, the "
                 "wave counts and the useful MMA shares hold across the sweep.</p>")
     items = []
-    for f in result.findings:
+    for f in findings_told(result.findings):
         links = " ".join(f'<a href="#fig-{esc(c)}">{esc(_chart_name(c))}</a>' for c in f.get("charts", []))
         runs = ", ".join(f"<code>{esc(r)}</code>" for r in f.get("runs", []))
         items.append(f"<li>{esc(f['text'])} {links}{' · runs ' + runs if runs else ''}</li>")

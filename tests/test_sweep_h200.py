@@ -12,6 +12,7 @@ import pytest
 from profiler.commands import sweep as sweep_command
 from profiler.ingest.stores import open_store
 from profiler.run import sweep as sw
+from reports.sweep_text import findings_told
 from views.registry import required_metrics
 
 STUDY = Path(__file__).parent / "data" / "h200_sweep" / "store"
@@ -77,7 +78,7 @@ def test_decode_projections_stay_memory_bound_and_fill_their_tiles(llama):
 
 
 def test_what_the_findings_say(llama):
-    texts = [f["text"] for f in llama.findings]
+    texts = [f["text"] for f in findings_told(llama.findings)]
     assert texts[0].startswith("cold_prefill and warm_prefill · gate_up_proj (llama-3.1-8b): the library "
                                "picks another kernel between 4,096 and 16,384 tokens (batch x prompt): "
                                "cublaslt_nvjet 320x128x64 (sm90 wgmma) → cublaslt_nvjet 192x192x64")
@@ -95,8 +96,8 @@ def test_a_flip_at_the_bound_floor_says_so(llama):
     and forth along both axes, each sentence saying the flip is at the floor; the flips along the
     prompt, where a decode GEMM's token count does not change, are told per line, not as a token
     threshold."""
-    flips = [f["text"] for f in llama.findings if f["text"].startswith("decode · o_proj") and "bound flips" in f["text"]]
+    flips = [f["text"] for f in findings_told(llama.findings) if f["text"].startswith("decode · o_proj") and "bound flips" in f["text"]]
     assert len(flips) >= 3 and all("(near V7's 60 % floor)" in t for t in flips)
     assert any(t.startswith("decode · o_proj (llama-3.1-8b, batch 1): the bound flips at prompt 256 → 1024")
                for t in flips)
-    assert not any("gate_up_proj" in f["text"] and "bound flips" in f["text"] for f in llama.findings)
+    assert not any("gate_up_proj" in f["text"] and "bound flips" in f["text"] for f in findings_told(llama.findings))

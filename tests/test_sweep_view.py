@@ -17,6 +17,7 @@ from profiler.errors import BadInput
 from profiler.ingest.store import Store
 from reports import sweep as sweep_report
 from reports import sweep_html
+from reports.sweep_text import change_detail, finding_text, findings_told
 from views import sweep as sweep_view
 from views.registry import compute_views, input_columns
 
@@ -100,7 +101,7 @@ def test_changes_and_findings(swept):
         [1, 8, "cublaslt_nvjet 176x128x64 (sm90 wgmma)", "cublaslt_nvjet 320x128x64 (sm90 wgmma)"]]
     fill = changes[(changes["kind"] == "fill") & (changes["phase"] == "decode") & (changes["role"] == "o_proj")]
     assert len(fill) == 4 and set(fill["after"]) == {"1.00"}
-    texts = [f["text"] for f in swept.findings]
+    texts = [f["text"] for f in findings_told(swept.findings)]
     # a GEMM's change is told once for both prefills and every model it happens in, where its
     # token count (batch x prompt) crosses the threshold
     (told,) = [t for t in texts if "gate_up_proj (llama-3.1-8b, mistral-7b)" in t]
@@ -132,10 +133,10 @@ def test_a_bound_flip_and_a_costly_wave_crossing_are_found(swept):
     series = relabelled(swept, [("llama-3.1-8b", 8), ("qwen2.5-7b", 8)], "decode", "qkv_proj")
     (flip,) = sweep_view.changes(series).query("kind == 'bound'").to_dict("records")
     assert flip["before"] == "memory" and flip["after"] == "latency"
-    assert re.match(r"memory at 6\d % → latency \(DRAM \d+ %\)", flip["detail"])
+    assert re.match(r"memory at 6\d % → latency \(DRAM \d+ %\)", change_detail(flip))
     points = pd.DataFrame({"model": ["m", "m"], "batch": [1, 2], "prompt": [512, 512], "run_id": ["a", "b"],
                            "name": ["a", "b"], "status": [sweep_view.COMPLETE] * 2, "note": ["", ""]})
-    (told,) = [f["text"] for f in sweep_view.findings(series, sweep_view.changes(series), points)
+    (told,) = [f["text"] for f in findings_told(sweep_view.findings(series, sweep_view.changes(series), points))
                if "bound flips" in f["text"]]
     assert told.startswith("decode · qkv_proj (m): the bound flips between batch 1 and 2: memory at ")
     assert "; useful MMA share 1.00, 1.00 at batch 1, 2 (" in told
@@ -146,7 +147,7 @@ def test_a_bound_flip_and_a_costly_wave_crossing_are_found(swept):
                        .assign(batch=2, phase="decode")])
     (crossing,) = sweep_view.changes(waves).query("kind == 'waves'").to_dict("records")
     assert crossing["before"] == "1.70" and crossing["after"] == "4.94" and crossing["costly"]
-    assert "2 → 5 waves" in crossing["detail"]
+    assert "2 → 5 waves" in change_detail(crossing)
 
 
 def test_partial_and_missing_points_are_shown_never_dropped(store, swept):
@@ -158,7 +159,7 @@ def test_partial_and_missing_points_are_shown_never_dropped(store, swept):
                    "status": sweep_view.MISSING, "note": "not profiled yet"})
     result = sweep_command.analyse(points, store, allow_mixed=True)  # the cut run has other metrics
     assert result.points["status"].tolist() == ["complete", "partial", "missing"]
-    first = result.findings[0]["text"]
+    first = finding_text(result.findings[0])
     assert first.startswith("2 of 3 point(s) not measured whole: llama-3.1-8b b8 p512: partial")
     assert "llama-3.1-8b b64 p512: missing (not profiled yet)" in first
     assert (result.series["status"] == "partial").any()        # its figures are shown, marked

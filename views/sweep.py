@@ -8,7 +8,8 @@ cuBLASLt or cuDNN chose and the time per token; then, along each axis (batch at 
 prompt at each batch, one line per model), the points where something changes: the bound flips,
 the chosen kernel or tile changes (V8), the wave count of the role's main kernel crosses an
 integer, the useful MMA share jumps (the token count crossing a tile size). Findings are those
-changes in sentences, the largest share of time first. Pure: no I/O, no printing.
+changes told once each, the largest share of time first, with the figures their sentences need
+(reports/sweep_text.py says them). Pure: no I/O, no printing.
 """
 from __future__ import annotations
 
@@ -75,7 +76,7 @@ class SweepResult:
     points: pd.DataFrame            # one row per point: coordinates, run, status, note
     series: pd.DataFrame            # one row per point, phase and role: the followed figures
     changes: pd.DataFrame           # along each line, each neighbour pair where something changed
-    findings: list = field(default_factory=list)   # dicts: text, kind, weight, chart, runs
+    findings: list = field(default_factory=list)   # dicts: kind, weight_pct, charts, runs, told (its figures)
     lines: list = field(default_factory=list)      # the line keys (model and the other axis)
 
     def axis_values(self, axis: str) -> list[int]:
@@ -181,46 +182,38 @@ def _wave_count(waves: float) -> int | None:
     return max(1, math.ceil(waves - WAVE_SLACK))
 
 
+def _side(row: dict) -> dict:
+    """What a change's sentence tells of one side: the bound's unit share (and whether V7's floor
+    is within NEAR_FLOOR_PCT of it), DRAM %, the main kernel's waves, their count and efficiency."""
+    pct = row.get("bound_pct")
+    near = pct is not None and not pd.isna(pct) and abs(pct - BOUND_FLOOR_PCT) < NEAR_FLOOR_PCT
+    return {"bound": row["bound"], "bound_pct": pct, "near_floor": bool(near), "dram_pct": row.get("dram_pct"),
+            "waves": row["main_waves"], "wave_count": _wave_count(row["main_waves"]),
+            "wave_efficiency": row["wave_efficiency"]}
+
+
 def _changes_between(a: dict, b: dict) -> list[dict]:
     found = []
+    sides = {"figures": (_side(a), _side(b))}
     if a["bound"] is not None and b["bound"] is not None and a["bound"] != b["bound"] \
             and isinstance(a["bound"], str) and isinstance(b["bound"], str):
-        found.append({"kind": "bound", "before": a["bound"], "after": b["bound"],
-                      "detail": f"{_bound_text(a)} → {_bound_text(b)}", "costly": True})
+        found.append({"kind": "bound", "before": a["bound"], "after": b["bound"], **sides, "costly": True})
     if isinstance(a["main_kernel"], str) and isinstance(b["main_kernel"], str) \
             and a["main_kernel"] != b["main_kernel"]:
-        found.append({"kind": "kernel", "before": a["main_kernel"], "after": b["main_kernel"],
-                      "detail": f"{a['main_kernel']} → {b['main_kernel']}", "costly": True})
+        found.append({"kind": "kernel", "before": a["main_kernel"], "after": b["main_kernel"], **sides,
+                      "costly": True})
     wa, wb = _wave_count(a["main_waves"]), _wave_count(b["main_waves"])
     if wa is not None and wb is not None and wa != wb:
         efficiency = [e for e in (a["wave_efficiency"], b["wave_efficiency"]) if not pd.isna(e)]
         # told when the tail costs: a wave efficiency under TAIL_COSTS, or one that moves by 0.05
         costly = bool(efficiency) and (min(efficiency) < TAIL_COSTS or
                                        (len(efficiency) == 2 and abs(efficiency[1] - efficiency[0]) >= 0.05))
-        found.append({"kind": "waves", "costly": costly, "before": f"{a['main_waves']:.2f}", "after": f"{b['main_waves']:.2f}",
-                      "detail": f"{a['main_waves']:.2f} → {b['main_waves']:.2f} waves ({wa} → {wb} "
-                                f"wave{'s' if wb > 1 else ''}, wave efficiency {_num(a['wave_efficiency'])} → "
-                                f"{_num(b['wave_efficiency'])})"})
+        found.append({"kind": "waves", "before": f"{a['main_waves']:.2f}", "after": f"{b['main_waves']:.2f}",
+                      **sides, "costly": costly})
     fa, fb = a["fill"], b["fill"]
     if fa is not None and fb is not None and not pd.isna(fa) and not pd.isna(fb) and abs(fb - fa) >= FILL_JUMP:
-        found.append({"kind": "fill", "before": f"{fa:.2f}", "after": f"{fb:.2f}",
-                      "detail": f"useful MMA share {fa:.2f} → {fb:.2f}", "costly": True})
+        found.append({"kind": "fill", "before": f"{fa:.2f}", "after": f"{fb:.2f}", **sides, "costly": True})
     return found
-
-
-def _bound_text(row: dict) -> str:
-    pct = row.get("bound_pct")
-    at = f" at {pct:.0f} %" if pct is not None and not pd.isna(pct) and row["bound"] != "latency" else ""
-    if at and abs(pct - BOUND_FLOOR_PCT) < NEAR_FLOOR_PCT:
-        at += f" (near V7's {BOUND_FLOOR_PCT:.0f} % floor)"
-    dram = row.get("dram_pct")
-    extra = (f" (DRAM {dram:.0f} %)" if row["bound"] == "latency" and dram is not None and not pd.isna(dram)
-             else "")
-    return f"{row['bound']}{at}{extra}"
-
-
-def _num(value) -> str:
-    return "n/a" if value is None or pd.isna(value) else f"{value:.2f}"
 
 
 def line_key(row: dict, axis: str) -> tuple:
@@ -229,17 +222,13 @@ def line_key(row: dict, axis: str) -> tuple:
     return (row.get("model"), other, int(row[other]))
 
 
-def line_label(key: tuple) -> str:
-    model, other, value = key
-    return ", ".join(([model] if model else []) + [f"{other} {value}"])
-
-
 def changes(series: pd.DataFrame) -> pd.DataFrame:
     """Along each axis and line, per phase and role, each neighbour pair of complete points where
-    something changed; a pair with a partial or missing point between is no neighbour."""
+    something changed; a pair with a partial or missing point between is no neighbour. `figures`:
+    each side's (_side) for the change's sentence (reports/sweep_text.py)."""
     columns = ["axis", "model", "fixed", "fixed_value", "phase", "role", "from", "to", "tokens_from",
                "tokens_to", "kind", "before",
-               "after", "detail", "costly", "weight_pct", "runs"]
+               "after", "figures", "costly", "weight_pct", "runs"]
     out = []
     if series.empty:
         return pd.DataFrame(columns=columns)
@@ -268,16 +257,13 @@ def chart_id(phase: str, role: str, axis: str) -> str:
     return f"{phase}-{role}-{axis}"
 
 
-def _series_along(lines: dict, change: dict, column: str) -> str:
-    """`column` at each point of the change's line (`lines`: the series records by line and
-    group): '0.12, 0.50, 1.00 at batch 1, 4, 16'."""
+def _series_along(lines: dict, change: dict, column: str) -> list[tuple[int, float]]:
+    """(the axis value, `column`) at each point of the change's line (`lines`: the series records
+    by line and group), along the axis."""
     axis = change["axis"]
     rows = sorted(lines.get((axis, change["model"], change["fixed_value"], change["phase"], change["role"]), []),
                   key=lambda r: int(r[axis]))
-    values = [f"{r[column]:.2f}" if not pd.isna(r[column]) else "n/a" for r in rows]
-    if not values or all(v == "n/a" for v in values):
-        return ""
-    return f"{', '.join(values)} at {axis} {', '.join(str(int(r[axis])) for r in rows)}"
+    return [(int(r[axis]), r[column]) for r in rows]
 
 
 def _lines(series: pd.DataFrame) -> dict:
@@ -291,17 +277,19 @@ def _lines(series: pd.DataFrame) -> dict:
 
 
 def findings(series: pd.DataFrame, found: pd.DataFrame, points: pd.DataFrame) -> list[dict]:
-    """The changes in sentences: points not measured whole first, then the changes, the same
-    change of one role in several phases or lines told once; by the time the groups hold and the
-    kind of change (the bound before a kernel before waves before fill)."""
+    """The changes told: points not measured whole first, then the changes, the same change of
+    one role in several phases or lines told once; by the time the groups hold and the kind of
+    change (the bound before a kernel before waves before fill). Each finding's `told` holds what
+    its sentence says: the points not measured whole, or the change's phases, role, where along
+    the sweep (its token steps or its lines), the first change of them and, for a bound, the
+    useful MMA share along its line."""
     out = []
     bad = points[points["status"] != COMPLETE]
     if len(bad):
-        listed = "; ".join(f"{_point_label(r)}: {r['status']}" + (f" ({r['note']})" if r["note"] else "")
-                           for r in bad.to_dict("records"))
+        listed = [{k: r[k] for k in ("model", "batch", "prompt", "status", "note")} for r in bad.to_dict("records")]
         out.append({"kind": "points", "weight_pct": float("inf"), "charts": [],
                     "runs": [r for r in bad["run_id"] if isinstance(r, str)],
-                    "text": f"{len(bad)} of {len(points)} point(s) not measured whole: {listed}."})
+                    "told": {"points": listed, "of": len(points)}})
     if found.empty:
         return out
     told: dict[tuple, list[dict]] = {}
@@ -323,49 +311,21 @@ def findings(series: pd.DataFrame, found: pd.DataFrame, points: pd.DataFrame) ->
     said = []
     for key, same in told.items():
         kind, role, first = key[1], key[2], same[0]
-        phases = list(dict.fromkeys(c["phase"] for c in same))
+        what = {"phases": list(dict.fromkeys(c["phase"] for c in same)), "role": role, "first": first,
+                "by_tokens": key[0] == "tokens"}
         if key[0] == "tokens":
-            models = [m for m in dict.fromkeys(c["model"] for c in same) if m]
-            where = f"{' and '.join(phases)} · {role}" + (f" ({', '.join(models)})" if models else "")
-            step = _token_step(same, prefill=key[3])
+            what.update(models=[m for m in dict.fromkeys(c["model"] for c in same) if m], prefill=key[3],
+                        token_steps=[(c["tokens_from"], c["tokens_to"]) for c in same])
         else:
-            lines = list(dict.fromkeys(line_label((c["model"], c["fixed"], c["fixed_value"])) for c in same))
-            where = f"{' and '.join(phases)} · {role} ({'; '.join(lines)})"
-            step = f"at {first['axis']} {first['from']} → {first['to']}"
+            what["lines"] = list(dict.fromkeys((c["model"], c["fixed"], c["fixed_value"]) for c in same))
         if kind == "bound":
-            text = f"{where}: the bound flips {step}: {first['detail']}"
-            fill = _series_along(lines_of, first, "fill")
-            text += f"; useful MMA share {fill}" if fill else ""
-        elif kind == "kernel":
-            text = f"{where}: the library picks another kernel {step}: {first['detail']}"
-        elif kind == "waves":
-            text = f"{where}: the main kernel's wave count crosses an integer {step}: {first['detail']}"
-        else:
-            text = f"{where}: the useful MMA share jumps {step}: {first['before']} → {first['after']}"
+            what["fill_along"] = _series_along(lines_of, first, "fill")
         weight = max(c["weight_pct"] for c in same)
         said.append({"kind": kind, "weight_pct": weight, "kind_rank": rank[kind],
                      "charts": list(dict.fromkeys(chart_id(c["phase"], role, c["axis"]) for c in same)),
-                     "runs": list(dict.fromkeys(r for c in same for r in c["runs"])),
-                     "text": f"{text} (up to {weight:.1f} % of a run's time)."})
+                     "runs": list(dict.fromkeys(r for c in same for r in c["runs"])), "told": what})
     said.sort(key=lambda f: (-f["weight_pct"], f["kind_rank"]))
     return out + [{k: v for k, v in f.items() if k != "kind_rank"} for f in said]
-
-
-def _token_step(same: list[dict], prefill: bool) -> str:
-    """Where a GEMM's change happens in tokens: between the most tokens before it and the fewest
-    after it when those agree (every step below the one, every step above the other), else each
-    step seen."""
-    unit = "tokens (batch x prompt)" if prefill else "(batch)"
-    low, high = max(c["tokens_from"] for c in same), min(c["tokens_to"] for c in same)
-    if low < high:
-        return f"between {low:,.0f} and {high:,.0f} {unit}" if prefill else f"between batch {low:,.0f} and {high:,.0f}"
-    steps = list(dict.fromkeys(f"{c['tokens_from']:,.0f} → {c['tokens_to']:,.0f}" for c in same))
-    shown = ", ".join(steps[:4]) + (f" and {len(steps) - 4} more" if len(steps) > 4 else "")
-    return f"at {shown} {unit}" if prefill else f"at batch {shown}"
-
-
-def _point_label(row: dict) -> str:
-    return " ".join(([row["model"]] if row.get("model") else []) + [f"b{row['batch']}", f"p{row['prompt']}"])
 
 
 def _order(series: pd.DataFrame) -> pd.DataFrame:
