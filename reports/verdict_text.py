@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict
 
+from reports.formatting import time_text
 from views.common import plain
 from views.verdict import (BUS, COMMUNICATION, COVERAGE, FILL, LATENCY_BELOW_PCT, OCCUPANCY, SHORT, STALL,
                            UNITS, Group, Hint, Phase, Setup, Verdict, Waiting, unmeasured)
@@ -20,13 +21,8 @@ MISSING_WHAT_TO_DO = "profile with smlens, or ncu --section SpeedOfLight --secti
 # --- numbers ------------------------------------------------------------------------------------
 
 def time_words(ns: float) -> str:
-    """Nanoseconds in the unit that reads best, three digits."""
-    if not math.isfinite(ns):
-        return "n/a"
-    for size, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
-        if abs(ns) >= size:
-            return f"{ns / size:.3g} {unit}"
-    return f"{ns:.3g} ns"
+    """Nanoseconds in the unit that reads best, three digits; n/a when not finite."""
+    return time_text(ns) if math.isfinite(ns) else "n/a"
 
 
 def _time_per(ns: float, tokens: float) -> str:
