@@ -8,11 +8,11 @@ import math
 import pandas as pd
 import pytest
 
-from reports.verdict_text import group_text, missing_text, summary_text, verdict_document
+from reports.verdict_text import group_text, hint_text, missing_text, summary_text, verdict_document
 from tests.cli import smlens
 from tests.conftest import DATA
 from views.registry import compute_views
-from views.verdict import LATENCY_BELOW_PCT, verdict
+from views.verdict import COVERAGE, LATENCY_BELOW_PCT, SHORT, STALL, verdict
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +62,24 @@ def test_each_group_is_bound_by_the_unit_nearest_its_peak(result, judged):
     assert elementwise.bound == "latency" and elementwise.busiest == "memory"
     assert max(elementwise.dram_pct, elementwise.tensor_pct, elementwise.fp32_pct) < LATENCY_BELOW_PCT
     assert "34 kernels averaging 8.4 µs" in group_text(elementwise)
+
+
+def test_the_verdict_holds_figures_and_the_report_words_them(result, judged):
+    """views/verdict.py gives each hint as its kind and the figures it found (decode's 34
+    elementwise kernels average 8.4 µs; their grids reach 69 % of the SMs; long scoreboard leads
+    V6); reports/verdict_text.py words them, and the JSON carries those words."""
+    groups = result.groups.set_index(["phase", "role"])
+    elementwise = _group(judged, "decode", "elementwise")
+    short, coverage, stall = elementwise.hints
+    assert (short.kind, short.count) == (SHORT, 34) and short.value == pytest.approx(285_664 / 34)
+    assert coverage.kind == COVERAGE and coverage.value == groups.loc[("decode", "elementwise"), "sm_coverage"]
+    assert (stall.kind, stall.detail) == (STALL, "long_scoreboard")
+    assert [hint_text(h) for h in elementwise.hints] == [
+        "34 kernels averaging 8.4 µs: launch and ramp-up weigh (fuse them, or replay them as a CUDA graph)",
+        "the grid reaches 69 % of the SMs (V5)", "warps wait most on long scoreboard (V6)"]
+    (told,) = [g for g in verdict_document(judged)["groups"] if (g["phase"], g["role"]) == ("decode", "elementwise")]
+    assert told["hints"] == [hint_text(h) for h in elementwise.hints] and told["text"] == group_text(elementwise)
+    assert judged.missing_units == () and verdict_document(judged)["missing"] is None
 
 
 def test_opportunities_are_ranked_by_time_times_headroom(judged):
