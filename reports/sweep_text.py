@@ -111,3 +111,10 @@ def finding_text(finding: dict) -> str:
 def findings_told(findings: list[dict]) -> list[dict]:
     """The findings with their sentence (`text`) in place of their figures."""
     return [{k: v for k, v in f.items() if k != "told"} | {"text": finding_text(f)} for f in findings]
+
+
+def mixed_text(mixed: tuple[str, dict]) -> str:
+    """views/sweep.mixed's finding in a line: `the runs are of different devices (H200: run a, b; ...)`."""
+    what, values = mixed
+    sides = "; ".join(f"{v[:40]}: run {', '.join(r[:3])}{' ...' if len(r) > 3 else ''}" for v, r in values.items())
+    return f"the runs are of different {what} ({sides})"

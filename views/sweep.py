@@ -355,9 +355,9 @@ def sweep(points: list[SweepPoint]) -> SweepResult:
     return SweepResult(frame, series, found, findings(series, found, frame), lines)
 
 
-def mixed(identities: dict[str, dict]) -> str | None:
-    """What differs between the points' runs that must not (the device, the ncu metric set): one
-    line naming it and the runs on each side, or None when they are alike."""
+def mixed(identities: dict[str, dict]) -> tuple[str, dict] | None:
+    """What differs between the points' runs that must not (the device, the compute capability,
+    the ncu metric set): (what, each value -> its runs), or None when they are alike."""
     for key, what in (("device", "devices"), ("cc", "compute capabilities"), ("metrics", "ncu metric sets")):
         values: dict[str, list[str]] = {}
         for run, identity in identities.items():
@@ -365,7 +365,5 @@ def mixed(identities: dict[str, dict]) -> str | None:
             if value is not None and value == value:
                 values.setdefault(str(value), []).append(run)
         if len(values) > 1:
-            sides = "; ".join(f"{v[:40]}: run {', '.join(r[:3])}{' ...' if len(r) > 3 else ''}"
-                              for v, r in values.items())
-            return f"the runs are of different {what} ({sides})"
+            return what, values
     return None

@@ -21,6 +21,7 @@ from reports import sweep as sweep_report
 from reports import sweep_html
 from reports.formats import Format
 from reports.html import write_report
+from reports.sweep_text import mixed_text
 from views import sweep as sweep_view
 from views.registry import compute_views, input_columns
 
@@ -184,7 +185,7 @@ def analyse(points: list[dict], the_store, allow_mixed: bool = False) -> sweep_v
     if not allow_mixed:
         problem = sweep_view.mixed({run: identity(the_store, rows[run], result) for run, result in results.items()})
         if problem:
-            raise BadInput(f"{problem}: a sweep compares like with like; --allow-mixed shows it anyway")
+            raise BadInput(f"{mixed_text(problem)}: a sweep compares like with like; --allow-mixed shows it anyway")
     return sweep_view.sweep([sweep_view.SweepPoint(p["coords"], p["run_id"], rows.get(p["run_id"], {}).get("name"),
                                                    p["status"], results.get(p["run_id"]), p["note"])
                              for p in points])
