@@ -1,5 +1,5 @@
 """The `smlens` command line: each command a few lines that turn its options into one call of
-the application layer (profiler/commands/), which tests call directly.
+the application layer (commands/), which tests call directly.
 
 Every SmlensError becomes one line on stderr and its exit code (README, "Exit codes"); anything
 else is a bug, reported on one line with exit code 70 (SMLENS_TRACEBACK=1 shows the traceback).
@@ -16,7 +16,7 @@ from typing import List, Optional
 
 import typer
 
-from profiler import commands
+import commands
 from profiler.cli_help import Command, example
 from profiler.errors import EXIT_INTERNAL, SmlensError, internal_error, one_line
 from profiler.run.options import DEFAULT_WORKLOAD, DecoderOptions, DetGemmOptions, ProgramOptions

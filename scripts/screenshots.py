@@ -64,7 +64,7 @@ def _shoot_section(browser: Browser, page: Path, out: Path, anchor: str, height:
 def sweep_page(path: Path) -> None:
     """The sweep report of the H200 study's Llama-3.1-8B grid (tests/data/h200_sweep)."""
     import shutil
-    from profiler.commands import sweep as sweep_command
+    from commands import sweep as sweep_command
     from profiler.ingest.stores import open_store
     from reports.sweep_html import render_sweep
 

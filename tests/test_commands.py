@@ -1,4 +1,4 @@
-"""The application layer (profiler/commands/) called directly, as the CLI calls it, on the committed
+"""The application layer (commands/) called directly, as the CLI calls it, on the committed
 H200 captures; and the CLI over it kept thin: each command a few lines over one call."""
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from profiler import cli, commands
+import commands
+from profiler import cli
 from profiler.errors import BadInput, SmlensError
 from reports.formats import Format, ViewsFormat
 from tests.cli import smlens
@@ -119,7 +120,7 @@ def test_every_command_is_a_few_lines_over_one_call_of_the_application_layer():
     for func in found:
         body = [s for s in func.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
         calls = [ast.unparse(n.func) for s in body for n in ast.walk(s) if isinstance(n, ast.Call)]
-        assert len(body) <= 2, f"{func.name}: {len(body)} statements; move the work to profiler/commands/"
+        assert len(body) <= 2, f"{func.name}: {len(body)} statements; move the work to commands/"
         assert any(re.fullmatch(r"commands\.\w+\.\w+", c) for c in calls), f"{func.name} calls {calls}"
         assert not any(isinstance(n, (ast.Import, ast.ImportFrom, ast.Try, ast.If, ast.For, ast.With))
                        for s in body for n in ast.walk(s)), func.name

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler import commands
+import commands
 from profiler.ingest.store import Store
 from tests.cli import smlens
 from tests.conftest import DATA

@@ -1,5 +1,6 @@
 """Data flows one way: profiler -> views -> reports, and the command line (profiler/cli.py over
-the application layer, profiler/commands/) is the one joint.
+the application layer, the commands package) is the one joint: commands may import all three,
+and no module of profiler, views or reports imports it but profiler/cli.py.
 
 Every import of every module is read (function-local ones too): views imports nothing from
 profiler or reports; reports nothing from profiler; profiler nothing from reports, and of views
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).parents[1]
-JOINT = ("profiler/cli.py", "profiler/commands/")  # the command line and its application layer
+CLI = "profiler/cli.py"  # the command line: of profiler, the one module that imports commands and reports
 PURE_VIEWS = {"views.vocabulary", "views.kernel_names"}  # what the profiler may read of views
 
 
@@ -26,7 +27,7 @@ def imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             assert node.level == 0, f"{path}: relative import"
             found.add(node.module)
-            if node.module in ("profiler", "views", "reports"):
+            if node.module in ("profiler", "views", "reports", "commands"):
                 found |= {f"{node.module}.{alias.name}" for alias in node.names}
     return found
 
@@ -42,7 +43,7 @@ def broken(package: str, allowed) -> list[str]:
         where = path.relative_to(ROOT).as_posix()
         for module in sorted(imports(path)):
             top = module.split(".")[0]
-            if top in ("profiler", "views", "reports") and top != package and not allowed(where, module):
+            if top in ("profiler", "views", "reports", "commands") and top != package and not allowed(where, module):
                 out.append(f"{where}: {module}")
     return out
 
@@ -57,8 +58,14 @@ def test_reports_import_nothing_from_profiler():
 
 def test_profiler_imports_no_reports_and_only_the_pure_parsers_of_views():
     def allowed(where: str, module: str) -> bool:
-        return where.startswith(JOINT) or module in PURE_VIEWS or module == "views"
+        return where == CLI or (module in PURE_VIEWS or module == "views")
     assert broken("profiler", allowed) == []
+
+
+def test_the_commands_join_the_three_and_are_imported_by_the_cli_alone():
+    assert broken("commands", lambda where, module: True) == []
+    joined = {module.split(".")[0] for path in modules("commands") for module in imports(path)}
+    assert {"profiler", "views", "reports"} <= joined
 
 
 @pytest.mark.parametrize("module", sorted(PURE_VIEWS))
@@ -79,7 +86,7 @@ def test_the_walk_sees_a_function_local_import(tmp_path):
 # function too), resolved to the module of ours it runs: `from profiler.ingest import store` is
 # profiler.ingest.store, `from profiler.ingest.store import Store` is profiler.ingest.store. An
 # import under `if TYPE_CHECKING:` never runs and names only a type, so it is no edge.
-PACKAGES = ("profiler", "views", "reports")
+PACKAGES = ("profiler", "views", "reports", "commands")
 
 # Cycles left on purpose, each as the sorted modules of its strongly connected component, and why.
 KNOWN_CYCLES: dict[tuple[str, ...], str] = {}

@@ -272,7 +272,7 @@ def store(tmp_path_factory):
 
 
 def test_show_kernel_from_the_store_as_json(store, llama, capsys):
-    from profiler.commands.compare import show_kernel
+    from commands.compare import show_kernel
     from reports.formats import Format
 
     _, b8 = llama["b8"]
@@ -289,7 +289,7 @@ def test_show_kernel_from_the_store_as_json(store, llama, capsys):
 
 
 def test_an_unknown_kernel_is_a_one_line_error(store, llama):
-    from profiler.commands.compare import show_kernel
+    from commands.compare import show_kernel
     from profiler.errors import BadInput
 
     last = llama["b8"][1]["kernel_id"].max()

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from profiler.commands.profile import ProfileRequest
-from profiler.commands.sweep import SweepRequest
+from commands.profile import ProfileRequest
+from commands.sweep import SweepRequest
 
 
 def test_a_path_option_given_as_a_string_is_a_path_in_the_request():

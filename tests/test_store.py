@@ -107,7 +107,7 @@ def test_rm_without_a_terminal_removes_nothing_without_yes(store, tmp_path):
 
 
 def test_rm_at_a_terminal_removes_only_after_an_explicit_yes(store, monkeypatch):
-    from profiler import commands
+    import commands
 
     monkeypatch.setattr(commands.store, "stdin_is_terminal", lambda: True)
     run_id = Store(store).runs()["id"].iloc[0]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.commands import sweep as sweep_command
+from commands import sweep as sweep_command
 from profiler.ingest.stores import open_store
 from profiler.run import sweep as sw
 from reports.sweep_text import findings_told

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
-from profiler.commands import sweep as sweep_command
+from commands import sweep as sweep_command
 from profiler.errors import BadInput
 from profiler.ingest.store import Store
 from reports import sweep as sweep_report

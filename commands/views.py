@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 from rich.console import Console
 
-from profiler.commands.common import print_report, say, store_path
+from commands.common import print_report, say, store_path
 from profiler.errors import BadInput
 from profiler.ingest.shapes import parse_shapes_file
 from profiler.ingest.stores import open_store
@@ -67,7 +67,7 @@ def show_views(run: Optional[str], phase: Optional[Sequence[str]] = None, role: 
     first the baseline) what changed comes first (`comparison` in the JSON); `brief`: one screen
     (its JSON with --format json); `view`: those views alone."""
     if baseline:  # the comparison's modules only for a comparison: `smlens views` prints in a second
-        from profiler.commands.compare import compare_stored
+        from commands.compare import compare_stored
         from reports.compare import print_comparison
     if (repeat and not baseline) or (baseline and format == ViewsFormat.csv):
         raise BadInput("--repeat needs --baseline" if repeat and not baseline else
@@ -124,7 +124,7 @@ def report(run: Optional[str], output: Path, baseline=None, phase: Optional[str]
     baselines = [baseline] if isinstance(baseline, str) else list(baseline or [])
     if repeat and not baselines:
         raise BadInput("--repeat needs --baseline")
-    from profiler.commands.compare import compare_stored
+    from commands.compare import compare_stored
     from reports.compare import missing_tokens, tokens_per_phase
     from reports.html import filter_input
 

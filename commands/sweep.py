@@ -11,8 +11,8 @@ from typing import Mapping, Optional
 
 from rich.console import Console
 
-from profiler.commands.common import print_report, request_values, say, store_path
-from profiler.commands.profile import profile_metrics
+from commands.common import print_report, request_values, say, store_path
+from commands.profile import profile_metrics
 from profiler.errors import BadInput, SmlensError
 from profiler.ingest.stores import open_store
 from profiler.option_checks import check_folder_option, check_output_file, check_positive_number, is_stdout

@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 
 from rich.console import Console
 
-from profiler.commands.common import print_report, say, store_path, write_text
+from commands.common import print_report, say, store_path, write_text
 from profiler.errors import BadInput, SmlensError, internal_error
 from profiler.gate_inputs import load_runs
 from profiler.gate_match import mismatches

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional
 
-from profiler.commands.common import request_values, say, store_path
+from commands.common import request_values, say, store_path
 from profiler.errors import BadInput, SmlensError
 from profiler.ingest.store import check_name, parse_tags
 from profiler.option_checks import check_folder_option, check_positive_number

@@ -9,7 +9,7 @@ from typing import Callable, Optional, Sequence
 import pandas as pd
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-from profiler.commands.common import say, store_path
+from commands.common import say, store_path
 from profiler.errors import BadInput
 from profiler.ingest.capture_source import check_readable
 from profiler.ingest.shapes import parse_shapes_file

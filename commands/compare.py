@@ -8,8 +8,8 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from profiler.commands.common import say, store_path
-from profiler.commands.store import show_run
+from commands.common import say, store_path
+from commands.store import show_run
 from profiler.errors import BadInput
 from profiler.gate_match import identify, mismatches
 from profiler.ingest.stores import open_store

@@ -8,7 +8,7 @@ from typing import Optional
 
 from rich.console import Console
 
-from profiler.commands.common import say
+from commands.common import say
 from profiler.errors import SmlensError
 from profiler.option_checks import check_output_file
 from profiler.workloads.deterministic import bench
