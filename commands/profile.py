@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from commands.common import request_values, say, store_path
 from profiler.errors import BadInput, SmlensError
@@ -52,7 +52,7 @@ class ProfileRequest:
     format: Format = Format.table
 
     @classmethod
-    def from_options(cls, options: Mapping[str, object], given: set[str]) -> "ProfileRequest":
+    def from_options(cls, options: Mapping[str, object], given: Sequence[str]) -> "ProfileRequest":
         """The request of the command line's options (by parameter name; `given`: the names of
         those the user gave, not left at their defaults)."""
         return cls(**request_values(cls, options), given={k: options[k] for k in given})

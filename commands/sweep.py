@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 from rich.console import Console
 
@@ -56,7 +56,7 @@ class SweepRequest:
     format: Format = Format.table
 
     @classmethod
-    def from_options(cls, options: Mapping[str, object], given: set[str]) -> "SweepRequest":
+    def from_options(cls, options: Mapping[str, object], given: Sequence[str]) -> "SweepRequest":
         request = cls(given={k: options[k] for k in given if k in WORKLOAD_OPTIONS})
         passed = {k: v for k, v in request_values(cls, options).items() if k != "program"}
         return replace(request, **passed, program=tuple(options.get("program") or ()))

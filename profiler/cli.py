@@ -301,6 +301,13 @@ def demo(output: Path = typer.Option(Path("smlens-demo.html"), "--output", "-o",
 # --- profile, doctor ----------------------------------------------------------------------------
 
 
+def _given(ctx: typer.Context) -> list[str]:
+    """The options the user gave, not left at their defaults, in the command's order (an option of
+    another workload is refused, and the first such is the one named)."""
+    return [key for key in ctx.params
+            if getattr(ctx.get_parameter_source(key), "name", "DEFAULT") != "DEFAULT"]
+
+
 @command
 def profile(ctx: typer.Context,
             program: Optional[List[str]] = typer.Argument(
@@ -363,9 +370,7 @@ def profile(ctx: typer.Context,
             quiet: bool = typer.Option(False, help="No progress bar."),
             format: Format = FormatOpt):
     """Profile LLM prefill and decode with ncu and store the run (see --plan first)."""
-    given = {key for key in ctx.params  # the options the user gave: another workload's are refused
-             if getattr(ctx.get_parameter_source(key), "name", "DEFAULT") != "DEFAULT"}
-    commands.profile.profile(commands.profile.ProfileRequest.from_options(ctx.params, given))
+    commands.profile.profile(commands.profile.ProfileRequest.from_options(ctx.params, _given(ctx)))
 
 
 @command
@@ -407,9 +412,7 @@ def sweep(ctx: typer.Context,
           format: Format = FormatOpt):
     """Profile a grid of models x batch sizes x prompt lengths, one stored run per point (the same
     command resumes an interrupted sweep), and show how each gap moves along it."""
-    given = {key for key in ctx.params
-             if getattr(ctx.get_parameter_source(key), "name", "DEFAULT") != "DEFAULT"}
-    commands.sweep.sweep(commands.sweep.SweepRequest.from_options(ctx.params, given))
+    commands.sweep.sweep(commands.sweep.SweepRequest.from_options(ctx.params, _given(ctx)))
 
 
 @command

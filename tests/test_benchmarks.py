@@ -222,7 +222,7 @@ def test_run_sh_models_suite_with_the_fake_ncu(tmp_path):
     out = tmp_path / "out"
     env = {"SKIP_WHEELS": "1", "TINY": "1", "BATCHES": "1", "OUT": str(out), "W": str(tmp_path / "w"),
            "PATH": f"{FAKES}{os.pathsep}{os.environ['PATH']}", "FAKE_NCU_CSV": str(DEDUP_REFERENCE),
-           "PYTHONPATH": str(ROOT)}
+           "PYTHONPATH": str(ROOT), "PY": sys.executable}  # CI runs pytest with no venv on PATH
     proc = _run_sh("models", env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     times = (out / "times.txt").read_text()
