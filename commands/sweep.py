@@ -5,7 +5,7 @@ terminal, as JSON and as one HTML report (reports/sweep.py, reports/sweep_html.p
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
@@ -57,9 +57,7 @@ class SweepRequest:
 
     @classmethod
     def from_options(cls, options: Mapping[str, object], given: Sequence[str]) -> "SweepRequest":
-        request = cls(given={k: options[k] for k in given if k in WORKLOAD_OPTIONS})
-        passed = {k: v for k, v in request_values(cls, options).items() if k != "program"}
-        return replace(request, **passed, program=tuple(options.get("program") or ()))
+        return cls(**request_values(cls, options), given={k: options[k] for k in given if k in WORKLOAD_OPTIONS})
 
 
 def grid_of(request: SweepRequest) -> sw.Grid:

@@ -26,6 +26,19 @@ def find_chromium():
     return None
 
 
+def require_chromium():
+    """Chromium's path for a test: the test is skipped where there is none, and fails in CI, which
+    must run the report's browser tests."""
+    import pytest  # here, not at the top: scripts/screenshots.py imports this module too
+
+    binary = find_chromium()
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must have Chromium for the report tests: apt-get install chromium")
+        pytest.skip("no chromium on PATH (apt-get install chromium)")
+    return binary
+
+
 class Browser:
     def __init__(self, binary, window=(1400, 1000)):
         self.profile = tempfile.mkdtemp(prefix="smlens-chromium-")

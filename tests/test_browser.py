@@ -9,13 +9,12 @@ Needs Debian's `chromium` (apt-get install chromium); skipped without it only ou
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
 from reports import html as report
-from tests.chromium import Browser, find_chromium
+from tests.chromium import Browser, require_chromium
 from tests.conftest import DATA, TARGETED_SHAPES
 from tests.report_cases import (HOSTILE_NAME, HOSTILE_PHASE_MESSAGE, HOSTILE_ROLE_MESSAGE,
                                 HOSTILE_RUN_NAME, hostile_capture, views_input)
@@ -37,12 +36,7 @@ Array.from(document.querySelectorAll('div.fig')).map(function (el) {
 
 @pytest.fixture(scope="module")
 def browser():
-    binary = find_chromium()
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must have Chromium for the report tests: apt-get install chromium")
-        pytest.skip("no chromium on PATH (apt-get install chromium)")
-    instance = Browser(binary, window=(1400, 1000))
+    instance = Browser(require_chromium(), window=(1400, 1000))
     yield instance
     instance.close()
 

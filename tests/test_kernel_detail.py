@@ -197,19 +197,27 @@ def test_the_report_holds_every_kernels_page_and_the_comparison_first(llama, com
     assert report.script_hash(KERNEL_JS) in text[:text.index("</head>")]
 
 
+def _once_shown(kernel_id, result: str, before: str = "") -> str:
+    """A script's promise of `result` (an expression of `s`, the section #kernel-<id>) once that
+    section is shown, or after 20 s; `before` runs first (a click that opens it)."""
+    return """new Promise(function (done) {%s
+        var t0 = Date.now();
+        (function poll() {
+          var s = document.getElementById('kernel-%s');
+          if ((s && !s.hidden) || Date.now() - t0 > 20000) done(%s);
+          else setTimeout(poll, 50);
+        })();
+    })""" % (before, kernel_id, result)
+
+
 @pytest.mark.slow
 def test_a_kernels_page_opens_in_the_browser_when_linked(tmp_path, comparison_report, llama):
     """Chromium opens #kernel-<id>: the section is built from the packed data (DecompressionStream),
     shows each figure of each view with the baseline's value and change, and a click on another
     kernel's id in the kernel table opens that one and hides the first."""
-    import os
-    from tests.chromium import Browser, find_chromium
+    from tests.chromium import Browser, require_chromium
 
-    binary = find_chromium()
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must have Chromium for the report tests: apt-get install chromium")
-        pytest.skip("no chromium on PATH (apt-get install chromium)")
+    binary = require_chromium()
     _, b8 = llama["b8"]
     path = tmp_path / "compare.html"
     path.write_text(comparison_report, encoding="utf-8")
@@ -218,18 +226,11 @@ def test_a_kernels_page_opens_in_the_browser_when_linked(tmp_path, comparison_re
     browser = Browser(binary, window=(1400, 1000))
     try:
         session = browser.open(path.resolve().as_uri() + f"#kernel-{kernel_id}")
-        page = browser.evaluate(session, """new Promise(function (done) {
-            var t0 = Date.now();
-            (function poll() {
-              var s = document.getElementById('kernel-%s');
-              if ((s && !s.hidden) || Date.now() - t0 > 20000) {
-                done(s && {hidden: s.hidden, title: s.querySelector('h2').textContent,
-                           views: Array.from(s.querySelectorAll('h3')).map(function (h) { return h.textContent; }),
-                           rows: Array.from(s.querySelectorAll('tbody tr')).map(function (r) {
-                             return Array.from(r.cells).map(function (c) { return c.textContent; }); })});
-              } else setTimeout(poll, 50);
-            })();
-        })""" % kernel_id)
+        page = browser.evaluate(session, _once_shown(kernel_id, """s && {hidden: s.hidden,
+            title: s.querySelector('h2').textContent,
+            views: Array.from(s.querySelectorAll('h3')).map(function (h) { return h.textContent; }),
+            rows: Array.from(s.querySelectorAll('tbody tr')).map(function (r) {
+              return Array.from(r.cells).map(function (c) { return c.textContent; }); })}"""))
         assert page and not page["hidden"]
         assert page["title"].startswith(f"kernel {kernel_id} \u00b7 decode \u00b7 qkv_proj")
         assert [v.split(" ")[0] for v in page["views"]] == list(registry.VIEWS)
@@ -239,19 +240,10 @@ def test_a_kernels_page_opens_in_the_browser_when_linked(tmp_path, comparison_re
         time = next(r for r in page["rows"] if r[0] == "time")
         assert time[4] == "gpu__time_duration.sum" and time[5] == f"gpu__time_duration.sum = {int(b8['time_ns'].iloc[at])}"
         other = b8["kernel_id"].iloc[0]
-        state = browser.evaluate(session, """new Promise(function (done) {
-            var cell = Array.from(document.querySelectorAll('#kernel-table tbody td:first-child'))
-              .filter(function (c) { return c.textContent === '%s'; })[0];
-            cell.click();
-            var t0 = Date.now();
-            (function poll() {
-              var s = document.getElementById('kernel-%s');
-              if ((s && !s.hidden) || Date.now() - t0 > 20000)
-                done({hash: location.hash, opened: !!s && !s.hidden,
-                      first: document.getElementById('kernel-%s').hidden});
-              else setTimeout(poll, 50);
-            })();
-        })""" % (other, other, kernel_id))
+        state = browser.evaluate(session, _once_shown(other, """{hash: location.hash, opened: !!s && !s.hidden,
+            first: document.getElementById('kernel-%s').hidden}""" % kernel_id, before="""
+            Array.from(document.querySelectorAll('#kernel-table tbody td:first-child'))
+              .filter(function (c) { return c.textContent === '%s'; })[0].click();""" % other))
         assert state == {"hash": f"#kernel-{other}", "opened": True, "first": True}
         assert browser.errors(session) == []
     finally:
@@ -331,17 +323,12 @@ def test_show_kernel_on_the_command_line(store, llama, monkeypatch):
 def test_a_hostile_kernel_name_on_its_page_stays_text(tmp_path):
     """The targeted capture with script and markup in every GEMM's name and NVTX message: its page
     shows them character for character and runs none of them."""
-    import os
     from reports import html as report
-    from tests.chromium import Browser, find_chromium
+    from tests.chromium import Browser, require_chromium
     from tests.conftest import TARGETED_SHAPES
     from tests.report_cases import HOSTILE_NAME, hostile_capture, views_input
 
-    binary = find_chromium()
-    if binary is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must have Chromium for the report tests: apt-get install chromium")
-        pytest.skip("no chromium on PATH (apt-get install chromium)")
+    binary = require_chromium()
     capture = hostile_capture(DATA / "targeted_raw.csv", tmp_path / "hostile.csv")
     data = views_input(capture, TARGETED_SHAPES, {"id": "evil", "name": "evil"})
     hostile = data.kernels[data.kernels["name"].str.endswith(HOSTILE_NAME)]
@@ -351,17 +338,10 @@ def test_a_hostile_kernel_name_on_its_page_stays_text(tmp_path):
     browser = Browser(binary, window=(1400, 1000))
     try:
         session = browser.open(path.resolve().as_uri() + f"#kernel-{kernel_id}")
-        shown = browser.evaluate(session, """new Promise(function (done) {
-            var t0 = Date.now();
-            (function poll() {
-              var s = document.getElementById('kernel-%s');
-              if ((s && !s.hidden) || Date.now() - t0 > 20000)
-                done({lines: s ? Array.from(s.querySelectorAll('p.meta')).map(function (p) { return p.textContent; }) : [],
-                      pwned: window.__pwned === undefined ? null : window.__pwned, title: document.title,
-                      tags: s ? Array.from(s.querySelectorAll('script, img, svg, i')).length : -1});
-              else setTimeout(poll, 50);
-            })();
-        })""" % kernel_id)
+        shown = browser.evaluate(session, _once_shown(kernel_id, """{
+            lines: s ? Array.from(s.querySelectorAll('p.meta')).map(function (p) { return p.textContent; }) : [],
+            pwned: window.__pwned === undefined ? null : window.__pwned, title: document.title,
+            tags: s ? Array.from(s.querySelectorAll('script, img, svg, i')).length : -1}"""))
         assert shown["lines"][0] == f"name: {hostile['name'].iloc[0]}"
         assert shown["pwned"] is None and "pwned" not in shown["title"] and shown["tags"] == 0
         assert browser.errors(session) == []
