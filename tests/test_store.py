@@ -265,3 +265,15 @@ def test_failed_ingest_leaves_no_staging(tmp_path):
         store.ingest(bad)
     assert not list((tmp_path / "store").glob(".tmp-*"))
     assert len(store.runs()) == 0
+
+
+def test_a_run_id_is_never_read_back_as_a_number(tmp_path, monkeypatch):
+    """Parquet readers infer a partition value of digits alone as a number (`run=04404686` came back as
+    4404686, and one test failed once in forty runs): an id starts with a letter."""
+    from profiler.ingest import store as store_module
+    draws = iter(["04404686", "12345e67", "c0ffee00"])
+    monkeypatch.setattr(store_module, "random_hex8", lambda: next(draws))
+    row = Store(tmp_path / "store").ingest(DATA / "targeted_raw.csv")[0]
+    assert row["id"] == "c0ffee00"
+    seen = pd.read_parquet(tmp_path / "store" / "runs", columns=["run"])
+    assert set(seen["run"].astype(str)) == {"c0ffee00"}

@@ -25,7 +25,6 @@ import io
 import json
 import socket
 import tempfile
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +35,7 @@ import pyarrow.parquet as pq
 from profiler.errors import BadInput
 from profiler.ingest.objectstore import S3Objects, open_objects
 from profiler.ingest.store import (FORMAT_VERSION, MARKER, READ_ERRORS, RUN_COLUMNS, RUN_META,
-                                   Store, StoreDamaged, new_run_row, plain_row, reason,
+                                   Store, StoreDamaged, new_run_id, new_run_row, plain_row, reason,
                                    row_changes, write_json)
 
 LOG = "_log/"
@@ -206,7 +205,7 @@ class LogStore(Store):
         source, sha256, shapes_key, existing = self._identify(source, name, shapes, roles_from_order)
         if existing is not None:
             return self._update(existing, name, tags), False
-        run_id = self._new_id()
+        run_id = new_run_id(set(self.log_state().runs["id"]))
         with tempfile.TemporaryDirectory(prefix="smlens-stage-") as folder:
             with self.writing("nothing was stored"):
                 run_dir, units_dir = Path(folder) / run_folder(run_id), Path(folder) / units_folder(run_id)
@@ -246,12 +245,6 @@ class LogStore(Store):
         self.publish(run_id, keys)
         self._sweep_staging(state)
         return row, True
-
-    def _new_id(self) -> str:
-        taken = set(self.log_state().runs["id"])
-        while (run_id := uuid.uuid4().hex[:8]) in taken:
-            pass
-        return run_id
 
     def publish(self, run_id: str, keys: list[str]) -> None:
         """A committed run's staged files into place, then the staged copies away."""

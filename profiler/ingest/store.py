@@ -58,6 +58,19 @@ REQUIRED_RUN_COLUMNS = ("id", "name", "tags", "created", "sha256", "kernel_count
 READ_ERRORS = (OSError, ValueError, EOFError, pa.ArrowException)
 
 
+def random_hex8() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def new_run_id(taken=frozenset()) -> str:
+    """Eight hex digits that start with a letter: a reader of the run=<id> folders (pyarrow, DuckDB,
+    Spark) infers a partition value of digits alone as a number (`run=04404686` read back as 4404686,
+    `12345e67` as a float)."""
+    while (run_id := random_hex8())[0].isdigit() or run_id in taken:
+        pass
+    return run_id
+
+
 class StoreDamaged(BadInput):
     """The store is inconsistent or a file of it cannot be read: one line and the way out."""
 
@@ -315,7 +328,7 @@ class Store:
         source, sha256, shapes_key, existing = self._identify(source, name, shapes, roles_from_order)
         if existing is not None:
             return self._update(existing, name, tags), False
-        run_id = uuid.uuid4().hex[:8]
+        run_id = new_run_id()
         with self.writing("nothing was stored"):
             staging = self.staging()
             lock_fd = hold_lock(staging / f"ingest-{run_id}.lock")
