@@ -6,6 +6,8 @@
 #   bash scripts/test.sh                 the whole suite (what CI runs)
 #   bash scripts/test.sh --quick         the edit loop: -m "not slow" (every file's cheap tests)
 #   bash scripts/test.sh tests/test_x.py extra arguments go to pytest (-n 0: one process)
+#   bash scripts/test.sh --record-durations   the whole suite, writing what each test took into
+#                                        tests/durations.json (the slow marker and the workers' order)
 #
 # --python PY and --venv DIR set up another interpreter's environment (CI's Python 3.10 run);
 # --no-torch leaves torch and triton out (their tests skip). Each setup step prints its time; a venv
@@ -64,14 +66,18 @@ fi
 step "compiling the package's bytecode"
 "$venv/bin/python" -m compileall -q profiler views reports tests >/dev/null
 
-# Two workers (a later -n of the arguments wins); files that share a JVM or a browser stay on one.
+# Two workers (a later -n of the arguments wins), taking the work longest first in the order
+# tests/conftest.py collects it (not xdist's own, by number of tests); a file's tests that share a
+# module fixture (a JVM, a browser, a compiled program) stay on one.
 workers=()
 if "$venv/bin/python" -c "import xdist" 2>/dev/null; then
-  workers=(-n 2 --dist loadgroup)
+  workers=(-n 2 --dist loadgroup --no-loadscope-reorder)
 fi
 step "pytest ${workers[*]-} ${args[*]-}"
 set +e
-"$venv/bin/python" -m pytest "${workers[@]}" "${args[@]}"
+# pytest keeps each test file's assertion-rewritten bytecode unless PYTHONDONTWRITEBYTECODE is set
+# (as on these machines): without it every worker rewrote the 90 files again, 8 of the 16 s each collection took.
+env -u PYTHONDONTWRITEBYTECODE "$venv/bin/python" -m pytest "${workers[@]}" "${args[@]}"
 rc=$?
 set -e
 step "pytest exited $rc"

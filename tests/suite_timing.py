@@ -1,0 +1,95 @@
+"""What each test costs, measured (tests/durations.json), and what the suite does with it: the `slow`
+marker (`bash scripts/test.sh --quick` leaves those out) and the order two xdist workers take the
+work in. `bash scripts/test.sh --record-durations` runs the whole suite and writes the record again.
+
+The record holds, per test function (its parameters together), the longest parameter's setup and
+its whole time (setup, call, teardown), in seconds, as measured under `-n 2` on the 2-core machine.
+A test not in it yet (added since) counts as quick and cheap until the record is written again.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+RECORD = Path(__file__).parent / "durations.json"
+SLOW_S = 1.5  # the `slow` marker: over this on the 2-core machine
+UNKNOWN_S = 0.1
+
+
+def function_key(item) -> str:
+    """`tests/test_x.py::test_f`: a test function, whatever its parameters."""
+    return item.nodeid.split("[", 1)[0]
+
+
+def load_record(path: Path = RECORD) -> dict[str, dict]:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def uses_a_module_fixture(item) -> bool:
+    definitions = getattr(item, "_fixtureinfo", None)
+    return definitions is not None and any(
+        defs and defs[-1].scope == "module" for defs in definitions.name2fixturedefs.values())
+
+
+def mark_and_order(items: list, record: dict[str, dict], under_xdist: bool) -> None:
+    """Mark the slow tests; group a file's tests that share a module-scoped fixture on one worker;
+    under xdist, order the work longest first (the group's sum, or the test's own time).
+
+    A module fixture's cost lands on the first test that sets it up, and which one that is depends
+    on the selection: in a file where some test's setup took over SLOW_S, every test sharing its
+    module fixtures is slow, so that `--quick` never pays the fixture for one cheap test.
+    """
+    heavy_setup_files = {key.split("::", 1)[0] for key, cost in record.items() if cost["setup_s"] > SLOW_S}
+    unit_cost: dict[str, float] = defaultdict(float)
+    unit_of = {}
+    for item in items:
+        cost = record.get(function_key(item), {})
+        shared = uses_a_module_fixture(item)
+        path = item.nodeid.split("::", 1)[0]
+        if cost.get("total_s", 0) > SLOW_S or (shared and path in heavy_setup_files):
+            item.add_marker(pytest.mark.slow)
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(Path(path).name))
+        unit_of[item.nodeid] = unit = path if shared else item.nodeid
+        unit_cost[unit] += cost.get("total_s", UNKNOWN_S)
+    if under_xdist:  # each worker collects: the same order on both (scripts/test.sh: --no-loadscope-reorder)
+        items.sort(key=lambda item: -unit_cost[unit_of[item.nodeid]])
+
+
+class DurationRecorder:
+    """`--record-durations`: each test function's longest setup and whole time, into RECORD."""
+
+    def __init__(self, path: Path = RECORD):
+        self.path = path
+        self.phases: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+
+    def pytest_runtest_logreport(self, report):
+        self.phases[report.nodeid][report.when] += report.duration
+
+    def pytest_sessionfinish(self, session):
+        if hasattr(session.config, "workerinput"):
+            return  # the controller writes what the workers reported
+        # what was not run this time keeps its old figures, while its file is there
+        root = session.config.rootpath
+        record = {key: cost for key, cost in load_record(self.path).items()
+                  if (root / key.split("::", 1)[0]).exists()}
+        measured = set()
+        for nodeid, phases in self.phases.items():
+            key = nodeid.split("[", 1)[0]
+            total = sum(phases.values())
+            if key not in measured:
+                measured.add(key)
+                record[key] = {"setup_s": 0.0, "total_s": 0.0}
+            known = record[key]
+            known["setup_s"] = max(known["setup_s"], round(phases.get("setup", 0.0), 2))
+            known["total_s"] = max(known["total_s"], round(total, 2))
+        write_record(record, self.path)
+
+
+def write_record(record: dict[str, dict], path: Path = RECORD) -> None:
+    """One test function a line, sorted: a new measurement's diff shows what changed."""
+    lines = [f"{json.dumps(key)}: {json.dumps(cost)}" for key, cost in sorted(record.items())]
+    path.write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
