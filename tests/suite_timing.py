@@ -72,10 +72,9 @@ class DurationRecorder:
     def pytest_sessionfinish(self, session):
         if hasattr(session.config, "workerinput"):
             return  # the controller writes what the workers reported
-        # what was not run this time keeps its old figures, while its file is there
+        # what was not run this time keeps its old figures, while the test is there
         root = session.config.rootpath
-        record = {key: cost for key, cost in load_record(self.path).items()
-                  if (root / key.split("::", 1)[0]).exists()}
+        record = {key: cost for key, cost in load_record(self.path).items() if names_a_test(root, key)}
         measured = set()
         for nodeid, phases in self.phases.items():
             key = nodeid.split("[", 1)[0]
@@ -87,6 +86,13 @@ class DurationRecorder:
             known["setup_s"] = max(known["setup_s"], round(phases.get("setup", 0.0), 2))
             known["total_s"] = max(known["total_s"], round(total, 2))
         write_record(record, self.path)
+
+
+def names_a_test(root: Path, key: str) -> bool:
+    """Whether `tests/test_x.py::test_f` (or `::Class::test_f`) is still defined in its file."""
+    path, function = key.split("::", 1)
+    file = root / path
+    return file.exists() and f"def {function.split('::')[-1]}(" in file.read_text(encoding="utf-8")
 
 
 def write_record(record: dict[str, dict], path: Path = RECORD) -> None:
