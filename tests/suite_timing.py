@@ -17,6 +17,7 @@ import pytest
 RECORD = Path(__file__).parent / "durations.json"
 SLOW_S = 1.5  # the `slow` marker: over this on the 2-core machine
 UNKNOWN_S = 0.1
+FIRST_RESULTS = 72  # pytest's first line of progress: a dot a result
 
 
 def function_key(item) -> str:
@@ -34,9 +35,11 @@ def uses_a_module_fixture(item) -> bool:
         defs and defs[-1].scope == "module" for defs in definitions.name2fixturedefs.values())
 
 
-def mark_and_order(items: list, record: dict[str, dict], under_xdist: bool) -> None:
+def mark_and_order(items: list, record: dict[str, dict], under_xdist: bool,
+                   first_results: int = FIRST_RESULTS) -> None:
     """Mark the slow tests; group a file's tests that share a module-scoped fixture on one worker;
-    under xdist, order the work longest first (the group's sum, or the test's own time).
+    under xdist, order the work longest first (the group's sum, or the test's own time), after the
+    `first_results` cheapest single tests.
 
     A module fixture's cost lands on the first test that sets it up, and which one that is depends
     on the selection: in a file where some test's setup took over SLOW_S, every test sharing its
@@ -57,6 +60,12 @@ def mark_and_order(items: list, record: dict[str, dict], under_xdist: bool) -> N
         unit_cost[unit] += cost.get("total_s", UNKNOWN_S)
     if under_xdist:  # each worker collects: the same order on both (scripts/test.sh: --no-loadscope-reorder)
         items.sort(key=lambda item: -unit_cost[unit_of[item.nodeid]])
+        # pytest shows a result when a test ends, and the longest work takes minutes: the cheapest
+        # single tests first, for a line of progress within seconds of the start
+        cheapest = sorted((item for item in items if unit_of[item.nodeid] == item.nodeid),
+                          key=lambda item: unit_cost[item.nodeid])[:first_results]
+        first = {item.nodeid for item in cheapest}
+        items[:] = [item for item in items if item.nodeid in first] + [item for item in items if item.nodeid not in first]
 
 
 class DurationRecorder:

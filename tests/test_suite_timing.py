@@ -53,12 +53,17 @@ def test_slow_is_what_took_over_the_limit_or_shares_a_costly_module_fixture():
 
 def test_under_xdist_the_longest_work_comes_first_and_a_group_stays_together():
     items = _items()
-    suite_timing.mark_and_order(items, RECORD, under_xdist=True)
+    suite_timing.mark_and_order(items, RECORD, under_xdist=True, first_results=0)
     assert [item.nodeid for item in items] == [
         "tests/test_a.py::test_long[x]", "tests/test_a.py::test_long[y]",   # 9 s each
         "tests/test_b.py::test_first", "tests/test_b.py::test_second",      # the group: 6.8 s
         "tests/test_b.py::test_alone", "tests/test_a.py::test_cheap",       # 0.3, 0.2
         "tests/test_c.py::test_new"]                                         # not measured yet
+    # a line of progress first: the cheapest single tests, then the longest work
+    items = _items()
+    suite_timing.mark_and_order(items, RECORD, under_xdist=True, first_results=2)
+    assert [item.nodeid for item in items][:4] == ["tests/test_a.py::test_cheap", "tests/test_c.py::test_new",
+                                                   "tests/test_a.py::test_long[x]", "tests/test_a.py::test_long[y]"]
     one_process = _items()
     suite_timing.mark_and_order(one_process, RECORD, under_xdist=False)
     assert [item.nodeid for item in one_process] == [item.nodeid for item in _items()]  # -n 0: as collected
