@@ -5,9 +5,11 @@ from __future__ import annotations
 import csv
 import io
 import re
+from functools import lru_cache
 from pathlib import Path
 
 from reports import html as report
+from tests.captures import DATA, committed, kernels_of, views_of
 
 # Each would run, or show up as an element, if any of it reached the page unescaped.
 HOSTILE_NAME = ("</script><script>window.__pwned=1;document.title='pwned'</script>"
@@ -49,9 +51,23 @@ def hostile_capture(source: Path, target: Path) -> Path:
 
 
 def views_input(path: Path, shapes: dict | None, run: dict):
-    """capture -> views -> the report's input, the way `smlens report` joins them."""
+    """capture -> views -> the report's input, the way `smlens report` joins them. A committed
+    capture without a shapes file is read and its views computed once (tests/captures.py): the
+    input's frames are the test's own all the same (from_views copies them)."""
     from profiler.ingest.capture import read_capture
     from views.registry import compute_views
 
+    if shapes is None and committed(path):
+        return report.from_views(views_of(path), run, source_kernels=kernels_of(path))
     kernels = read_capture(path, shapes=shapes).kernels
     return report.from_views(compute_views(kernels), run, source_kernels=kernels)
+
+
+@lru_cache(maxsize=None)
+def llama_comparison() -> str:
+    """Llama-3.1-8B batch 8 against batch 1 (prompt 512, tests/data/h200_runs), as `smlens report
+    --baseline` renders it: the report several files read (1.5 s to render), rendered once."""
+    runs = DATA / "h200_runs"
+    b8 = views_input(runs / "llama-3.1-8b-b8-p512.csv.gz", None, {"id": "b8", "name": "llama-b8"})
+    b1 = views_input(runs / "llama-3.1-8b-b1-p512.csv.gz", None, {"id": "b1", "name": "llama-b1"})
+    return report.render_report(b8, b1)

@@ -14,6 +14,7 @@ from reports.compare import compare_runs, print_comparison
 from reports.comparison_text import comparison_document, explanation_text, summary_text
 from reports.html_verdict import comparison_section
 from reports.gate_stats import mann_whitney_u
+from tests.captures import kernels_of, views_of
 from tests.conftest import DATA, TARGETED_SHAPES
 from views.comparison import ADDED, GAIN, NOISE, REGRESSION, REMOVED, comparison_verdict, judge, noise_floor
 from views.registry import compute_views
@@ -22,6 +23,8 @@ RUNS = DATA / "h200_runs"
 
 
 def _views(path, shapes=None):
+    if shapes is None:  # read and computed once (tests/captures.py): these tests only read them
+        return kernels_of(path), views_of(path).kernels
     capture = read_capture(path, shapes=shapes).kernels
     return capture, compute_views(capture).kernels
 
@@ -30,6 +33,12 @@ def _views(path, shapes=None):
 def gate():
     """The batch-4 and batch-1 decode repeats: (capture, views' kernels) of each."""
     return {f"{b}-r{r}": _views(RUNS / f"gate-{b}-r{r}.csv.gz") for b in ("b4", "b1") for r in (1, 2, 3)}
+
+
+@pytest.fixture(scope="module")
+def repeated(gate):
+    """gate-b4-r2 against gate-b4-r1 with gate-b4-r3 as a second baseline run."""
+    return compare_runs(gate["b4-r2"][1], gate["b4-r1"][1], base_repeats=[gate["b4-r3"][1]])
 
 
 @pytest.fixture(scope="module")
@@ -50,16 +59,14 @@ def _change(verdict, phase, role, kernel):
     return found[0]
 
 
-def test_a_run_to_run_repeat_is_noise_once_repeats_give_a_floor(gate):
+def test_a_run_to_run_repeat_is_noise_once_repeats_give_a_floor(gate, repeated):
     """gate-b4-r2 against gate-b4-r1: the o_proj split-K reduce moves 256 ns on 3.3 us. Without a
     repeat nothing says that is noise; with r3 as a second baseline run the floor does, and the
     workload's +0.7 % is within the 1.4 % r1 and r3 differ by."""
-    current, baseline, repeat = gate["b4-r2"][1], gate["b4-r1"][1], gate["b4-r3"][1]
-    alone = compare_runs(current, baseline)
+    alone = compare_runs(gate["b4-r2"][1], gate["b4-r1"][1])
     assert alone.noise is None
     assert _change(alone, "decode", "o_proj", "splitk_reduce").significance == REGRESSION
 
-    repeated = compare_runs(current, baseline, base_repeats=[repeat])
     reduce = _change(repeated, "decode", "o_proj", "splitk_reduce")
     assert reduce.delta_ns == 256 and reduce.significance == NOISE and reduce.noise_ns >= 256
     r1, r3 = _workload_ns(gate["b4-r1"][0]), _workload_ns(gate["b4-r3"][0])
@@ -128,8 +135,8 @@ def test_a_kernel_only_one_run_has_is_added_or_removed_in_place_of_the_other():
     assert explanation_text(gemm).startswith(f"added ({gemm.launches} launches)")
 
 
-def test_the_verdict_is_plain_json(gate):
-    verdict = compare_runs(gate["b4-r2"][1], gate["b4-r1"][1], base_repeats=[gate["b4-r3"][1]])
+def test_the_verdict_is_plain_json(repeated):
+    verdict = repeated
     document = json.loads(json.dumps(comparison_document(verdict), allow_nan=False))
     assert document["significance"] == NOISE and document["noise"]["runs"] == 2
     assert {c["significance"] for c in document["regressions"] + document["gains"]} <= {REGRESSION, GAIN, NOISE}
@@ -143,10 +150,10 @@ def test_one_run_a_side_has_no_floor(gate):
     assert verdict.noise is None and "no repeats" in summary_text(verdict)
 
 
-def test_the_terminal_and_the_report_grey_what_is_noise(gate):
+def test_the_terminal_and_the_report_grey_what_is_noise(repeated):
     """The run-to-run comparison printed at 80 columns and as the report's section: the gate_up GEMM
     beyond the floor red, the split-K reduce's 256 ns grey, every line within the width."""
-    verdict = compare_runs(gate["b4-r2"][1], gate["b4-r1"][1], base_repeats=[gate["b4-r3"][1]])
+    verdict = repeated
     console = Console(width=80, record=True, file=open("/dev/null", "w"), color_system="truecolor")
     print_comparison(verdict, {"id": "b4r1", "name": "gate-b4-r1"}, console)
     text = console.export_text()
@@ -238,8 +245,8 @@ def test_the_comparison_report_greys_what_the_repeats_call_noise(gate_store, tmp
     assert "so this is within the noise" in repeated[repeated.index('<section id="comparison">'):][:2000]
 
 
-def test_a_brief_comparison_keeps_what_is_beyond_the_noise(gate):
-    verdict = compare_runs(gate["b4-r2"][1], gate["b4-r1"][1], base_repeats=[gate["b4-r3"][1]])
+def test_a_brief_comparison_keeps_what_is_beyond_the_noise(repeated):
+    verdict = repeated
     console = Console(width=80, record=True, file=open("/dev/null", "w"))
     print_comparison(verdict, {"id": "b4r1", "name": "gate-b4-r1"}, console, brief=True)
     lines = console.export_text().splitlines()

@@ -14,6 +14,7 @@ from profiler.ingest.nvtx import PHASES
 from profiler.workloads.models import get_model
 from views.registry import compute_views
 from views.vocabulary import GEMM_ROLES, ROLES
+from tests.captures import kernels_of, views_of
 from tests.cli import smlens
 
 DATA = Path(__file__).parent / "data" / "h200_hf"
@@ -28,7 +29,11 @@ CAPTURES = [(m, b) for m, b in (("llama-3.1-8b", 1), ("llama-3.1-8b", 8), ("qwen
 @pytest.fixture(scope="module", params=CAPTURES, ids=lambda p: f"{p[0]}-b{p[1]}")
 def capture(request):
     model, batch = request.param
-    return model, batch, read_capture(DATA / f"hf-{model}-b{batch}-p{PROMPT}.csv.gz").kernels
+    return model, batch, kernels_of(_path(model, batch))
+
+
+def _path(model: str, batch: int) -> Path:
+    return DATA / f"hf-{model}-b{batch}-p{PROMPT}.csv.gz"
 
 
 def test_the_four_families_were_captured():
@@ -81,8 +86,8 @@ def test_layer_time_is_in_the_six_roles(capture):
 
 
 def test_fill_for_every_gemm(capture):
-    model, batch, k = capture
-    result = compute_views(k)
+    model, batch, _ = capture
+    result = views_of(_path(model, batch))
     gemms = result.kernels[result.kernels["kind"] == "gemm"]
     assert len(gemms) and gemms["fill"].notna().all()
     decode = gemms[gemms["phase"] == "decode"]
@@ -93,8 +98,8 @@ def test_fill_for_every_gemm(capture):
 def test_activation_share_of_mlp(capture):
     """The MLP block holds gate, up, SiLU/GELU, the multiply and down; the activation's share of
     its time is a figure per phase."""
-    model, batch, k = capture
-    mlp = compute_views(k).mlp.set_index("phase")
+    model, batch, _ = capture
+    mlp = views_of(_path(model, batch)).mlp.set_index("phase")
     assert set(mlp.index) == set(PHASES)
     share = mlp["activation_share_of_mlp_pct"]
     assert ((share > 1) & (share < 40)).all(), share
@@ -104,8 +109,8 @@ def test_activation_share_of_mlp(capture):
 def test_the_builtin_decoder_shows_the_same_figure():
     """`smlens profile --model` (32 layers, batch 8): its MLP block range gives the same figure; its
     activation runs on the fused gate/up output's halves, a larger share than HF's separate halves."""
-    decoder = compute_views(read_capture(DATA / "decoder-llama-3.1-8b-b8-p512.csv.gz").kernels).mlp
-    hf = compute_views(read_capture(DATA / "hf-llama-3.1-8b-b8-p512.csv.gz").kernels).mlp
+    decoder = views_of(DATA / "decoder-llama-3.1-8b-b8-p512.csv.gz").mlp
+    hf = views_of(_path("llama-3.1-8b", 8)).mlp
     decoder, hf = decoder.set_index("phase"), hf.set_index("phase")
     assert set(decoder.index) == set(PHASES)
     for phase in ("cold_prefill", "warm_prefill"):

@@ -34,6 +34,12 @@ def page(b8):
     return Page(report.render_report(b8))
 
 
+@pytest.fixture(scope="module")
+def against_b1(b8, b1):
+    """b8's report against b1 (10 s to render), for the tests that read it."""
+    return report.render_report(b8, b1)
+
+
 def _rows(page: Page, index: int) -> list[dict]:
     frame = page.table("tp", index)
     return frame.to_dict("records")
@@ -104,8 +110,8 @@ def test_headings_and_lead_come_from_the_declarations_and_tags(page):
     assert ("a", {"href": "#tp"}) in page.tags
 
 
-def test_against_a_baseline_each_figure_shows_the_baselines_same_rank(b8, b1):
-    page = Page(report.render_report(b8, b1))
+def test_against_a_baseline_each_figure_shows_the_baselines_same_rank(against_b1, b1):
+    page = Page(against_b1)
     base = b1.communication.set_index(["phase", "rank"])
     cells = page.raw_row("tp", 0, phase="decode", rank="rank 1")
     assert f"baseline {figure_format(registry.rank_figures()['compute_ns'])(base.loc[('decode', 1), 'compute_ns'])}" \
@@ -131,10 +137,9 @@ def test_a_single_gpu_run_has_no_tensor_parallel_section():
     assert "tp" not in page.sections and ("a", {"href": "#tp"}) not in page.tags
 
 
-def test_the_chart_stacks_compute_transfer_and_wait_per_rank(b8, b1):
+def test_the_chart_stacks_compute_transfer_and_wait_per_rank(against_b1, b8, b1):
     from tests.test_html_report import figures_of
-    text = report.render_report(b8, b1)
-    figure = figures_of(text)["fig-tp"]
+    figure = figures_of(against_b1)["fig-tp"]
     comm = b8.communication
     labels = [f"{p} \u00b7 rank {r}" for p, r in zip(comm["phase"], comm["rank"])]
     declared = registry.rank_figures()

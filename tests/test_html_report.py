@@ -15,7 +15,7 @@ from reports import html as report
 from reports.verdict_text import group_text, phase_text, summary_text
 from tests.conftest import DATA, TARGETED_SHAPES
 from tests.report_cases import (HOSTILE_NAME, HOSTILE_PHASE_MESSAGE, HOSTILE_ROLE_MESSAGE,
-                                HOSTILE_RUN_NAME, hostile_capture, views_input)
+                                HOSTILE_RUN_NAME, hostile_capture, llama_comparison, views_input)
 from views.vocabulary import STALL_FAMILIES
 
 SECTIONS = ["verdict", "gap", "top", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "kernels", "validation"]
@@ -385,7 +385,8 @@ def test_missing_metrics_are_dashes_not_zeros():
     Its DRAM figures come from SpeedOfLight's gpu__dram_throughput and MemoryWorkloadAnalysis's
     rate (issue 27), so V7 checks the DRAM peak they imply wherever DRAM is 1 % busy or more."""
     data = views_input(DATA / "sections_raw.csv", TARGETED_SHAPES, {"id": "s", "name": "sections"})
-    page = Page(report.render_report(data))
+    text = report.render_report(data)
+    page = Page(text)
     fill = page.table("v3")
     assert set(fill["useful MMA share"]) == {"\u2014"} and set(fill["useful tensor"]) == {"\u2014"}
     memory = page.table("v7")
@@ -394,7 +395,7 @@ def test_missing_metrics_are_dashes_not_zeros():
     assert "\u2014" not in set(memory["DRAM"])
     v7 = dict(page.sections["v7"]["asides"])["V7"]
     assert "112 pass \u00b7 0 fail \u00b7 76 n/a" in v7 and "76 n/a: DRAM under 1 % busy" in v7
-    assert "fig-v7" not in figures_of(report.render_report(data))
+    assert "fig-v7" not in figures_of(text)
 
 
 ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "script", "body", "header", "h1", "h2",
@@ -584,7 +585,7 @@ def test_kernel_selection_against_the_baseline_reads_from_the_baseline_to_this_r
     the column says `baseline → this run` and each cell the baseline's choice, then this run's, as
     the 'what changed' column reads from the phase before."""
     b8, b1 = batches
-    page = Page(report.render_report(b8, b1))
+    page = Page(llama_comparison())  # the same runs, as `smlens report --baseline` renders them
     row = page.raw_row("v8", 0, role="o_proj", phase="cold_prefill")
     tiles = {name: set(run.kernels.loc[(run.kernels["role"] == "o_proj") & (run.kernels["phase"] == "cold_prefill")
                                        & (run.kernels["kind"] == "gemm"), "tile"]) for name, run in (("b8", b8), ("b1", b1))}
@@ -613,19 +614,28 @@ def test_a_per_token_report_says_per_token_on_its_axes_and_in_its_verdict(batche
     best_text = group_text(best)
     assert f"up to {per / 1e3:.3g} \u00b5s per token" in best_text or f"up to {per:.3g} ns per token" in best_text
     assert "per token" in summary_text(told) and all("per token" in phase_text(p) for p in told.phases)
-    verdict = Page(text).sections["verdict"]
-    assert "per token" in "".join(Page(text).text)
+    page = Page(text)
+    verdict = page.sections["verdict"]
+    assert "per token" in "".join(page.text)
     assert verdict["tables"]
 
 
-def test_top_kernels_tell_apart_one_name_by_its_nvtx_operation():
+@pytest.fixture(scope="module")
+def tp():
+    """The batch-8 tensor-parallel capture's report, rendered once (4 s) for the tests that read it."""
+    data = views_input(DATA / "h200_tp" / "llama-3.1-8b-tp2-b8-p512.csv.gz", None, {"id": "tp"})
+    text = report.render_report(data)
+    return data, text, Page(text)
+
+
+def test_top_kernels_tell_apart_one_name_by_its_nvtx_operation(tp):
     """In the TP capture every elementwise row read `at::elementwise_kernel`; their role ranges name
     the operation (`elementwise op=silu_mul`, `op=rope_kv_cache`): each row says it now, and its
     time is that name's in that operation."""
     from views.top_kernels import range_label
 
-    data = views_input(DATA / "h200_tp" / "llama-3.1-8b-tp2-b8-p512.csv.gz", None, {"id": "tp"})
-    top = Page(report.render_report(data)).table("top")
+    data, _, page = tp
+    top = page.table("top")
     elementwise = top[top["kernel"].str.startswith("at::elementwise_kernel ")]
     assert set(elementwise["kernel"]) == {"at::elementwise_kernel silu_mul", "at::elementwise_kernel rope_kv_cache"}
     k = data.kernels
@@ -637,16 +647,16 @@ def test_top_kernels_tell_apart_one_name_by_its_nvtx_operation():
     shown = elementwise.loc[elementwise["kernel"] == "at::elementwise_kernel rope_kv_cache", "total time"]
     assert sorted(shown) == sorted(fmt_time_ns(t) for t in times)
     # the kernel table's NVTX column names the operation, not the rank's and NCCL's ranges
-    nvtx = Page(report.render_report(data)).table("kernels")["NVTX"]
+    nvtx = page.table("kernels")["NVTX"]
     assert not nvtx.str.contains("smlens_rank|NCCL").any() and nvtx.str.contains("op=silu_mul").any()
 
 
-def test_a_tensor_parallel_runs_charts_merge_its_ranks():
+def test_a_tensor_parallel_runs_charts_merge_its_ranks(tp):
     """The TP gap chart had 38 categories (every phase and role per rank, and the collectives,
     which have no counters). Its bars are per phase and role now, each figure the ranks' mean
     weighted by their time."""
-    data = views_input(DATA / "h200_tp" / "llama-3.1-8b-tp2-b8-p512.csv.gz", None, {"id": "tp"})
-    figure = figures_of(report.render_report(data))["fig-gap"]
+    data, text, _ = tp
+    figure = figures_of(text)["fig-gap"]
     active = trace(figure, "SM active")
     assert len(active) == 18 and not any("allreduce" in label or " r0" in label for label in active)
     gap = data.gap[(data.gap["phase"] == "decode") & (data.gap["role"] == "qkv_proj")]
@@ -655,10 +665,10 @@ def test_a_tensor_parallel_runs_charts_merge_its_ranks():
     assert active["decode \u00b7 qkv_proj"] == pytest.approx(expected, rel=1e-4)
 
 
-def test_a_tensor_parallel_runs_time_chart_sums_its_ranks():
+def test_a_tensor_parallel_runs_time_chart_sums_its_ranks(tp):
     """Its bars took one rank's time per role (a dict keyed by phase kept the last rank's)."""
-    data = views_input(DATA / "h200_tp" / "llama-3.1-8b-tp2-b8-p512.csv.gz", None, {"id": "tp"})
-    figure = figures_of(report.render_report(data))["fig-v1"]
+    data, text, _ = tp
+    figure = figures_of(text)["fig-v1"]
     bars = {t["name"]: dict(zip(t["y"], t["x"])) for t in figure["data"]}
     assert "allreduce" not in bars  # timed without ncu: the TP section's
     groups = data.groups[(data.groups["phase"] == "cold_prefill") & (data.groups["role"] == "gate_up_proj")]
@@ -679,11 +689,10 @@ def test_another_page_embeds_charts_as_the_report_does(targeted):
         assert report.script_hash(code) in policy
 
 
-def test_top_kernels_of_one_name_and_range_differ_by_their_full_names():
+def test_top_kernels_of_one_name_and_range_differ_by_their_full_names(tp):
     """silu_mul runs two `at::elementwise_kernel`s (silu, then the multiply): their rows look alike,
     their full names (each row's tooltip) do not."""
-    data = views_input(DATA / "h200_tp" / "llama-3.1-8b-tp2-b8-p512.csv.gz", None, {"id": "tp"})
-    text = report.render_report(data)
+    _, text, _ = tp
     top = text[text.index('<section id="top">'):]
     top = top[:top.index("</section>")]
     titles = re.findall(r'<code title="([^"]*)">at::elementwise_kernel</code> <span class="d">silu_mul</span>', top)

@@ -8,24 +8,33 @@ import json
 import pytest
 from rich.console import Console
 
-from profiler.ingest.capture import read_capture
 from reports.kernel_page import KERNEL_JS, kernel_data, kernel_sections, print_kernel, unpack
+from tests.captures import kernels_of, views_of
 from tests.conftest import DATA
 from views import registry
 from views.kernel_detail import kernel_detail, kernel_details, position
-from views.registry import compute_views
 
 RUNS = DATA / "h200_runs"
 
 
 @pytest.fixture(scope="module")
-def llama():
-    """Llama-3.1-8B at batch 8 and batch 1 (prompt 512): capture and views' kernels of each."""
-    out = {}
-    for batch in ("b8", "b1"):
-        capture = read_capture(RUNS / f"llama-3.1-8b-{batch}-p512.csv.gz").kernels
-        out[batch] = (capture, compute_views(capture).kernels)
-    return out
+def llama_views():
+    """Llama-3.1-8B at batch 8 and batch 1 (prompt 512): capture and views of each."""
+    paths = {batch: RUNS / f"llama-3.1-8b-{batch}-p512.csv.gz" for batch in ("b8", "b1")}
+    return {batch: (kernels_of(path), views_of(path)) for batch, path in paths.items()}
+
+
+@pytest.fixture(scope="module")
+def llama(llama_views):
+    """Capture and views' kernels of each."""
+    return {batch: (capture, result.kernels) for batch, (capture, result) in llama_views.items()}
+
+
+@pytest.fixture(scope="module")
+def details_b8(llama):
+    """Every batch-8 kernel's detail against batch 1."""
+    (capture8, b8), (_, b1) = llama["b8"], llama["b1"]
+    return kernel_details(b8, capture8, b1)
 
 
 def _rows(kernels, phase, role, kind):
@@ -82,12 +91,12 @@ def test_against_batch_1_the_matched_launch_and_its_change(llama):
     assert fill.change_pct == pytest.approx(700)
 
 
-def test_a_launch_is_matched_in_its_own_range_and_order(llama):
+def test_a_launch_is_matched_in_its_own_range_and_order(llama, details_b8):
     """Decode's at::elementwise_kernel: at batch 8 five launches in rope_kv_cache and two in
     silu_mul, at batch 1 four in rope_kv_cache (its silu_mul runs a vectorized kernel). Each rope
     launch gets the rope launch of its order (the fifth the last), silu_mul's none."""
     (capture8, b8), (_, b1) = llama["b8"], llama["b1"]
-    details = kernel_details(b8, capture8, b1)
+    details = details_b8
     elementwise = [at for at in _rows(b8, "decode", "elementwise", "elementwise")
                    if b8["kernel_name"].iloc[at].startswith("void at::elementwise_kernel")]
     ranges = [b8["nvtx_stack"].iloc[at][-1] for at in elementwise]
@@ -103,9 +112,8 @@ def test_a_launch_is_matched_in_its_own_range_and_order(llama):
 
 def test_a_kernel_the_baseline_lacks_has_no_baseline(llama):
     capture, kernels = llama["b8"]
-    other = read_capture(DATA / "targeted_raw.csv").kernels
     detail = kernel_detail(kernels, _rows(kernels, "decode", "qkv_proj", "gemm")[0], capture,
-                           compute_views(other).kernels)
+                           views_of(DATA / "targeted_raw.csv").kernels)
     assert detail.baseline is None and _figure(detail, "time_ns").base_value is None
 
 
@@ -131,9 +139,9 @@ def test_the_terminal_page_fits_80_columns_and_cuts_no_name(llama):
     assert f"gpu__time_duration.sum ({time:,.0f})" in " ".join(text.split())
 
 
-def test_the_reports_data_names_every_figure_of_every_kernel(llama):
-    (capture8, b8), (_, b1) = llama["b8"], llama["b1"]
-    details = kernel_details(b8, capture8, b1)
+def test_the_reports_data_names_every_figure_of_every_kernel(llama, details_b8):
+    capture8, b8 = llama["b8"]
+    details = details_b8
     html = kernel_sections(details)
     packed = html.split('id="smlens-kernels">', 1)[1].split("</script>", 1)[0]
     data = unpack(packed)
@@ -165,14 +173,11 @@ def test_the_reports_data_names_every_figure_of_every_kernel(llama):
 # --- in the report ----------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def comparison_report(llama):
+def comparison_report():
     """Llama-3.1-8B batch 8 against batch 1, as `smlens report --baseline` renders it."""
-    (capture8, b8), (capture1, b1) = llama["b8"], llama["b1"]
-    from reports import html as report
+    from tests.report_cases import llama_comparison
 
-    current = report.from_views(compute_views(capture8), {"id": "b8", "name": "llama-b8"}, capture8)
-    baseline = report.from_views(compute_views(capture1), {"id": "b1", "name": "llama-b1"}, capture1)
-    return report.render_report(current, baseline)
+    return llama_comparison()
 
 
 def test_the_report_holds_every_kernels_page_and_the_comparison_first(llama, comparison_report):

@@ -61,7 +61,8 @@ def own_views(store, name):
 def test_each_point_carries_its_runs_own_figures(store, swept):
     assert len(swept.points) == 8 and set(swept.points["status"]) == {sweep_view.COMPLETE}
     assert swept.axis_values("batch") == [1, 8] and swept.axis_values("prompt") == [512]
-    gap = own_views(store, "llama-3.1-8b-b8").gap
+    own_b8 = own_views(store, "llama-3.1-8b-b8")
+    gap = own_b8.gap
     for phase, role in (("decode", "gate_up_proj"), ("cold_prefill", "down_proj"), ("decode", "all")):
         (own,) = gap[(gap["phase"] == phase) & (gap["role"] == role)].to_dict("records")
         mine = row(swept, "llama-3.1-8b", 8, phase, role)
@@ -69,7 +70,7 @@ def test_each_point_carries_its_runs_own_figures(store, swept):
                        "fill", "dram_pct", "achieved_occupancy_pct", "wave_efficiency"):
             assert mine[column] == pytest.approx(own[column], nan_ok=True), column
         assert mine["bound"] == own["bound"]
-    groups = own_views(store, "llama-3.1-8b-b8").groups
+    groups = own_b8.groups
     (own,) = groups[(groups["phase"] == "decode") & (groups["role"] == "gate_up_proj")].to_dict("records")
     assert row(swept, "llama-3.1-8b", 8, "decode", "gate_up_proj")["occupancy_limiter"] == own["occupancy_limiter"]
     # per token: a decode step processes batch tokens, a prefill batch x prompt

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from reports.verdict_text import group_text, hint_text, missing_text, summary_text, verdict_document
+from tests.captures import kernels_of, views_of
 from tests.cli import smlens
 from tests.conftest import DATA
 from views.registry import compute_views
@@ -196,14 +197,13 @@ def test_the_verdict_and_the_gap_table_name_the_same_bound(name):
     79 % of the DRAM peak averages 51 % DRAM and read "latency 51 %" in the gap's phase row while
     the verdict said "memory"). Each group's bound and each phase's agree; a tensor-parallel run's
     gap phase rows are per rank, the verdict's phases over all ranks: there its groups agree."""
-    from profiler.ingest.capture import read_capture
     from views.grouping import ALL
 
     try:
-        kernels = read_capture(DATA / name).kernels
+        kernels_of(DATA / name)
     except Exception as error:  # a capture ncu cut short may not read
         pytest.skip(f"{name} does not read: {error}")
-    result = compute_views(kernels)
+    result = views_of(DATA / name)
     judged = verdict(result)
     gap = result.gap
     ranked = "rank" in gap.columns and gap["rank"].notna().any()

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from reports.formats.views_json import views_json
+from tests.captures import kernels_of, views_of
 from views.registry import compute_views
 
 DATA = Path(__file__).parent / "data"
@@ -24,13 +25,6 @@ OTHER_RUNS = sorted((DATA / "h200_hf").glob("*.csv.gz")) + sorted((DATA / "h200_
 @pytest.fixture(scope="module")
 def targeted(targeted_capture):
     return compute_views(targeted_capture.kernels)
-
-
-@pytest.fixture(scope="module")
-def decode12(data_dir):
-    from profiler.ingest.capture import read_capture
-
-    return read_capture(data_dir / "decode12_raw.csv").kernels
 
 
 def _statuses(kernels: pd.DataFrame, view: str, mask=None) -> set:
@@ -200,11 +194,10 @@ def test_v8_fails_a_persistent_grid_with_more_blocks_than_tiles(targeted_capture
 
 @pytest.mark.parametrize("path", RUNS[:4] + RUNS[-4:], ids=lambda p: p.name.split(".")[0])
 def test_blocks_per_sm_recomputed_from_the_launch_equal_ncus_limits(path):
-    from profiler.ingest.capture import read_capture
     from views import v4_occupancy
     from views.context import Context
 
-    kernels = read_capture(path).kernels
+    kernels = kernels_of(path)
     ctx = Context(kernels)
     recomputed = v4_occupancy.recomputed_limits(ctx)
     for name, column in zip(v4_occupancy.LIMITS, v4_occupancy.LIMIT_METRICS):
@@ -220,9 +213,7 @@ def test_blocks_per_sm_recomputed_from_the_launch_equal_ncus_limits(path):
 @pytest.mark.parametrize("path", [DATA / "targeted_raw.csv", DATA / "decode12_raw.csv", *RUNS, *OTHER_RUNS],
                          ids=lambda p: p.name.split(".")[0])
 def test_every_step_of_the_gap_is_at_most_the_one_before(path, targeted):
-    from profiler.ingest.capture import read_capture
-
-    gap = targeted.gap if path.name == "targeted_raw.csv" else compute_views(read_capture(path).kernels).gap
+    gap = targeted.gap if path.name == "targeted_raw.csv" else views_of(path).gap
     steps = ["sm_active_pct", "tensor_pipe_elapsed_pct", "tensor_device_pct", "useful_tensor_pct"]
     values = gap[steps].to_numpy(dtype=float)
     known = ~np.isnan(values)
@@ -239,9 +230,7 @@ def test_every_step_of_the_gap_is_at_most_the_one_before(path, targeted):
 
 
 def test_llama_70b_decode_reads_memory_bound_not_as_tensor_headroom():
-    from profiler.ingest.capture import read_capture
-
-    gap = compute_views(read_capture(DATA / "h200_runs" / "llama-3.1-70b-b8-p512.csv.gz").kernels).gap
+    gap = views_of(DATA / "h200_runs" / "llama-3.1-70b-b8-p512.csv.gz").gap
     decode = gap[gap["phase"] == "decode"].set_index("role")
     # the bound holds the group's time (V7: its kernels' bounds by time) at its DRAM share in those
     # kernels: 8 % of qkv's time is in kernels under the floor (latency), the rest at 76 % of peak
@@ -304,8 +293,8 @@ def test_off_the_memory_roof_an_older_path_reads_two_thirds_of_its_roofline_agai
 # --- waves and tails --------------------------------------------------------------------------------------
 
 
-def test_a_persistent_gemm_counts_its_tail_in_tiles(decode12):
-    k = compute_views(decode12).kernels
+def test_a_persistent_gemm_counts_its_tail_in_tiles():
+    k = views_of(DATA / "decode12_raw.csv").kernels
     gate_up = k[k["shape_n"] == 28672].iloc[0]
     # 224 tiles on 132 blocks: waves say 1.0, the second round of tiles is 70 % full
     assert gate_up["persistent"] and gate_up["waves"] == pytest.approx(1.0)
@@ -405,9 +394,7 @@ def test_a_negative_time_and_active_above_elapsed_fail_v1(targeted_capture):
 
 def test_impossible_l2_hit_rates_of_the_h200_decode_kernels_are_flagged_not_shown_as_fine():
     """Seen on every bundled batch-1 decode run: short kernels read L2 hit rates of 116 to 681 %."""
-    from profiler.ingest.capture import read_capture
-
-    result = compute_views(read_capture(DATA / "h200_runs" / "gate-b1-r1.csv.gz").kernels)
+    result = views_of(DATA / "h200_runs" / "gate-b1-r1.csv.gz")
     k = result.kernels
     impossible = k["l2_hit_pct"] > 100.5
     assert impossible.sum() == 14 and k.loc[impossible, "l2_hit_pct"].max() == pytest.approx(469.8, abs=0.05)
