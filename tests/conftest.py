@@ -61,6 +61,8 @@ def pytest_configure(config):
         config.pluginmanager.register(suite_timing.DurationRecorder(), "smlens-durations")
 
 
+# first: pytest-xdist's worker reads the xdist_group marks in its own hook of this name
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     cuda_skip = cuda_build_skip_reason()
     for item in items:

@@ -21,8 +21,12 @@ FIRST_RESULTS = 72  # pytest's first line of progress: a dot a result
 
 
 def function_key(item) -> str:
-    """`tests/test_x.py::test_f`: a test function, whatever its parameters."""
-    return item.nodeid.split("[", 1)[0]
+    """`tests/test_x.py::test_f`: a test function, whatever its parameters and xdist group."""
+    return _function(item.nodeid)
+
+
+def _function(nodeid: str) -> str:
+    return nodeid.split("[", 1)[0].split("@", 1)[0]
 
 
 def load_record(path: Path = RECORD) -> dict[str, dict]:
@@ -86,7 +90,7 @@ class DurationRecorder:
         record = {key: cost for key, cost in load_record(self.path).items() if names_a_test(root, key)}
         measured = set()
         for nodeid, phases in self.phases.items():
-            key = nodeid.split("[", 1)[0]
+            key = _function(nodeid)
             total = sum(phases.values())
             if key not in measured:
                 measured.add(key)

@@ -3,6 +3,11 @@ order the workers take them in, and the record `--record-durations` writes."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 from tests import suite_timing
@@ -93,3 +98,25 @@ def test_the_committed_record_names_only_tests_that_exist():
     """A renamed or deleted test leaves the record when it is written again."""
     root = suite_timing.RECORD.parent.parent
     assert [key for key in suite_timing.load_record() if not suite_timing.names_a_test(root, key)] == []
+
+
+def test_two_workers_keep_a_module_fixtures_tests_together(tmp_path):
+    """The plan as xdist carries it out (under pytest 9, xdist 3.8's groups were silently split):
+    three tests sharing a module fixture run on one worker, whatever else there is to do."""
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\nfrom tests import suite_timing\n\n"
+        "@pytest.hookimpl(tryfirst=True)\n"
+        "def pytest_collection_modifyitems(config, items):\n"
+        "    suite_timing.mark_and_order(items, {}, under_xdist=hasattr(config, 'workerinput'))\n")
+    (tmp_path / "test_shared.py").write_text(
+        "import pytest\n\n@pytest.fixture(scope='module')\ndef shared():\n    return 1\n\n"
+        + "".join(f"def test_shared_{i}(shared):\n    pass\n\n" for i in range(3))
+        + "".join(f"def test_alone_{i}():\n    pass\n\n" for i in range(6)))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder",
+                           "-v", "-p", "no:cacheprovider", str(tmp_path / "test_shared.py")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert done.returncode == 0, done.stdout[-2000:]
+    workers = {re.search(r"test_shared_\d", line).group(): line.split()[0]
+               for line in done.stdout.splitlines() if "PASSED" in line and "test_shared_" in line}
+    assert len(workers) == 3 and len(set(workers.values())) == 1, done.stdout[-2000:]
