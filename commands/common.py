@@ -1,10 +1,14 @@
-"""What several commands share: the store a --store names, lines and reports to standard output."""
+"""What several commands share: the store a --store names, lines and reports to standard output,
+the spinner on standard error while they work."""
 from __future__ import annotations
 
+import contextlib
 import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import Mapping, Optional
+
+from rich.console import Console
 
 from profiler.errors import BadInput
 from profiler.ingest.objectstore import is_url
@@ -16,6 +20,14 @@ def store_path(store: Optional[str]):
         raise BadInput(f"--store / SMLENS_STORE {store!r}: holds control characters; give a folder "
                        "or s3://bucket/prefix")
     return store if store and is_url(store) else Path(store or "smlens-store")
+
+
+def working(text: str):
+    """A spinner saying `text` on standard error while the block runs, where someone sees it: rich's
+    Live draws nothing on a pipe or a file, and its modules and refresh thread cost `smlens views`
+    piped 18 ms of nothing (BENCHMARKS.md)."""
+    console = Console(stderr=True)
+    return console.status(text) if console.is_terminal or console.is_jupyter else contextlib.nullcontext()
 
 
 def say(text: str, err: bool = False) -> None:

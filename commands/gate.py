@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 
 from rich.console import Console
 
-from commands.common import print_report, say, store_path, write_text
+from commands.common import print_report, say, store_path, working, write_text
 from profiler.errors import BadInput, SmlensError, internal_error
 from profiler.gate_inputs import load_runs
 from profiler.gate_match import mismatches
@@ -40,7 +40,7 @@ def judge(baseline: Optional[Sequence[str]], current: Optional[Sequence[str]], r
         rule_set = load_rules(rules) if rules else None
         shape_map = parse_shapes_file(shapes) if shapes else None
         identities: tuple[list, list] = ([], [])
-        with Console(stderr=True).status("reading the runs and computing their views"):
+        with working("reading the runs and computing their views"):
             base_runs = gate_runs(baseline, "baseline", store_path(store), shape_map, identities[0])
             current_runs = gate_runs(current, "current", store_path(store), shape_map, identities[1])
         differences = mismatches(*identities)

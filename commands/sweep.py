@@ -9,9 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from rich.console import Console
-
-from commands.common import print_report, request_values, say, store_path
+from commands.common import print_report, request_values, say, store_path, working
 from commands.profile import profile_metrics
 from profiler.errors import BadInput, SmlensError
 from profiler.ingest.stores import open_store
@@ -192,7 +190,7 @@ def analyse(points: list[dict], the_store, allow_mixed: bool = False) -> sweep_v
 def show(request: SweepRequest, points: list[dict], the_store, sweep_id: Optional[str] = None,
          quiet_json: bool = False) -> dict:
     """The sweep's view in the terminal (or its JSON document) and its report (--output)."""
-    with Console(stderr=True).status(f"computing the views of {len(points)} point(s)"):
+    with working(f"computing the views of {len(points)} point(s)"):
         result = analyse(points, the_store, request.allow_mixed)
     document = {"sweep_view": sweep_report.sweep_json(result, sweep_id)}
     if request.output:

@@ -10,14 +10,10 @@ from importlib.resources import as_file, files
 from pathlib import Path
 from typing import Optional, Sequence
 
-from rich.console import Console
-
-from commands.common import print_report, say, store_path
+from commands.common import print_report, say, store_path, working
 from profiler.errors import BadInput
-from profiler.ingest.shapes import parse_shapes_file
 from profiler.ingest.stores import open_store
 from profiler.option_checks import check_output_file, is_stdout
-from reports.comparison_text import comparison_document
 from reports.formats import Format, ViewsFormat, kernels_csv
 from reports.formats.views_json import views_document
 from reports.terminal import brief_document, output_console, print_brief, print_views, verdict_of
@@ -69,6 +65,7 @@ def show_views(run: Optional[str], phase: Optional[Sequence[str]] = None, role: 
     if baseline:  # the comparison's modules only for a comparison: `smlens views` prints in a second
         from commands.compare import compare_stored
         from reports.compare import print_comparison
+        from reports.comparison_text import comparison_document
     if (repeat and not baseline) or (baseline and format == ViewsFormat.csv):
         raise BadInput("--repeat needs --baseline" if repeat and not baseline else
                        "--baseline: the CSV holds one run's kernels; compare with --format table or json")
@@ -86,7 +83,7 @@ def show_views(run: Optional[str], phase: Optional[Sequence[str]] = None, role: 
         raise BadInput(f"--kernel {kernel!r} is not a regular expression ({err})") from None
     the_store = open_store(store_path(store), create=False)
     row = the_store.run(run)
-    with Console(stderr=True).status("computing the views"):
+    with working("computing the views"):
         kernels = the_store.kernels(row["id"], columns=input_columns(ids))
         result = compute_views(kernels, ids).filter(phase=phase, role=role, kernel=kernel)
         comparison = (compare_stored(the_store, row, kernels, result, baseline, repeat or (), ids, phase, role,
@@ -131,7 +128,7 @@ def report(run: Optional[str], output: Path, baseline=None, phase: Optional[str]
     check_filter(phase, role)
     check_output_file(output, "--output", store_path(store), stdout_ok=True)
     the_store = open_store(store_path(store), create=False)
-    with Console(stderr=True).status("computing the views"):
+    with working("computing the views"):
         row, result, data = views_of_run(the_store, run)
         base = views_of_run(the_store, baselines[0])[2] if baselines else None
         comparison = (compare_stored(the_store, row, data.source, result.filter(phase=phase, role=role), baselines,
@@ -150,7 +147,7 @@ def report(run: Optional[str], output: Path, baseline=None, phase: Optional[str]
 
     tokens = tokens_of(data) if per_token else None
     base_tokens = tokens_of(base) if per_token and base is not None else None
-    with Console(stderr=True).status(f"writing {output}"):
+    with working(f"writing {output}"):
         size = write_html(output, data, base, phase, role, tokens, base_tokens, comparison)
     to_stdout = is_stdout(output)  # then stdout holds the report alone
     if format == Format.json:
@@ -164,12 +161,14 @@ def report(run: Optional[str], output: Path, baseline=None, phase: Optional[str]
 def demo(output: Path, format: Format = Format.table) -> int:
     """The bundled H200 capture into a temporary store, its views and its report; returns the
     report's size in bytes."""
+    from profiler.ingest.shapes import parse_shapes_file  # NVTX's parsers: only `demo` ingests
+
     check_output_file(output, "--output")
     bundled = files("profiler") / "data"
     with as_file(bundled / "h200_targeted_raw.csv.gz") as capture, \
             as_file(bundled / "h200_shapes.txt") as shapes, \
             tempfile.TemporaryDirectory(prefix="smlens-demo-") as folder, \
-            Console(stderr=True).status("ingesting the bundled H200 capture, computing the views"):
+            working("ingesting the bundled H200 capture, computing the views"):
         the_store = open_store(Path(folder) / "store")
         row, _ = the_store.ingest(capture, name="h200-demo", tags={"source": "bundled"},
                                   shapes=parse_shapes_file(shapes))

@@ -39,9 +39,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from profiler.ingest import capture, capture_raw
 from profiler.ingest.capture_source import check_readable
-from profiler.ingest.capture_table import MEASURED, RunFacts
 from profiler.errors import BadInput
 
 FORMAT_VERSION = 1
@@ -77,6 +75,17 @@ class StoreDamaged(BadInput):
     def __init__(self, store: Path, problem: str):
         super().__init__(f"{store}: {problem}; run `smlens store check --store {store}`")
         self.problem = problem
+
+
+def read_parquet_file(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """One Parquet file as pd.read_parquet reads it; `columns` limits what is read (missing names are
+    skipped). Through pyarrow's ParquetFile: pd.read_parquet goes through pyarrow.dataset, whose
+    import and discovery of one file cost `smlens views` 25 ms (BENCHMARKS.md)."""
+    with pq.ParquetFile(path) as parquet:
+        if columns is not None:
+            present = set(parquet.schema_arrow.names)
+            columns = [c for c in columns if c in present]
+        return parquet.read(columns=columns, use_pandas_metadata=True).to_pandas()
 
 
 def reason(err: BaseException) -> str:
@@ -468,6 +477,10 @@ class Store:
 
     def _write_kernels(self, source: Path, run_dir: Path, units_dir: Path, run_id: str,
                        shapes: dict | None, on_progress=None, roles_from_order: bool = False) -> dict:
+        # the capture readers only where one is read: `smlens views` reads a stored run (BENCHMARKS.md)
+        from profiler.ingest import capture, capture_raw
+        from profiler.ingest.capture_table import MEASURED, RunFacts
+
         notes: list[str] = []
         kind = capture.sniff(source)
         kernels_path = run_dir / "kernels.parquet"
@@ -542,7 +555,7 @@ class Store:
                 raise StoreDamaged(self.path, f"the runs table {RUNS_TABLE} is missing but run folders exist")
             return pd.DataFrame(columns=RUN_COLUMNS)
         try:
-            runs = pd.read_parquet(path)
+            runs = read_parquet_file(path)
         except READ_ERRORS as err:
             raise StoreDamaged(self.path, f"the runs table {RUNS_TABLE} cannot be read ({reason(err)})") from None
         missing = [c for c in REQUIRED_RUN_COLUMNS if c not in runs]
@@ -630,19 +643,11 @@ class Store:
     def kernels(self, ref: str | None, columns: list[str] | None = None) -> pd.DataFrame:
         """The run's kernels table. `columns` limits what is read (missing names are skipped)."""
         run_id = self.resolve(ref)
-
-        def read(path: Path) -> pd.DataFrame:
-            wanted = columns
-            if wanted is not None:
-                present = set(pq.read_schema(path).names)
-                wanted = [c for c in wanted if c in present]
-            return pd.read_parquet(path, columns=wanted)
-
-        return self._read_file(run_id, "runs", "kernels.parquet", read)
+        return self._read_file(run_id, "runs", "kernels.parquet", lambda path: read_parquet_file(path, columns))
 
     def units(self, ref: str | None) -> dict[str, str]:
         run_id = self.resolve(ref)
-        frame = self._read_file(run_id, "units", "units.parquet", pd.read_parquet)
+        frame = self._read_file(run_id, "units", "units.parquet", read_parquet_file)
         if not {"metric", "unit"} <= set(frame.columns):
             raise StoreDamaged(self.path, f"run {run_id}: units/run={run_id}/units.parquet lacks metric, unit")
         return dict(zip(frame["metric"], frame["unit"]))
