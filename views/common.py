@@ -7,6 +7,7 @@ A metric a capture lacks reads as an all-NaN column, never as zeros.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 import numpy as np
@@ -68,6 +69,9 @@ def group_codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
     span = 1
     for column in columns:
         codes, uniques = pd.factorize(frame[column], use_na_sentinel=False)
+        if span * (len(uniques) + 1) >= 2 ** 62:  # many keys of many values: renumber before int64 overflows
+            key = pd.factorize(key)[0]
+            span = len(frame) + 1
         key = key * (len(uniques) + 1) + codes
         span *= len(uniques) + 1
     if not columns or len(key) == 0:
@@ -89,7 +93,17 @@ def safe_div(numerator, denominator) -> np.ndarray:
 
 def categorical(codes: np.ndarray, categories: Sequence[str]) -> pd.Categorical:
     """Text from integer codes into `categories`; -1 is null."""
-    return pd.Categorical.from_codes(np.asarray(codes, dtype=np.int64), categories=list(categories))
+    categories = tuple(categories)
+    dtype = (_text_categories(categories) if all(type(c) is str for c in categories)
+             else pd.CategoricalDtype(list(categories)))
+    return pd.Categorical.from_codes(np.asarray(codes, dtype=np.int64), dtype=dtype)
+
+
+@functools.lru_cache(maxsize=1024)
+def _text_categories(categories: tuple[str, ...]) -> pd.CategoricalDtype:
+    # the same few lists (statuses, a figure's sources) recur: validating texts as categories
+    # costs 0.3 ms, and the views build 156 categoricals (BENCHMARKS.md, `smlens views`)
+    return pd.CategoricalDtype(list(categories))
 
 
 def choose(conditions: Sequence[np.ndarray], labels: Sequence[str]) -> pd.Categorical:

@@ -63,16 +63,16 @@ TEXT = ("top_stall", "mma_path", "tensor_dtype", "bound", "role_source")
 
 def gap(groups: pd.DataFrame) -> pd.DataFrame:
     """The decomposition for each group row (phase and role, or a phase's `all`)."""
-    out = pd.DataFrame(index=groups.index)
-    for column in COLUMNS:
-        out[column] = groups[column] if column in groups else np.nan
+    # the columns first, the frame once (a frame grown a column at a time cost `smlens views` 10 ms)
+    out = {column: groups[column] if column in groups else np.full(len(groups), np.nan) for column in COLUMNS}
     for factor, (figure, before) in FACTORS.items():
         out[factor] = safe_div(out[figure], out[before] if before else 100.0)
-    if "rank" in groups:  # tensor parallel: one row per rank
-        out.insert(2, "rank", groups["rank"])
+    if "rank" in groups:  # tensor parallel: one row per rank, after phase and role
+        out = {**dict(list(out.items())[:2]), "rank": groups["rank"], **dict(list(out.items())[2:])}
     for column in TEXT:
-        out[column] = out[column].astype(object).where(out[column].notna(), None)
-    return out.reset_index(drop=True)
+        values = pd.Series(out[column], index=groups.index)
+        out[column] = values.astype(object).where(values.notna(), None)
+    return pd.DataFrame(out, index=groups.index).reset_index(drop=True)
 
 
 def sentence(row) -> str | None:

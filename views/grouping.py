@@ -128,12 +128,18 @@ def rollup(parts: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     size = len(labels)
     counts = ("kernels", *(c for c in parts.columns if c.endswith(tuple(f"_{s}" for s in STATUSES))))
     out = {}
-    for column in parts.columns:
-        if column not in KEYS and column != RANK:
-            out[column] = _bin(codes, parts[column].to_numpy(dtype=float), size)
-            if column in counts:
-                out[column] = out[column].astype(int)
+    names = [c for c in parts.columns if c not in KEYS and c != RANK]
+    for column, values in zip(names, _numbers(parts, names).T):
+        out[column] = _bin(codes, values, size)
+        if column in counts:
+            out[column] = out[column].astype(int)
     return _with(labels, out)
+
+
+def _numbers(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """The columns as one float array, a column each: read at once, where a frame of a few hundred
+    columns read a column (or a list of them) at a time cost `smlens views` 20 ms (BENCHMARKS.md)."""
+    return frame[columns].to_numpy(dtype=float) if columns else np.empty((len(frame), 0))
 
 
 def prevailing(times: np.ndarray, total: np.ndarray) -> np.ndarray:
@@ -157,23 +163,31 @@ def finish(parts: pd.DataFrame, total_time: float, modes: dict[str, str | None],
     """Partials -> figures: means, shares, ratios, the text value holding the most time (with a
     figure's mean over its kernels, and every value's share), and the text naming the largest of
     several means (with that mean)."""
-    time_ns = parts["time_ns"].to_numpy(dtype=float)
+    names = [c for c in parts.columns if c == "time_ns" or c.endswith(("__weighted", "__num", "__den", "__time",
+                                                                        "__value"))]
+    at = {name: index for index, name in enumerate(names)}
+    matrix = _numbers(parts, names)
+
+    def numbers(*columns: str) -> np.ndarray:
+        return matrix[:, [at[c] for c in columns]]
+
+    time_ns = numbers("time_ns")[:, 0]
     positive = np.where(time_ns > 0, time_ns, np.nan)
     out = {"time_share_pct": 100 * time_ns / total_time if total_time and total_time > 0
            else np.full(len(parts), np.nan)}
-    for column in parts.columns:
+    for column in names:
         if column.endswith("__weighted"):
-            out[column[: -len("__weighted")]] = parts[column].to_numpy(dtype=float) / positive
+            out[column[: -len("__weighted")]] = numbers(column)[:, 0] / positive
         elif column.endswith("__num"):
             name = column[: -len("__num")]
-            den = parts[f"{name}__den"].to_numpy(dtype=float)
+            num, den = numbers(column, f"{name}__den").T
             with np.errstate(divide="ignore", invalid="ignore"):
-                out[name] = np.where(den > 0, parts[column].to_numpy(dtype=float) / den, np.nan)
+                out[name] = np.where(den > 0, num / den, np.nan)
     for name, fallback in modes.items():
-        value_columns = [c for c in parts.columns if c.startswith(f"{name}=") and c.endswith("__time")]
+        value_columns = [c for c in names if c.startswith(f"{name}=") and c.endswith("__time")]
         if not value_columns:
             continue
-        times = parts[value_columns].to_numpy(dtype=float)
+        times = numbers(*value_columns)
         values = np.array([c[len(name) + 1: -len("__time")] for c in value_columns], dtype=object)
         found = times.max(axis=1) > 0
         ranked = times
@@ -191,10 +205,10 @@ def finish(parts: pd.DataFrame, total_time: float, modes: dict[str, str | None],
         out[f"{name}_time_share"] = np.where(found, times[rows, best] / positive, np.nan)
         source, target = (mode_values or {}).get(name, (None, None))
         sums = [f"{name}={value}__value" for value in values]
-        if target and all(c in parts.columns for c in sums):
-            at = parts[sums].to_numpy(dtype=float)[rows, best]
+        if target and all(c in at for c in sums):
+            held = numbers(*sums)[rows, best]
             with np.errstate(divide="ignore", invalid="ignore"):
-                out[target] = np.where(found, at / times[rows, best], np.nan)
+                out[target] = np.where(found, held / times[rows, best], np.nan)
     for name, (candidates, floor, value_column) in (argmaxes or {}).items():
         columns = [(label, out[column]) for label, column in candidates if column in out]
         if not columns:
@@ -210,12 +224,21 @@ def order(groups: pd.DataFrame) -> pd.DataFrame:
     """Phases in run order, roles in layer order, anything unknown after."""
     if groups.empty:
         return groups
-    phase_rank = groups["phase"].map({p: i for i, p in enumerate(PHASE_ORDER)}).fillna(len(PHASE_ORDER))
-    role_rank = groups["role"].map({r: i for i, r in enumerate(ROLE_ORDER)}).fillna(len(ROLE_ORDER))
-    ranked = groups.assign(_p=phase_rank.to_numpy(), _r=role_rank.to_numpy())
-    by = ["_p", "_r", "phase", "role"] + ([RANK] if RANK in groups.columns else [])
-    return (ranked.sort_values(by, kind="stable")
-            .drop(columns=["_p", "_r"]).reset_index(drop=True))
+    # a group is a row: the order is found over the rows' keys in Python, and the frame taken once
+    # (four sorts of frames of a hundred columns cost `smlens views` 25 ms: BENCHMARKS.md)
+    phase_rank = {p: i for i, p in enumerate(PHASE_ORDER)}
+    role_rank = {r: i for i, r in enumerate(ROLE_ORDER)}
+    keys = [groups["phase"].astype(object).tolist(), groups["role"].astype(object).tolist()]
+    if RANK in groups.columns:
+        keys.append(groups[RANK].astype(object).tolist())
+
+    def key(row: int) -> tuple:
+        phase, role, *rank = (column[row] for column in keys)
+        # as a stable sort of the frame by them, a missing value after every other
+        return (phase_rank.get(phase, len(PHASE_ORDER)), role_rank.get(role, len(ROLE_ORDER)),
+                *((True, 0) if pd.isna(v) else (False, v) for v in (phase, role, *rank)))
+
+    return groups.take(sorted(range(len(groups)), key=key)).reset_index(drop=True)
 
 
 def groups_and_phases(kernels: pd.DataFrame, spec: GroupSpec, view_ids: list[str],

@@ -541,7 +541,7 @@ def _compute(ctx: Context, ids: list[str], timed: pd.DataFrame | None = None) ->
     for view in _computed_views(ids):
         module = VIEWS[view]
         figures = module.compute(ctx)
-        figure_frames.append(figures.drop(columns=[c for c in figures if c in parts]))
+        figure_frames.append(figures)
         if view not in ids:
             continue
         checked = module.validate(ctx, figures)
@@ -558,7 +558,8 @@ def _compute(ctx: Context, ids: list[str], timed: pd.DataFrame | None = None) ->
     columns = dict(parts)
     for frame in figure_frames:
         for name in frame.columns:
-            columns.setdefault(name, frame[name])
+            if name not in columns:  # the first view's column of a name, never the identity's
+                columns[name] = frame[name]
     columns.update(validation)
     columns["out_of_bounds"] = pd.Series(out_of_bounds, index=kernels.index)
     for view in _computed_views(ids):  # what gave each figure that names its quantities

@@ -16,7 +16,7 @@ import pandas as pd
 from views import device, v2_tensor, v4_occupancy
 from views.catalog import KERNEL, NEITHER, Figure
 from views import quantities as q
-from views.common import Checks, combine, safe_div
+from views.common import Checks, combine, group_codes, safe_div
 from views.context import Context, geometry, grid_blocks, kind_is, names, shapes, split_k
 from views.vocabulary import CHOSEN_KINDS, PHASE_ORDER
 
@@ -177,15 +177,25 @@ def validate(ctx: Context, figures: pd.DataFrame) -> pd.DataFrame:
     return combine(ctx.kernels.index, _path_check(ctx, figures), _grid_check(ctx, figures))
 
 
-def _choice(row) -> str:
-    text = row.kernel_family if isinstance(row.kernel_family, str) else "unknown"
-    if isinstance(row.tile, str):
-        text += f" {row.tile}"
-    if not pd.isna(row.split_k) and bool(row.split_k):
-        text += f" split-K {row.split_k_factor:.0f}" if row.split_k_factor >= 2 else " split-K"
-    if isinstance(row.arch_path, str):
-        text += f" ({row.arch_path})"
+def choice_text(kernel_family, tile, split_k, split_k_factor, arch_path) -> str:
+    """What a library chose, as V8's table says it: `cublaslt_nvjet 64x8x64 split-K 3 (sm90 wgmma)`."""
+    text = kernel_family if isinstance(kernel_family, str) else "unknown"
+    if isinstance(tile, str):
+        text += f" {tile}"
+    if not pd.isna(split_k) and bool(split_k):
+        text += f" split-K {split_k_factor:.0f}" if split_k_factor >= 2 else " split-K"
+    if isinstance(arch_path, str):
+        text += f" ({arch_path})"
     return text
+
+
+def _first_appearance(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group numbers 0..k-1 in the order each group first appears, and each group's first row."""
+    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    number = np.empty(len(order), dtype=np.int64)
+    number[order] = np.arange(len(order))
+    return number[inverse.reshape(-1)], first[order]
 
 
 def selection(result_kernels: pd.DataFrame) -> pd.DataFrame:
@@ -196,23 +206,36 @@ def selection(result_kernels: pd.DataFrame) -> pd.DataFrame:
     table = result_kernels[keys + ["time_ns"]][wanted]
     if table.empty:
         return pd.DataFrame(columns=SELECTION_COLUMNS)
-    # group first (few distinct combinations), then name each choice once
-    grouped = (table.groupby(keys, sort=False, dropna=False, observed=True)
-               .agg(kernels=("time_ns", "size"), timed=("time_ns", "count"), time_ns=("time_ns", "sum"))
-               .reset_index())
-    grouped["time_ns"] = grouped["time_ns"].where(grouped["timed"] == grouped["kernels"])  # unknown: NaN
-    grouped["choice"] = [_choice(row) for row in grouped.itertuples(index=False)]
-    grouped = (grouped.groupby(["role", "phase", "kind", "choice"], sort=False, observed=True)
-               .agg(kernels=("kernels", "sum"), time_ns=("time_ns", lambda t: t.sum(min_count=len(t))))
-               .reset_index())
-    for column in ("role", "phase", "kind"):
-        grouped[column] = grouped[column].astype(object)
+    # group first (few distinct combinations, numbered as they first appear), then name each
+    # choice once; the few groups are then rows of Python (two groupbys and a sort of them cost
+    # `smlens views` 30 ms: BENCHMARKS.md)
+    group, first = _first_appearance(group_codes(table, keys))
+    time_ns = table["time_ns"].to_numpy(dtype=float)
+    kernels = np.bincount(group, minlength=len(first))
+    timed = np.bincount(group, weights=~np.isnan(time_ns), minlength=len(first))
+    summed = pd.Series(time_ns).groupby(group).sum().to_numpy()  # pandas' compensated sum
+    summed = np.where(timed == kernels, summed, np.nan)  # a kernel's time unknown: the group's
+    combos = table.iloc[first]
+    choices = [choice_text(*values) for values in zip(*(combos[c].tolist() for c in keys[3:]))]
+    identity = zip(*(combos[c].astype(object) for c in ("role", "phase", "kind")), choices)
+    members: dict[tuple, list[int]] = {}
+    for index, label in enumerate(identity):  # one row per role, phase, kind and choice
+        members.setdefault(label, []).append(index)
     rank = {p: i for i, p in enumerate(PHASE_ORDER)}
-    grouped["phase_rank"] = grouped["phase"].map(rank).fillna(len(rank))
-    grouped = grouped.sort_values(["role", "phase_rank", "kind"], kind="stable")
+    rows = sorted(((role, rank.get(phase, len(rank)), kind, phase, choice, int(kernels[at].sum()),
+                    np.sum(summed[at])) for (role, phase, kind, choice), at in members.items()),
+                  key=lambda row: row[:3])
     # what the role ran in its first phase; anything else later is a change
-    first_phase = grouped.groupby("role", observed=True)["phase_rank"].transform("min")
-    first_choices = grouped[grouped["phase_rank"] == first_phase].groupby("role", observed=True)["choice"].agg(frozenset)
-    firsts = grouped["role"].map(first_choices)
-    grouped["changed"] = [c not in f for c, f in zip(grouped["choice"], firsts)]
-    return grouped[SELECTION_COLUMNS].reset_index(drop=True)
+    first_rank = {}
+    for role, phase_rank, *_ in rows:
+        first_rank[role] = min(first_rank.get(role, phase_rank), phase_rank)
+    firsts: dict = {}
+    for role, phase_rank, _, _, choice, _, _ in rows:
+        if phase_rank == first_rank[role]:
+            firsts.setdefault(role, set()).add(choice)
+    texts = lambda at: pd.Series([row[at] for row in rows], dtype=object)  # noqa: E731
+    return pd.DataFrame({"phase": texts(3), "role": texts(0), "kind": texts(2),
+                         "choice": [row[4] for row in rows],
+                         "kernels": np.array([row[5] for row in rows], dtype=np.int64),
+                         "time_ns": np.array([row[6] for row in rows], dtype=float),
+                         "changed": [row[4] not in firsts[row[0]] for row in rows]}, columns=SELECTION_COLUMNS)
