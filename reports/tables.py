@@ -182,19 +182,36 @@ def _wrapped_to(heading: str, width: int) -> str:  # a heading wraps alike in ev
     return "\n".join(textwrap.wrap(heading, width, break_long_words=False)) or heading
 
 
+def _heading_lines(column: Column, wrap: bool = True) -> list[str]:
+    return (_wrapped(column.heading, column.cells) if wrap else column.heading).split("\n")
+
+
+def _key_width(key_heading: str, rows: Rows) -> int:
+    return max([cell_len(key_heading)] + [cell_len(k) for k in rows.keys])
+
+
+def _column_width(column: Column, lines: list[str]) -> int:
+    """As wide as its widest heading line or cell."""
+    return max([cell_len(line) for line in lines] + [cell_len(c) for c in column.cells if c is not None])
+
+
 class CompactTable:
     """A table with one space between columns, no outer edge, a rule under its heading, and no cell
     ever cut or wrapped: each column is as wide as its widest text, so its lines are written
     directly (rich's Table measures and lays out every cell: 2.3 s for the 62 tables of `smlens
     views`). On a console narrower than the table it is rich's Table, which shrinks what it must."""
 
+    # how a subclass drawn as some other rich Table was differs: the title's style (None: rich's
+    # table.title, bold), headings wrapped to their cells or whole, "n/a" dim or plain
+    TITLE_STYLE: Optional[str] = None
+    WRAP_HEADINGS = True
+    DIM_MISSING = True
+
     def __init__(self, title: str, key_heading: str, rows: Rows, columns: list[Column]):
         self.title, self.key_heading, self.rows, self.columns = title, key_heading, rows, columns
-        self.headings = [[key_heading]] + [_wrapped(c.heading, c.cells).split("\n") for c in columns]
-        self.widths = [max([cell_len(key_heading)] + [cell_len(k) for k in rows.keys])]
-        for column, lines in zip(columns, self.headings[1:]):
-            self.widths.append(max([cell_len(line) for line in lines]
-                                   + [cell_len(c) for c in column.cells if c is not None]))
+        self.headings = [[key_heading]] + [_heading_lines(c, self.WRAP_HEADINGS) for c in columns]
+        self.widths = [_key_width(key_heading, rows)] + [_column_width(c, lines)
+                                                         for c, lines in zip(columns, self.headings[1:])]
         self.justify = ["left"] + [c.justify for c in columns]
         self.width = sum(self.widths) + 2 * (len(self.widths) - 1)
 
@@ -202,12 +219,24 @@ class CompactTable:
         return Measurement(self.width, self.width)
 
     def _line(self, cells: list, styles: list, row_style: Style) -> list[Segment]:
-        segments = []
+        segments, plain = [], []
         for index, (cell, width) in enumerate(zip(cells, self.widths)):
             pad = " " * (width - cell_len(cell))
             text = cell + pad if self.justify[index] == "left" else pad + cell
-            segments.append(Segment(text, row_style + styles[index] if styles[index] else row_style))
-            segments.append(Segment("  " if index < len(cells) - 1 else "", row_style))
+            gap = "  " if index < len(cells) - 1 else ""
+            if row_style:
+                segments += [Segment(text, row_style + styles[index] if styles[index] else row_style),
+                             Segment(gap, row_style)]
+                continue
+            # text without a style is written as it is: a run of such cells is one segment (the
+            # same bytes, a tenth of the segments for rich to pass on: BENCHMARKS.md)
+            if styles[index]:
+                segments += [Segment("".join(plain), row_style), Segment(text, styles[index])]
+                plain = [gap]
+            else:
+                plain += [text, gap]
+        if plain:
+            segments.append(Segment("".join(plain), row_style))
         return segments + [Segment.line()]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -215,8 +244,9 @@ class CompactTable:
             yield self.rich_table()
             return
         if self.title:
-            yield from console.render(Text(self.title, style=console.get_style("table.title") + Style(bold=True)),
-                                      options.update(width=self.width, justify="left"))
+            style = (console.get_style(self.TITLE_STYLE) if self.TITLE_STYLE
+                     else console.get_style("table.title") + Style(bold=True))
+            yield from console.render(Text(self.title, style=style), options.update(width=self.width, justify="left"))
         header = console.get_style("table.header")
         tallest = max(len(lines) for lines in self.headings)
         for line in range(tallest):  # headings end on the rule
@@ -232,7 +262,7 @@ class CompactTable:
                 continue
             cells = [key] + [column.cells[index] or "" for column in self.columns]
             style = self.rows.styles[index]
-            yield from self._line(cells, [dim if c == "n/a" else None for c in cells],
+            yield from self._line(cells, [dim if c == "n/a" and self.DIM_MISSING else None for c in cells],
                                   console.get_style(style) if style else plain)
             note = self.rows.notes[index] if index < len(self.rows.notes) else None
             for line in note_lines(note, options.max_width - len(NOTE_INDENT)) if note else []:
@@ -266,10 +296,16 @@ def compact_table(title: str, key_heading: str, rows: Rows, columns: list[Column
 def fit(title: str, key_heading: str, rows: Rows, columns: list[Column], width: int) -> list[CompactTable]:
     """One table, or several of the same rows when the columns do not fit in `width`: the key
     column in each, the columns in their order, none cut."""
+    # a column is as wide in every part: each is measured once (measuring each part anew as it grew
+    # measured a table of n columns n times over)
     parts: list[list[Column]] = [[]]
+    key = used = _key_width(key_heading, rows)
     for column in columns:
-        if parts[-1] and CompactTable("", key_heading, rows, parts[-1] + [column]).width > width:
+        column_width = _column_width(column, _heading_lines(column))
+        if parts[-1] and used + 2 + column_width > width:
             parts.append([])
+            used = key
         parts[-1].append(column)
+        used += 2 + column_width
     return [compact_table(title if number == 0 else f"{title.split(':')[0]} (continued)", key_heading, rows, part)
             for number, part in enumerate(parts)]

@@ -65,10 +65,10 @@ def _grouped_rows(frame: pd.DataFrame) -> tuple[Rows, list[int]]:
     ranks = frame["rank"].astype(object) if "rank" in frame.columns else [None] * len(frame)
     # a role no role range named (guessed from kernel names or launch order) is marked GUESSED
     sources = frame["role_source"].astype(object).tolist() if "role_source" in frame.columns else [None] * len(frame)
-    for position, (phase, role, rank) in enumerate(zip(frame["phase"].astype(object),
-                                                        frame["role"].astype(object), ranks)):
+    phases = frame["phase"].astype(object).tolist()
+    for position, (phase, role, rank) in enumerate(zip(phases, frame["role"].astype(object), ranks)):
         if phase != previous:
-            rows.phase(_phase_title(str(phase), set(frame["phase"].astype(object))))
+            rows.phase(_phase_title(str(phase), set(phases)))
             positions.append(None)
             previous = phase
         guessed = GUESSED if role != "all" and str(sources[position]) in ("name", "order") else ""
@@ -285,23 +285,61 @@ def view_tables(result, view: str, width: int = 80) -> tuple[list[CompactTable],
     return fit(f"{view} {registry.title(view)}", "phase / role", rows, columns, width), columns
 
 
-def selection_table(selection: pd.DataFrame) -> Table:
-    view = registry.SELECTION_VIEW
-    table = Table(title=f"{view} {registry.title(view)}: what ran per phase and role "
-                        "(* changed from the role's first phase)", title_justify="left", title_style="bold",
-                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1), collapse_padding=True)
-    for name, justify in (("role", "left"), ("phase", "left"), ("kind", "left"), ("choice", "left"),
-                          ("kernels", "right"), ("time µs", "right")):
-        table.add_column(name, justify=justify, no_wrap=name != "choice", overflow="fold")
-    previous = None
-    for _, row in selection.iterrows():
-        if previous is not None and row["role"] != previous:
-            table.add_section()
-        previous = row["role"]
-        marker = "* " if bool(row["changed"]) else ""
-        table.add_row(str(row["role"]), str(row["phase"]), str(row["kind"]), marker + str(row["choice"]),
-                      str(int(row["kernels"])), us(row["time_ns"]))
-    return table
+SELECTION_HEADINGS = (("role", "left"), ("phase", "left"), ("kind", "left"), ("choice", "left"),
+                      ("kernels", "right"), ("time µs", "right"))
+
+
+class SelectionTable(CompactTable):
+    """V8's choices per role and phase, a blank line between roles, as rich's Table draws them
+    (headings whole, n/a plain, a bold title), written directly where it fits (rich measured its
+    every cell: 20 to 50 ms of `smlens views`, BENCHMARKS.md); narrower, rich's Table, which
+    wraps the choices."""
+
+    TITLE_STYLE = "bold"
+    WRAP_HEADINGS = False
+    DIM_MISSING = False
+
+    def __init__(self, selection: pd.DataFrame):
+        self.selection = selection
+        rows, cells = Rows(), [[] for _ in SELECTION_HEADINGS[1:]]
+        for index, row in enumerate(_selection_rows(selection)):
+            if index and row[0] != rows.keys[-1]:  # a new role: rich's section, a line of spaces
+                rows.row("")
+                for column in cells:
+                    column.append("")
+            rows.row(row[0])
+            for column, cell in zip(cells, row[1:]):
+                column.append(cell)
+        view = registry.SELECTION_VIEW
+        super().__init__(f"{view} {registry.title(view)}: what ran per phase and role (* changed from the "
+                         "role's first phase)", SELECTION_HEADINGS[0][0], rows,
+                         [Column(h, c, justify) for (h, justify), c in zip(SELECTION_HEADINGS[1:], cells)])
+
+    def rich_table(self) -> Table:
+        table = Table(title=self.title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
+                      show_edge=False, pad_edge=False, padding=(0, 1), collapse_padding=True)
+        for name, justify in SELECTION_HEADINGS:
+            table.add_column(name, justify=justify, no_wrap=name != "choice", overflow="fold")
+        previous = None
+        for row in _selection_rows(self.selection):
+            if previous is not None and row[0] != previous:
+                table.add_section()
+            previous = row[0]
+            table.add_row(*row)
+        return table
+
+
+def _selection_rows(selection: pd.DataFrame) -> list[tuple]:
+    """The selection's rows as the table's texts."""
+    return [(str(role), str(phase), str(kind), ("* " if bool(changed) else "") + str(choice), str(int(kernels)),
+             us(time_ns))
+            for role, phase, kind, choice, kernels, time_ns, changed in
+            zip(*(selection[c].tolist() for c in ("role", "phase", "kind", "choice", "kernels", "time_ns",
+                                                  "changed")))]
+
+
+def selection_table(selection: pd.DataFrame) -> SelectionTable:
+    return SelectionTable(selection)
 
 
 def validation_lines(result, view: str, limit: int = MAX_FAILURES) -> list[Text]:
@@ -320,12 +358,15 @@ def validation_lines(result, view: str, limit: int = MAX_FAILURES) -> list[Text]
 
     shown = failed[:limit]
     for kernel_id, name, phase, role, detail in zip(*[cells(c, shown) for c in (
-            "kernel_id", "kernel_name", "phase", "role", detail_column)]):
+            "kernel_id", "kernel_name", "phase", "role", detail_column)]) if len(shown) else ():
         lines.append(Text.assemble(("  fail ", "bold red"), f"kernel {'?' if is_missing(kernel_id) else kernel_id} "
                                    f"{short_name(name, NO_CUT)} ({phase}/{role}): ", str(detail)))
     if len(failed) > limit:
         lines.append(Text(f"  ... and {len(failed) - limit} more failures (--format json lists them all)"))
-    reasons = pd.Series(cells(detail_column, np.flatnonzero(status == "n/a")), dtype=object).value_counts()
+    not_applicable = np.flatnonzero(status == "n/a")
+    if not len(not_applicable):
+        return lines
+    reasons = pd.Series(cells(detail_column, not_applicable), dtype=object).value_counts()
     for reason, count in reasons[reasons.index != ""].head(3).items():
         lines.append(Text(f"  n/a  {count} kernels: {na_advice(reason)}", style="dim"))
     return lines
