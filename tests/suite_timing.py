@@ -78,18 +78,23 @@ class DurationRecorder:
     def __init__(self, path: Path = RECORD):
         self.path = path
         self.phases: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self.skipped: set[str] = set()
 
     def pytest_runtest_logreport(self, report):
         self.phases[report.nodeid][report.when] += report.duration
+        if report.skipped:  # a test skipped here (no vLLM, no GPU) costs nothing here, not everywhere
+            self.skipped.add(report.nodeid)
 
     def pytest_sessionfinish(self, session):
         if hasattr(session.config, "workerinput"):
             return  # the controller writes what the workers reported
-        # what was not run this time keeps its old figures, while the test is there
+        # what was not run (or skipped) this time keeps its old figures, while the test is there
         root = session.config.rootpath
         record = {key: cost for key, cost in load_record(self.path).items() if names_a_test(root, key)}
         measured = set()
         for nodeid, phases in self.phases.items():
+            if nodeid in self.skipped:
+                continue
             key = _function(nodeid)
             total = sum(phases.values())
             if key not in measured:

@@ -78,20 +78,24 @@ def test_the_recorder_keeps_each_functions_longest_parameter_and_what_it_did_not
     record = tmp_path / "durations.json"
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_a.py").write_text("def test_f(n):\n    pass\n")
-    (tmp_path / "tests" / "test_b.py").write_text("def test_kept():\n    pass\n")
+    (tmp_path / "tests" / "test_b.py").write_text("def test_kept():\n    pass\n\ndef test_skipped_here():\n    pass\n")
     suite_timing.write_record({"tests/test_b.py::test_kept": {"setup_s": 1.0, "total_s": 2.0},
+                               "tests/test_b.py::test_skipped_here": {"setup_s": 15.0, "total_s": 20.0},
                                "tests/test_gone.py::test_x": {"setup_s": 0.0, "total_s": 5.0},
                                "tests/test_a.py::test_f": {"setup_s": 0.0, "total_s": 99.0}}, record)
     recorder = suite_timing.DurationRecorder(record)
     for nodeid, when, seconds in [("tests/test_a.py::test_f[1]", "setup", 0.5), ("tests/test_a.py::test_f[1]", "call", 1.0),
                                   ("tests/test_a.py::test_f[2]", "setup", 0.25), ("tests/test_a.py::test_f[2]", "call", 3.0),
                                   ("tests/test_a.py::test_f[2]", "teardown", 0.5)]:
-        recorder.pytest_runtest_logreport(SimpleNamespace(nodeid=nodeid, when=when, duration=seconds))
+        recorder.pytest_runtest_logreport(SimpleNamespace(nodeid=nodeid, when=when, duration=seconds, skipped=False))
+    recorder.pytest_runtest_logreport(SimpleNamespace(nodeid="tests/test_b.py::test_skipped_here", when="setup",
+                                                      duration=0.01, skipped=True))
     recorder.pytest_sessionfinish(SimpleNamespace(config=SimpleNamespace(rootpath=tmp_path)))
     assert json.loads(record.read_text()) == {
         "tests/test_a.py::test_f": {"setup_s": 0.5, "total_s": 3.75},   # measured again: the old 99 s gone
-        "tests/test_b.py::test_kept": {"setup_s": 1.0, "total_s": 2.0}}  # not run: kept; a deleted test's dropped
-    assert len(record.read_text().splitlines()) == 4  # a function a line
+        "tests/test_b.py::test_kept": {"setup_s": 1.0, "total_s": 2.0},  # not run: kept; a deleted test's dropped
+        "tests/test_b.py::test_skipped_here": {"setup_s": 15.0, "total_s": 20.0}}  # skipped (no vLLM here): kept
+    assert len(record.read_text().splitlines()) == 5  # a function a line
 
 
 def test_the_committed_record_names_only_tests_that_exist():
