@@ -2,8 +2,9 @@
 marker (`bash scripts/test.sh --quick` leaves those out) and the order two xdist workers take the
 work in. `bash scripts/test.sh --record-durations` runs the whole suite and writes the record again.
 
-The record holds, per test function (its parameters together), the longest parameter's setup and
-its whole time (setup, call, teardown), in seconds, as measured under `-n 2` on the 2-core machine.
+The record holds, per test function, the longest parameter's setup and its whole time (setup, call,
+teardown), and its parameters' whole times summed, in seconds, as measured under `-n 2` on the
+2-core machine.
 A test not in it yet (added since) counts as quick and cheap until the record is written again.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 
 RECORD = Path(__file__).parent / "durations.json"
 SLOW_S = 1.5  # the `slow` marker: over this on the 2-core machine
+PARAMETERS_S = 3.0  # a function whose parameters together take longer keeps only its first in --quick
 UNKNOWN_S = 0.1
 FIRST_RESULTS = 72  # pytest's first line of progress: a dot a result
 
@@ -47,16 +49,22 @@ def mark_and_order(items: list, record: dict[str, dict], under_xdist: bool,
 
     A module fixture's cost lands on the first test that sets it up, and which one that is depends
     on the selection: in a file where some test's setup took over SLOW_S, every test sharing its
-    module fixtures is slow, so that `--quick` never pays the fixture for one cheap test.
+    module fixtures is slow, so that `--quick` never pays the fixture for one cheap test. A function
+    whose parameters together took over PARAMETERS_S runs its first parameter in `--quick`.
     """
     heavy_setup_files = {key.split("::", 1)[0] for key, cost in record.items() if cost["setup_s"] > SLOW_S}
     unit_cost: dict[str, float] = defaultdict(float)
     unit_of = {}
+    seen_functions = set()
     for item in items:
-        cost = record.get(function_key(item), {})
+        key = function_key(item)
+        cost = record.get(key, {})
         shared = uses_a_module_fixture(item)
         path = item.nodeid.split("::", 1)[0]
-        if cost.get("total_s", 0) > SLOW_S or (shared and path in heavy_setup_files):
+        # a check over every committed capture: its first capture in --quick, all of them in the suite
+        later_parameter = key in seen_functions and cost.get("params_s", 0) > PARAMETERS_S
+        seen_functions.add(key)
+        if cost.get("total_s", 0) > SLOW_S or later_parameter or (shared and path in heavy_setup_files):
             item.add_marker(pytest.mark.slow)
         if shared:
             item.add_marker(pytest.mark.xdist_group(Path(path).name))
@@ -99,10 +107,11 @@ class DurationRecorder:
             total = sum(phases.values())
             if key not in measured:
                 measured.add(key)
-                record[key] = {"setup_s": 0.0, "total_s": 0.0}
+                record[key] = {"setup_s": 0.0, "total_s": 0.0, "params_s": 0.0}
             known = record[key]
             known["setup_s"] = max(known["setup_s"], round(phases.get("setup", 0.0), 2))
             known["total_s"] = max(known["total_s"], round(total, 2))
+            known["params_s"] = round(known["params_s"] + total, 2)
         write_record(record, self.path)
 
 

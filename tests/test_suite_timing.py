@@ -36,6 +36,7 @@ RECORD = {
     "tests/test_b.py::test_first": {"setup_s": 6.0, "total_s": 6.5},   # paid b's module fixture
     "tests/test_b.py::test_second": {"setup_s": 0.0, "total_s": 0.3},  # shares it
     "tests/test_b.py::test_alone": {"setup_s": 0.0, "total_s": 0.3},   # uses none
+    "tests/test_c.py::test_each": {"setup_s": 0.0, "total_s": 1.0, "params_s": 4.0},  # 4 captures, 1 s each
 }
 
 
@@ -43,7 +44,7 @@ def _items():
     return [FakeItem("tests/test_a.py::test_cheap"), FakeItem("tests/test_a.py::test_long[x]"),
             FakeItem("tests/test_a.py::test_long[y]"), FakeItem("tests/test_b.py::test_first", True),
             FakeItem("tests/test_b.py::test_second", True), FakeItem("tests/test_b.py::test_alone"),
-            FakeItem("tests/test_c.py::test_new")]
+            FakeItem("tests/test_c.py::test_new")] + [FakeItem(f"tests/test_c.py::test_each[{i}]") for i in range(4)]
 
 
 def test_slow_is_what_took_over_the_limit_or_shares_a_costly_module_fixture():
@@ -51,7 +52,8 @@ def test_slow_is_what_took_over_the_limit_or_shares_a_costly_module_fixture():
     suite_timing.mark_and_order(items, RECORD, under_xdist=False)
     slow = [item.nodeid for item in items if "slow" in item.marker_names]
     assert slow == ["tests/test_a.py::test_long[x]", "tests/test_a.py::test_long[y]",
-                    "tests/test_b.py::test_first", "tests/test_b.py::test_second"]
+                    "tests/test_b.py::test_first", "tests/test_b.py::test_second",
+                    "tests/test_c.py::test_each[1]", "tests/test_c.py::test_each[2]", "tests/test_c.py::test_each[3]"]
     grouped = {item.nodeid: args for item in items for name, args in item.markers if name == "xdist_group"}
     assert grouped == {"tests/test_b.py::test_first": ("test_b.py",), "tests/test_b.py::test_second": ("test_b.py",)}
 
@@ -62,6 +64,7 @@ def test_under_xdist_the_longest_work_comes_first_and_a_group_stays_together():
     assert [item.nodeid for item in items] == [
         "tests/test_a.py::test_long[x]", "tests/test_a.py::test_long[y]",   # 9 s each
         "tests/test_b.py::test_first", "tests/test_b.py::test_second",      # the group: 6.8 s
+        *[f"tests/test_c.py::test_each[{i}]" for i in range(4)],             # 1 s each
         "tests/test_b.py::test_alone", "tests/test_a.py::test_cheap",       # 0.3, 0.2
         "tests/test_c.py::test_new"]                                         # not measured yet
     # a line of progress first: the cheapest single tests, then the longest work
@@ -92,7 +95,7 @@ def test_the_recorder_keeps_each_functions_longest_parameter_and_what_it_did_not
                                                       duration=0.01, skipped=True))
     recorder.pytest_sessionfinish(SimpleNamespace(config=SimpleNamespace(rootpath=tmp_path)))
     assert json.loads(record.read_text()) == {
-        "tests/test_a.py::test_f": {"setup_s": 0.5, "total_s": 3.75},   # measured again: the old 99 s gone
+        "tests/test_a.py::test_f": {"setup_s": 0.5, "total_s": 3.75, "params_s": 5.25},  # measured again: 99 s gone
         "tests/test_b.py::test_kept": {"setup_s": 1.0, "total_s": 2.0},  # not run: kept; a deleted test's dropped
         "tests/test_b.py::test_skipped_here": {"setup_s": 15.0, "total_s": 20.0}}  # skipped (no vLLM here): kept
     assert len(record.read_text().splitlines()) == 5  # a function a line
