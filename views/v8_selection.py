@@ -10,6 +10,8 @@ factor), or, for a persistent kernel, as many blocks as the device holds at once
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -189,6 +191,17 @@ def choice_text(kernel_family, tile, split_k, split_k_factor, arch_path) -> str:
     return text
 
 
+class _Choice(NamedTuple):
+    """One row of V8's table while it is built: sorted by role, phase (in run order) and kind."""
+    role: object
+    phase_rank: int
+    kind: object
+    phase: object
+    choice: str
+    kernels: int
+    time_ns: float
+
+
 def _first_appearance(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group numbers 0..k-1 in the order each group first appears, and each group's first row."""
     _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
@@ -222,20 +235,21 @@ def selection(result_kernels: pd.DataFrame) -> pd.DataFrame:
     for index, label in enumerate(identity):  # one row per role, phase, kind and choice
         members.setdefault(label, []).append(index)
     rank = {p: i for i, p in enumerate(PHASE_ORDER)}
-    rows = sorted(((role, rank.get(phase, len(rank)), kind, phase, choice, int(kernels[at].sum()),
-                    np.sum(summed[at])) for (role, phase, kind, choice), at in members.items()),
-                  key=lambda row: row[:3])
+    rows = sorted((_Choice(role, rank.get(phase, len(rank)), kind, phase, choice, int(kernels[at].sum()),
+                           np.sum(summed[at])) for (role, phase, kind, choice), at in members.items()),
+                  key=lambda row: (row.role, row.phase_rank, row.kind))
     # what the role ran in its first phase; anything else later is a change
     first_rank = {}
-    for role, phase_rank, *_ in rows:
-        first_rank[role] = min(first_rank.get(role, phase_rank), phase_rank)
+    for row in rows:
+        first_rank[row.role] = min(first_rank.get(row.role, row.phase_rank), row.phase_rank)
     firsts: dict = {}
-    for role, phase_rank, _, _, choice, _, _ in rows:
-        if phase_rank == first_rank[role]:
-            firsts.setdefault(role, set()).add(choice)
-    texts = lambda at: pd.Series([row[at] for row in rows], dtype=object)  # noqa: E731
-    return pd.DataFrame({"phase": texts(3), "role": texts(0), "kind": texts(2),
-                         "choice": [row[4] for row in rows],
-                         "kernels": np.array([row[5] for row in rows], dtype=np.int64),
-                         "time_ns": np.array([row[6] for row in rows], dtype=float),
-                         "changed": [row[4] not in firsts[row[0]] for row in rows]}, columns=SELECTION_COLUMNS)
+    for row in rows:
+        if row.phase_rank == first_rank[row.role]:
+            firsts.setdefault(row.role, set()).add(row.choice)
+    return pd.DataFrame({"phase": pd.Series([row.phase for row in rows], dtype=object),
+                         "role": pd.Series([row.role for row in rows], dtype=object),
+                         "kind": pd.Series([row.kind for row in rows], dtype=object),
+                         "choice": [row.choice for row in rows],
+                         "kernels": np.array([row.kernels for row in rows], dtype=np.int64),
+                         "time_ns": np.array([row.time_ns for row in rows], dtype=float),
+                         "changed": [row.choice not in firsts[row.role] for row in rows]}, columns=SELECTION_COLUMNS)
